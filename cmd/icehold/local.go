@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/icehold/icehold/shared/localserver"
+)
+
+func runLocal(args []string) error {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	dir := fs.String("dir", ".icehold", "state directory (survives restarts)")
+	addr := fs.String("addr", localserver.DefaultAddr, "REST API listen address")
+	s3Addr := fs.String("s3-addr", localserver.DefaultS3Addr, "embedded S3 listen address")
+	dynAddr := fs.String("dynamodb-addr", localserver.DefaultDynamoAddr, "embedded DynamoDB listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: *dir, Addr: *addr, S3Addr: *s3Addr, DynamoAddr: *dynAddr})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	i := srv.Info
+	fmt.Printf(`icehold is running (state in %s, details in %s/local.json)
+
+  REST catalog  %s   (catalog %q, warehouse %s)
+  S3            %s   (bucket %s, key %s / %s)
+  DynamoDB      %s
+  admin token   %s
+
+  curl -H "Authorization: Bearer %s" '%s'
+
+iceberg-go:
+  rest.NewCatalog(ctx, "icehold", "%s", rest.WithOAuthToken("%s"), rest.WithWarehouseLocation("%s"))
+
+PyIceberg:
+  load_catalog("icehold", uri="%s", token="%s", warehouse="%s")
+
+Spark:
+  --conf spark.sql.catalog.icehold=org.apache.iceberg.spark.SparkCatalog \
+  --conf spark.sql.catalog.icehold.type=rest \
+  --conf spark.sql.catalog.icehold.uri=%s \
+  --conf spark.sql.catalog.icehold.token=%s \
+  --conf spark.sql.catalog.icehold.warehouse=%s
+
+The S3 endpoint and keys reach clients through /v1/config; nothing else to set.
+`, *dir, *dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.AdminToken,
+		i.AdminToken, i.ConfigCheck,
+		i.RESTURL, i.AdminToken, i.Catalog,
+		i.RESTURL, i.AdminToken, i.Catalog,
+		i.RESTURL, i.AdminToken, i.Catalog)
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,37 @@
+// Command icehold is the operator CLI and the local all-in-one server.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `icehold: the table-lifecycle Iceberg REST catalog
+
+usage:
+  icehold local [flags]   run the whole product on this machine (make run)
+
+run "icehold local -h" for its flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "local":
+		err = runLocal(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "icehold: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "icehold:", err)
+		os.Exit(1)
+	}
+}

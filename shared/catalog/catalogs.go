@@ -1,0 +1,211 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Lifecycle settings of a catalog (SPEC §4), validated when set.
+const (
+	PropSoftDeleteEnabled  = "soft-delete.enabled"
+	PropHoldPeriod         = "soft-delete.hold-period"
+	PropPurgeOnExpiry      = "soft-delete.purge-on-expiry"
+	PropDeleteScope        = "purge.delete-scope" // "table" (default) or "warehouse"
+	DefaultHoldPeriod      = "P7D"
+	maxCatalogPropertyKeys = 100
+)
+
+// Service is the catalog over the record store and the metadata files in S3.
+type Service struct {
+	store   *store.Store
+	objects *objects.Store
+}
+
+// New returns the catalog service.
+func New(s *store.Store, o *objects.Store) *Service {
+	return &Service{store: s, objects: o}
+}
+
+// Store exposes the record store to the packages built on the catalog.
+func (s *Service) Store() *store.Store { return s.store }
+
+// CatalogInfo is a catalog as the lifecycle API shows it.
+type CatalogInfo struct {
+	Name       string            `json:"name"`
+	Warehouse  string            `json:"warehouse"`
+	Properties map[string]string `json:"properties"`
+	CreatedAt  string            `json:"created-at,omitempty"`
+	CreatedBy  string            `json:"created-by,omitempty"`
+}
+
+func infoOf(c store.Catalog) CatalogInfo {
+	props := c.Properties
+	if props == nil {
+		props = map[string]string{}
+	}
+	return CatalogInfo{Name: c.Name, Warehouse: c.Warehouse, Properties: props, CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy}
+}
+
+// ValidateWarehouse checks an s3://bucket[/prefix] warehouse location.
+func ValidateWarehouse(w string) error {
+	if !strings.HasPrefix(w, "s3://") {
+		return fmt.Errorf("%w: warehouse %q must be an s3:// location", ErrBadRequest, w)
+	}
+	bucket := strings.SplitN(strings.TrimPrefix(w, "s3://"), "/", 2)[0]
+	if !regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`).MatchString(bucket) {
+		return fmt.Errorf("%w: warehouse %q does not name a valid bucket", ErrBadRequest, w)
+	}
+	return nil
+}
+
+// validateCatalogProperties checks the lifecycle settings it knows.
+func validateCatalogProperties(props map[string]string) error {
+	if len(props) > maxCatalogPropertyKeys {
+		return fmt.Errorf("%w: more than %d properties", ErrBadRequest, maxCatalogPropertyKeys)
+	}
+	for _, k := range []string{PropSoftDeleteEnabled, PropPurgeOnExpiry} {
+		if v, ok := props[k]; ok {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("%w: %s must be true or false, not %q", ErrBadRequest, k, v)
+			}
+		}
+	}
+	if v, ok := props[PropHoldPeriod]; ok {
+		if _, err := ParseDuration(v); err != nil {
+			return err
+		}
+	}
+	if v, ok := props[PropDeleteScope]; ok && v != "table" && v != "warehouse" {
+		return fmt.Errorf("%w: %s must be table or warehouse, not %q", ErrBadRequest, PropDeleteScope, v)
+	}
+	return nil
+}
+
+// CreateCatalog creates a catalog.
+func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, props map[string]string) (CatalogInfo, error) {
+	if err := ValidateCatalogName(name); err != nil {
+		return CatalogInfo{}, err
+	}
+	if name == authz.SystemCatalog {
+		return CatalogInfo{}, fmt.Errorf("%w: %q is reserved", ErrBadRequest, name)
+	}
+	if err := ValidateWarehouse(warehouse); err != nil {
+		return CatalogInfo{}, err
+	}
+	if err := validateCatalogProperties(props); err != nil {
+		return CatalogInfo{}, err
+	}
+	c := store.Catalog{
+		Name: name, Warehouse: strings.TrimRight(warehouse, "/"), Properties: props,
+		CreatedAt: time.Now().UTC().Format(time.RFC3339), CreatedBy: authz.Principal(ctx),
+	}
+	if err := s.store.CreateCatalog(ctx, c); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, ErrCatalogExists)
+		}
+		return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, err)
+	}
+	return infoOf(c), nil
+}
+
+// GetCatalog loads a catalog.
+func (s *Service) GetCatalog(ctx context.Context, name string) (CatalogInfo, error) {
+	c, err := s.catalog(ctx, name)
+	if err != nil {
+		return CatalogInfo{}, err
+	}
+	return infoOf(c), nil
+}
+
+func (s *Service) catalog(ctx context.Context, name string) (store.Catalog, error) {
+	c, err := s.store.GetCatalog(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return c, fmt.Errorf("catalog %q: %w", name, ErrNoSuchCatalog)
+	}
+	return c, err
+}
+
+// UpdateCatalogProperties sets and removes catalog properties.
+func (s *Service) UpdateCatalogProperties(ctx context.Context, name string, updates map[string]string, removals []string) (CatalogInfo, error) {
+	if err := checkPropertyChange(updates, removals); err != nil {
+		return CatalogInfo{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := s.catalog(ctx, name)
+		if err != nil {
+			return CatalogInfo{}, err
+		}
+		props := maps.Clone(c.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		for _, k := range removals {
+			delete(props, k)
+		}
+		maps.Copy(props, updates)
+		if err := validateCatalogProperties(props); err != nil {
+			return CatalogInfo{}, err
+		}
+		c.Properties = props
+		err = s.store.UpdateCatalog(ctx, c)
+		if errors.Is(err, store.ErrConditionFailed) && attempt < 5 {
+			continue // a concurrent change: read again and reapply
+		}
+		if err != nil {
+			return CatalogInfo{}, fmt.Errorf("update catalog %s: %w", name, err)
+		}
+		return infoOf(c), nil
+	}
+}
+
+func checkPropertyChange(updates map[string]string, removals []string) error {
+	for _, k := range removals {
+		if _, ok := updates[k]; ok {
+			return fmt.Errorf("%w: property %q is both updated and removed", ErrUnprocessable, k)
+		}
+	}
+	for k := range updates {
+		if k == "" {
+			return fmt.Errorf("%w: empty property key", ErrBadRequest)
+		}
+	}
+	return nil
+}
+
+var isoDuration = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$`)
+
+// ParseDuration parses an ISO-8601 duration of weeks, days, hours, minutes and
+// seconds (P7D, PT12H, P1DT6H); it also accepts the short form "7d"/"12h".
+func ParseDuration(s string) (time.Duration, error) {
+	if m := regexp.MustCompile(`^(\d+)([dhm])$`).FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		unit := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute}[m[2]]
+		return time.Duration(n) * unit, nil
+	}
+	m := isoDuration.FindStringSubmatch(s)
+	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
+		return 0, fmt.Errorf("%w: %q is not an ISO-8601 duration like P7D", ErrBadRequest, s)
+	}
+	units := []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute, time.Second}
+	var d time.Duration
+	for i, u := range units {
+		if m[i+1] != "" {
+			n, err := strconv.Atoi(m[i+1])
+			if err != nil || n > 100000 {
+				return 0, fmt.Errorf("%w: duration %q is out of range", ErrBadRequest, s)
+			}
+			d += time.Duration(n) * u
+		}
+	}
+	return d, nil
+}

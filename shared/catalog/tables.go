@@ -1,0 +1,406 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Ident names a table in a catalog.
+type Ident struct {
+	Namespace []string `json:"namespace"`
+	Name      string   `json:"name"`
+}
+
+func (i Ident) String() string { return nsName(append(append([]string{}, i.Namespace...), i.Name)) }
+
+// Validate checks both parts of the identifier.
+func (i Ident) Validate() error {
+	if err := ValidateNamespace(i.Namespace); err != nil {
+		return err
+	}
+	return ValidateName("table", i.Name)
+}
+
+// CreateTableRequest is the REST spec's CreateTableRequest.
+type CreateTableRequest struct {
+	Name          string                 `json:"name"`
+	Location      string                 `json:"location,omitempty"`
+	Schema        *iceberg.Schema        `json:"schema"`
+	PartitionSpec *iceberg.PartitionSpec `json:"partition-spec,omitempty"`
+	WriteOrder    *table.SortOrder       `json:"write-order,omitempty"`
+	StageCreate   bool                   `json:"stage-create,omitempty"`
+	Properties    iceberg.Properties     `json:"properties,omitempty"`
+}
+
+// TableChange is one table's requirements and updates (a CommitTableRequest).
+type TableChange struct {
+	Identifier   *Ident             `json:"identifier,omitempty"`
+	Requirements table.Requirements `json:"requirements"`
+	Updates      table.Updates      `json:"updates"`
+}
+
+// TableResult is what load, create, register and commit answer: the metadata
+// location and the metadata JSON (passed through as written).
+type TableResult struct {
+	MetadataLocation string
+	Metadata         []byte
+	Entry            store.TableEntry
+}
+
+func tableErr(op string, id Ident, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%s table %s: %w", op, id, ErrNoSuchTable)
+	case errors.Is(err, store.ErrExists):
+		return fmt.Errorf("%s table %s: %w", op, id, ErrTableExists)
+	case errors.Is(err, store.ErrConditionFailed):
+		return fmt.Errorf("%s table %s: the table changed concurrently: %w", op, id, ErrCommitFailed)
+	case errors.Is(err, store.ErrBadPageToken):
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return fmt.Errorf("%s table %s: %w", op, id, err)
+}
+
+// DefaultLocation is <warehouse>/<namespace path>/<table>-<uuid>: unique, so
+// a table created again never shares a prefix with a dropped one.
+func DefaultLocation(warehouse string, id Ident, tableUUID uuid.UUID) string {
+	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(id.Namespace, "/") + "/" + id.Name + "-" + tableUUID.String()
+}
+
+func (s *Service) requireNamespace(ctx context.Context, cat string, ns []string) error {
+	_, err := s.store.GetNamespace(ctx, cat, ns)
+	return nsErr("use", ns, err)
+}
+
+// CreateTable creates a table (or, with stage-create, only answers the
+// metadata it would have, writing nothing).
+func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req CreateTableRequest) (TableResult, error) {
+	id := Ident{Namespace: ns, Name: req.Name}
+	if err := id.Validate(); err != nil {
+		return TableResult{}, err
+	}
+	if req.Schema == nil {
+		return TableResult{}, fmt.Errorf("%w: schema is required", ErrBadRequest)
+	}
+	c, err := s.catalog(ctx, cat)
+	if err != nil {
+		return TableResult{}, err
+	}
+	if err := s.requireNamespace(ctx, cat, ns); err != nil {
+		return TableResult{}, err
+	}
+	if _, err := s.store.GetTable(ctx, cat, ns, req.Name); err == nil {
+		return TableResult{}, fmt.Errorf("create table %s: %w", id, ErrTableExists)
+	}
+	tableUUID := uuid.New()
+	loc := strings.TrimRight(req.Location, "/")
+	if loc == "" {
+		loc = DefaultLocation(c.Warehouse, id, tableUUID)
+	} else if _, _, err := objects.Split(loc + "/x"); err != nil {
+		return TableResult{}, fmt.Errorf("%w: location %q must be an s3:// location", ErrBadRequest, req.Location)
+	}
+	spec := iceberg.UnpartitionedSpec
+	if req.PartitionSpec != nil {
+		spec = req.PartitionSpec
+	}
+	order := table.UnsortedSortOrder
+	if req.WriteOrder != nil {
+		order = *req.WriteOrder
+	}
+	meta, err := table.NewMetadataWithUUID(req.Schema, spec, order, loc, req.Properties, tableUUID)
+	if err != nil {
+		return TableResult{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if req.StageCreate {
+		raw, err := jsonOf(meta)
+		return TableResult{Metadata: raw}, err
+	}
+	metaLoc, raw, err := s.writeMetadata(ctx, meta, "")
+	if err != nil {
+		return TableResult{}, tableErr("create", id, err)
+	}
+	entry := s.newEntry(ctx, id, metaLoc, meta)
+	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry}}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return TableResult{}, nsErr("create table in", ns, err)
+		}
+		return TableResult{}, tableErr("create", id, err)
+	}
+	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
+}
+
+func (s *Service) newEntry(ctx context.Context, id Ident, metaLoc string, meta table.Metadata) store.TableEntry {
+	return store.TableEntry{
+		Namespace: id.Namespace, Name: id.Name, MetadataLocation: metaLoc,
+		TableUUID: meta.TableUUID().String(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		CreatedBy: authz.Principal(ctx),
+	}
+}
+
+// entry loads a table entry, mapping a miss to ErrNoSuchTable (or
+// ErrNoSuchNamespace when the namespace is missing too, as the spec asks).
+func (s *Service) entry(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
+	if err := id.Validate(); err != nil {
+		return store.TableEntry{}, err
+	}
+	e, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		if nsErr := s.requireNamespace(ctx, cat, id.Namespace); nsErr != nil {
+			return e, nsErr
+		}
+	}
+	return e, tableErr("load", id, err)
+}
+
+// LoadTable answers a table's current metadata; refsOnly keeps only the
+// snapshots that refs point at.
+func (s *Service) LoadTable(ctx context.Context, cat string, id Ident, onlyRefs bool) (TableResult, error) {
+	e, err := s.entry(ctx, cat, id)
+	if err != nil {
+		return TableResult{}, err
+	}
+	_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
+	if err != nil {
+		return TableResult{}, fmt.Errorf("load table %s: %w", id, err)
+	}
+	if onlyRefs {
+		if raw, err = refsOnly(raw); err != nil {
+			return TableResult{}, fmt.Errorf("load table %s: %w", id, err)
+		}
+	}
+	return TableResult{MetadataLocation: e.MetadataLocation, Metadata: raw, Entry: e}, nil
+}
+
+// TableExists reports whether the table exists.
+func (s *Service) TableExists(ctx context.Context, cat string, id Ident) error {
+	_, err := s.entry(ctx, cat, id)
+	return err
+}
+
+// ListTables pages through a namespace's tables.
+func (s *Service) ListTables(ctx context.Context, cat string, ns []string, token string, limit int) ([]Ident, string, error) {
+	if err := ValidateNamespace(ns); err != nil {
+		return nil, "", err
+	}
+	if err := s.requireNamespace(ctx, cat, ns); err != nil {
+		return nil, "", err
+	}
+	entries, next, err := s.store.ListTables(ctx, cat, ns, token, limit)
+	if err != nil {
+		return nil, "", tableErr("list", Ident{Namespace: ns}, err)
+	}
+	out := make([]Ident, len(entries))
+	for i, e := range entries {
+		out[i] = Ident{Namespace: e.Namespace, Name: e.Name}
+	}
+	return out, next, nil
+}
+
+// staged is one table's change computed and written, not yet swapped in.
+type staged struct {
+	id    Ident
+	write store.TableWrite
+	raw   []byte
+}
+
+// stage validates a change against the table's current metadata, applies it
+// with iceberg-go and writes the new metadata file.
+func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChange) (staged, error) {
+	if err := id.Validate(); err != nil {
+		return staged{}, err
+	}
+	creating := false
+	for _, r := range ch.Requirements {
+		if r.GetType() == "assert-create" {
+			creating = true
+		}
+	}
+	var base table.Metadata
+	var current store.TableEntry
+	if !creating {
+		e, err := s.entry(ctx, cat, id)
+		if err != nil {
+			return staged{}, err
+		}
+		current = e
+		if base, _, err = s.readMetadata(ctx, e.MetadataLocation); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
+	} else {
+		if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
+			return staged{}, err
+		}
+		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
+			return staged{}, fmt.Errorf("commit %s: assert-create: %w", id, ErrCommitFailed)
+		}
+	}
+	for _, r := range ch.Requirements {
+		if err := r.Validate(base); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %v: %w", id, err, ErrCommitFailed)
+		}
+	}
+	meta, err := applyUpdates(base, current.MetadataLocation, ch.Updates)
+	if err != nil {
+		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
+	}
+	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation)
+	if err != nil {
+		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	next := current
+	if creating {
+		next = s.newEntry(ctx, id, metaLoc, meta)
+	}
+	next.MetadataLocation = metaLoc
+	return staged{id: id, write: store.TableWrite{Entry: next, Expected: current.MetadataLocation}, raw: raw}, nil
+}
+
+func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (table.Metadata, error) {
+	if base != nil {
+		return table.UpdateTableMetadata(base, updates, baseLoc)
+	}
+	// A staged create: build the first metadata from the updates alone.
+	b, err := table.NewMetadataBuilder(1)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range updates {
+		if err := u.Apply(b); err != nil {
+			return nil, err
+		}
+	}
+	return b.Build()
+}
+
+// CommitTable applies one table's change: a compare-and-swap of its metadata
+// pointer, so a lost race is ErrCommitFailed and never a lost update.
+func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch TableChange) (TableResult, error) {
+	st, err := s.stage(ctx, cat, id, ch)
+	if err != nil {
+		return TableResult{}, err
+	}
+	if st.write.Expected == "" {
+		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
+		if errors.Is(err, store.ErrExists) {
+			err = store.ErrConditionFailed // assert-create lost to a concurrent create
+		}
+	} else {
+		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected)
+	}
+	if err != nil {
+		return TableResult{}, tableErr("commit", id, err)
+	}
+	return TableResult{MetadataLocation: st.write.Entry.MetadataLocation, Metadata: st.raw, Entry: st.write.Entry}, nil
+}
+
+// MaxTablesPerTransaction keeps a multi-table commit inside one DynamoDB
+// transaction (100 items, two for a create).
+const MaxTablesPerTransaction = 50
+
+// CommitTransaction applies changes to several tables atomically: all or none.
+func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []TableChange) error {
+	if len(changes) == 0 {
+		return fmt.Errorf("%w: table-changes is empty", ErrBadRequest)
+	}
+	if len(changes) > MaxTablesPerTransaction {
+		return fmt.Errorf("%w: %d table changes, at most %d", ErrBadRequest, len(changes), MaxTablesPerTransaction)
+	}
+	seen := map[string]bool{}
+	writes := make([]store.TableWrite, 0, len(changes))
+	ids := make([]Ident, 0, len(changes))
+	for _, ch := range changes {
+		if ch.Identifier == nil {
+			return fmt.Errorf("%w: every table change needs an identifier", ErrBadRequest)
+		}
+		id := *ch.Identifier
+		if seen[id.String()] {
+			return fmt.Errorf("%w: table %s appears twice", ErrBadRequest, id)
+		}
+		seen[id.String()] = true
+		st, err := s.stage(ctx, cat, id, ch)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, st.write)
+		ids = append(ids, id)
+	}
+	i, err := s.store.WriteTables(ctx, cat, writes)
+	if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
+		err = store.ErrConditionFailed
+	}
+	if err != nil {
+		return tableErr("commit transaction:", ids[i], err)
+	}
+	return nil
+}
+
+// DropTable removes a table's entry. Files are left alone here; the purge and
+// soft-delete pipelines own what happens to them.
+func (s *Service) DropTable(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
+	if _, err := s.entry(ctx, cat, id); err != nil {
+		return store.TableEntry{}, err
+	}
+	e, err := s.store.DeleteTable(ctx, cat, id.Namespace, id.Name)
+	return e, tableErr("drop", id, err)
+}
+
+// RenameTable moves a table to another identifier (same catalog).
+func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) error {
+	if err := to.Validate(); err != nil {
+		return err
+	}
+	e, err := s.entry(ctx, cat, from)
+	if err != nil {
+		return err
+	}
+	moved := e
+	moved.Namespace, moved.Name = to.Namespace, to.Name
+	nsMissing, err := s.store.RenameTable(ctx, cat, e, moved)
+	switch {
+	case nsMissing:
+		return nsErr("rename to", to.Namespace, err)
+	case errors.Is(err, store.ErrExists):
+		return tableErr("rename to", to, err)
+	case errors.Is(err, store.ErrNotFound):
+		return tableErr("rename", from, err)
+	}
+	return tableErr("rename", from, err)
+}
+
+// RegisterTable creates an entry for an existing metadata file.
+func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaLoc string, overwrite bool) (TableResult, error) {
+	if err := id.Validate(); err != nil {
+		return TableResult{}, err
+	}
+	if _, err := s.catalog(ctx, cat); err != nil {
+		return TableResult{}, err
+	}
+	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
+		return TableResult{}, err
+	}
+	meta, raw, err := s.readMetadata(ctx, metaLoc)
+	switch {
+	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata):
+		return TableResult{}, fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
+	case err != nil:
+		return TableResult{}, err
+	}
+	entry := s.newEntry(ctx, id, metaLoc, meta)
+	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Overwrite: overwrite}}); err != nil {
+		return TableResult{}, tableErr("register", id, err)
+	}
+	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
+}

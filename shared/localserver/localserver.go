@@ -1,0 +1,255 @@
+// Package localserver composes the whole product on one machine: the
+// embedded AWS emulators, the same SDK adapters and the same router as in
+// Lambda. `icehold local` (make run) and the tests start it.
+package localserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/router"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Options configure the local server. Zero values are the defaults of `make run`.
+type Options struct {
+	// Dir keeps state (journal, S3 objects, tokens); "" keeps all in memory.
+	Dir string
+	// Addr, S3Addr, DynamoAddr: listen addresses; "127.0.0.1:0" picks a port.
+	Addr, S3Addr, DynamoAddr string
+	Bucket                   string
+	Catalog                  string
+}
+
+// Defaults of `make run`.
+const (
+	DefaultAddr       = "127.0.0.1:8181"
+	DefaultS3Addr     = "127.0.0.1:8182"
+	DefaultDynamoAddr = "127.0.0.1:8183"
+	DefaultBucket     = "icehold-warehouse"
+	DefaultCatalog    = "demo"
+	Region            = "us-east-1"
+	AccessKey         = "icehold"
+	SecretKey         = "icehold-local-secret"
+	TableName         = "icehold"
+	AdminPrincipal    = "local:admin"
+)
+
+// Info is what local.json holds: how to reach the local server.
+type Info struct {
+	RESTURL     string `json:"rest_url"`
+	S3Endpoint  string `json:"s3_endpoint"`
+	DynamoDB    string `json:"dynamodb_endpoint"`
+	Region      string `json:"region"`
+	Bucket      string `json:"bucket"`
+	AdminToken  string `json:"admin_token"`
+	Catalog     string `json:"catalog"`
+	Warehouse   string `json:"warehouse"`
+	AccessKey   string `json:"s3_access_key_id"`
+	SecretKey   string `json:"s3_secret_access_key"`
+	StateDir    string `json:"state_dir,omitempty"`
+	StartedAt   string `json:"started_at"`
+	ProcessID   int    `json:"pid"`
+	TokensFile  string `json:"tokens_file,omitempty"`
+	ConfigCheck string `json:"config_url"`
+}
+
+// Server is a running local icehold.
+type Server struct {
+	Info    Info
+	Handler http.Handler
+	Catalog *catalog.Service
+
+	mu      sync.RWMutex
+	tokens  map[string]string
+	servers []*http.Server
+	dynamo  *localaws.DynamoDB
+	dir     string
+}
+
+func listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	return net.Listen("tcp", addr)
+}
+
+func (s *Server) serve(l net.Listener, h http.Handler) string {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.servers = append(s.servers, srv)
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String()
+}
+
+// Start starts the emulators, bootstraps the store and serves the API.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	if o.Bucket == "" {
+		o.Bucket = DefaultBucket
+	}
+	if o.Catalog == "" {
+		o.Catalog = DefaultCatalog
+	}
+	s := &Server{dir: o.Dir, tokens: map[string]string{}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	dynamo, err := localaws.NewDynamoDB(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb emulator: %w", err)
+	}
+	s.dynamo = dynamo
+	s3emu, err := localaws.NewS3(o.Dir, o.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("s3 emulator: %w", err)
+	}
+	restL, err := listen(o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s3L, err := listen(o.S3Addr)
+	if err != nil {
+		restL.Close()
+		return nil, err
+	}
+	dynL, err := listen(o.DynamoAddr)
+	if err != nil {
+		restL.Close()
+		s3L.Close()
+		return nil, err
+	}
+	ep := awsconfig.Endpoints{
+		DynamoDB: s.serve(dynL, dynamo), S3: s.serve(s3L, s3emu),
+		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey,
+	}
+	cfg, err := awsconfig.Load(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	ddb := awsconfig.DynamoDB(cfg, ep)
+	if err := store.CreateTable(ctx, ddb, TableName); err != nil {
+		return nil, err
+	}
+	st := store.New(ddb, TableName)
+	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
+	warehouse := "s3://" + o.Bucket + "/" + o.Catalog
+	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, nil); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+		return nil, fmt.Errorf("bootstrap catalog: %w", err)
+	}
+	admin, err := s.loadTokens()
+	if err != nil {
+		return nil, err
+	}
+	s.Handler = router.New(router.Config{
+		Catalog:        s.Catalog,
+		Authz:          authz.New(st, []string{AdminPrincipal}),
+		Authenticate:   s.authenticate,
+		DefaultCatalog: o.Catalog,
+		ClientDefaults: map[string]string{
+			"s3.endpoint":                 ep.S3,
+			"s3.region":                   Region,
+			"s3.access-key-id":            AccessKey,
+			"s3.secret-access-key":        SecretKey,
+			"s3.path-style-access":        "true",
+			"s3.force-virtual-addressing": "false",
+			"client.region":               Region,
+		},
+	})
+	rest := s.serve(restL, s.Handler)
+	s.Info = Info{
+		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
+		AdminToken: admin, Catalog: o.Catalog, Warehouse: warehouse, AccessKey: AccessKey, SecretKey: SecretKey,
+		StateDir: o.Dir, StartedAt: time.Now().UTC().Format(time.RFC3339), ProcessID: os.Getpid(),
+		ConfigCheck: rest + "/v1/config?warehouse=" + o.Catalog,
+	}
+	if o.Dir != "" {
+		s.Info.TokensFile = filepath.Join(o.Dir, "tokens.json")
+		b, _ := json.MarshalIndent(s.Info, "", "  ")
+		if err := os.WriteFile(filepath.Join(o.Dir, "local.json"), append(b, '\n'), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// loadTokens reads tokens.json (token → principal), creating it with an admin
+// token on first start; it returns the admin token.
+func (s *Server) loadTokens() (string, error) {
+	path := ""
+	if s.dir != "" {
+		path = filepath.Join(s.dir, "tokens.json")
+		b, err := os.ReadFile(path)
+		if err == nil {
+			if err := json.Unmarshal(b, &s.tokens); err != nil {
+				return "", fmt.Errorf("%s: %w", path, err)
+			}
+		} else if !os.IsNotExist(err) {
+			return "", err
+		}
+	}
+	for tok, p := range s.tokens {
+		if p == AdminPrincipal {
+			return tok, nil
+		}
+	}
+	tok, err := s.AddToken(AdminPrincipal)
+	return tok, err
+}
+
+// AddToken creates a bearer token for principal (kept in tokens.json).
+func (s *Server) AddToken(principal string) (string, error) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	tok := "ih_" + hex.EncodeToString(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[tok] = principal
+	if s.dir == "" {
+		return tok, nil
+	}
+	data, _ := json.MarshalIndent(s.tokens, "", "  ")
+	if err := os.WriteFile(filepath.Join(s.dir, "tokens.json"), data, 0o600); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+func (s *Server) authenticate(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return ""
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tokens[strings.TrimSpace(tok)]
+}
+
+// Close stops serving.
+func (s *Server) Close() {
+	for _, srv := range s.servers {
+		_ = srv.Close()
+	}
+	if s.dynamo != nil {
+		_ = s.dynamo.Close()
+	}
+}

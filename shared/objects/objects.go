@@ -1,0 +1,100 @@
+// Package objects reads and writes whole objects (metadata files) in S3 by
+// their s3:// URI.
+package objects
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// S3 lists the SDK calls this package makes; *s3.Client satisfies it.
+type S3 interface {
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+var (
+	// ErrNotFound: no object at that URI.
+	ErrNotFound = errors.New("object not found")
+	// ErrExists: an object is already at that URI.
+	ErrExists = errors.New("object exists")
+	// ErrBadURI: not an s3:// URI with a bucket and a key.
+	ErrBadURI = errors.New("not an s3 uri")
+)
+
+// Store reads and writes objects.
+type Store struct{ s3 S3 }
+
+// New returns a Store over an S3 client.
+func New(c S3) *Store { return &Store{s3: c} }
+
+// Split parses s3://bucket/key (s3a and s3n too, as engines write them).
+func Split(uri string) (bucket, key string, err error) {
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "s3" && u.Scheme != "s3a" && u.Scheme != "s3n") || u.Host == "" {
+		return "", "", fmt.Errorf("%w: %q", ErrBadURI, uri)
+	}
+	key = strings.TrimPrefix(u.Path, "/")
+	if key == "" {
+		return "", "", fmt.Errorf("%w: %q has no key", ErrBadURI, uri)
+	}
+	return u.Host, key, nil
+}
+
+// Get reads a whole object.
+func (s *Store) Get(ctx context.Context, uri string) ([]byte, error) {
+	bucket, k, err := Split(uri)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, uri)
+		}
+		return nil, fmt.Errorf("get %s: %w", uri, err)
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+// PutNew writes an object that must not exist yet (If-None-Match: *), so a
+// metadata file is never overwritten.
+func (s *Store) PutNew(ctx context.Context, uri string, data []byte, contentType string) error {
+	bucket, k, err := Split(uri)
+	if err != nil {
+		return err
+	}
+	_, err = s.s3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:      aws.String(bucket),
+		Key:         aws.String(k),
+		Body:        bytes.NewReader(data),
+		ContentType: aws.String(contentType),
+		IfNoneMatch: aws.String("*"),
+	})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
+		return fmt.Errorf("%w: %s", ErrExists, uri)
+	}
+	if err != nil {
+		return fmt.Errorf("put %s: %w", uri, err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var nsk *s3types.NoSuchKey
+	var nf *s3types.NotFound
+	var nb *s3types.NoSuchBucket
+	return errors.As(err, &nsk) || errors.As(err, &nf) || errors.As(err, &nb)
+}

@@ -1,0 +1,84 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+)
+
+var (
+	errBodyTooLarge     = errors.New("request body too large")
+	errNoRoute          = errors.New("no such route")
+	errMethodNotAllowed = errors.New("method not allowed")
+)
+
+// ErrorModel is the Iceberg REST spec's error body.
+type ErrorModel struct {
+	Message string   `json:"message"`
+	Type    string   `json:"type"`
+	Code    int      `json:"code"`
+	Stack   []string `json:"stack,omitempty"`
+}
+
+type errorResponse struct {
+	Error ErrorModel `json:"error"`
+}
+
+// statusOf maps domain errors to the REST spec's status codes and types; the
+// one place where that happens.
+func statusOf(err error) (int, string) {
+	table := []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{authz.ErrUnauthenticated, http.StatusUnauthorized, "NotAuthorizedException"},
+		{authz.ErrForbidden, http.StatusForbidden, "ForbiddenException"},
+		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
+		{errNoRoute, http.StatusNotFound, "NotFoundException"},
+		{errMethodNotAllowed, http.StatusMethodNotAllowed, "MethodNotAllowedException"},
+		{catalog.ErrBadRequest, http.StatusBadRequest, "BadRequestException"},
+		{catalog.ErrUnprocessable, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
+		{catalog.ErrNoSuchCatalog, http.StatusNotFound, "NoSuchCatalogException"},
+		{catalog.ErrNoSuchNamespace, http.StatusNotFound, "NoSuchNamespaceException"},
+		{catalog.ErrNoSuchTable, http.StatusNotFound, "NoSuchTableException"},
+		{catalog.ErrNotFound, http.StatusNotFound, "NotFoundException"},
+		{catalog.ErrCatalogExists, http.StatusConflict, "AlreadyExistsException"},
+		{catalog.ErrNamespaceExists, http.StatusConflict, "AlreadyExistsException"},
+		{catalog.ErrTableExists, http.StatusConflict, "AlreadyExistsException"},
+		{catalog.ErrNamespaceNotEmpty, http.StatusConflict, "NamespaceNotEmptyException"},
+		{catalog.ErrCommitFailed, http.StatusConflict, "CommitFailedException"},
+		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
+		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},
+	}
+	for _, m := range table {
+		if errors.Is(err, m.err) {
+			return m.status, m.typ
+		}
+	}
+	return http.StatusInternalServerError, "InternalServerError"
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, typ := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		slog.Error("request failed", "error", err)
+	}
+	writeJSON(w, status, errorResponse{Error: ErrorModel{Message: msg, Type: typ, Code: status}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"message":"encode response","type":"InternalServerError","code":500}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

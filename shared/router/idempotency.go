@@ -1,0 +1,116 @@
+package router
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/store"
+)
+
+var (
+	errKeyInFlight = errors.New("a request with this Idempotency-Key is in flight")
+	errKeyReused   = errors.New("this Idempotency-Key was used for another request")
+)
+
+// ReceiptLifetime is how long answers are replayed for a key; /v1/config
+// advertises it as idempotency-key-lifetime.
+const ReceiptLifetime = 24 * time.Hour
+
+// ReceiptLifetimeISO is ReceiptLifetime in ISO-8601.
+const ReceiptLifetimeISO = "PT24H"
+
+const receiptScope = "api"
+
+// replayable: answers that the same request would get again. 5xx, auth
+// failures and throttling are never stored: a retry must run for real.
+func replayable(status int) bool {
+	switch {
+	case status >= 200 && status < 300:
+		return true
+	case status == http.StatusBadRequest, status == http.StatusNotFound,
+		status == http.StatusConflict, status == http.StatusUnprocessableEntity,
+		status == http.StatusRequestEntityTooLarge, status == http.StatusMethodNotAllowed:
+		return true
+	}
+	return false
+}
+
+func validKey(k string) bool {
+	if len(k) > 128 {
+		return false
+	}
+	for _, c := range k {
+		if c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// idempotent runs a mutating request once per Idempotency-Key: the same key
+// with the same request replays the stored answer, with another request is a
+// 422, and while the first is still running a 409.
+func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
+	if !validKey(key) {
+		writeError(w, fmt.Errorf("%w: Idempotency-Key must be 1 to 128 visible ASCII characters", catalog.ErrBadRequest))
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h := sha256.New()
+	for _, part := range []string{authz.Principal(r.Context()), r.Method, r.URL.RequestURI(), string(body)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	fp := hex.EncodeToString(h.Sum(nil))
+	now := time.Now()
+	claim := store.Receipt{Key: key, Fingerprint: fp, ExpiresAt: now.Add(ReceiptLifetime).Unix()}
+	prev, err := s.store.ClaimReceipt(r.Context(), receiptScope, claim, now)
+	if err != nil {
+		writeError(w, fmt.Errorf("claim idempotency key: %w", err))
+		return
+	}
+	if prev != nil {
+		switch {
+		case prev.Fingerprint != fp:
+			writeError(w, errKeyReused)
+		case !prev.Done:
+			writeError(w, errKeyInFlight)
+		default:
+			w.Header().Set("Content-Type", prev.ContentType)
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(prev.Status)
+			_, _ = w.Write(prev.Body)
+		}
+		return
+	}
+	rec := &bufferedWriter{header: http.Header{}}
+	s.route(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if replayable(rec.status) {
+		claim.Status, claim.Body, claim.ContentType = rec.status, rec.body.Bytes(), rec.header.Get("Content-Type")
+		err = s.store.CompleteReceipt(r.Context(), receiptScope, claim)
+	} else {
+		err = s.store.ReleaseReceipt(r.Context(), receiptScope, key)
+	}
+	if err != nil {
+		// The request itself is done; a lost receipt only weakens a retry.
+		slog.Error("store idempotency receipt", "key", key, "error", err)
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body.Bytes())
+}

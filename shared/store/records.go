@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ErrNotEmpty: a namespace still holds tables or child namespaces.
+var ErrNotEmpty = errors.New("not empty")
+
+// levelSep joins namespace levels in keys; identifiers never hold control
+// characters, so it cannot collide with a level.
+const levelSep = "\x1f"
+
+// Catalog is one Iceberg catalog (a REST "prefix") with its warehouse.
+type Catalog struct {
+	Name       string            `dynamodbav:"name"`
+	Warehouse  string            `dynamodbav:"warehouse"`
+	Properties map[string]string `dynamodbav:"props"`
+	CreatedAt  string            `dynamodbav:"created_at"`
+	CreatedBy  string            `dynamodbav:"created_by"`
+	Version    int64             `dynamodbav:"version"`
+}
+
+// Namespace is one namespace of a catalog.
+type Namespace struct {
+	Levels     []string          `dynamodbav:"levels"`
+	Properties map[string]string `dynamodbav:"props"`
+	Version    int64             `dynamodbav:"version"`
+}
+
+// TableEntry is a catalog entry: the name and the pointer to the current
+// metadata file.
+type TableEntry struct {
+	Namespace        []string `dynamodbav:"ns"`
+	Name             string   `dynamodbav:"name"`
+	MetadataLocation string   `dynamodbav:"metadata_location"`
+	TableUUID        string   `dynamodbav:"table_uuid"`
+	CreatedAt        string   `dynamodbav:"created_at"`
+	CreatedBy        string   `dynamodbav:"created_by"`
+	UpdatedAt        string   `dynamodbav:"updated_at"`
+}
+
+// Grant holds the privileges of one principal (or principal pattern) on a catalog.
+type Grant struct {
+	Principal  string   `dynamodbav:"principal"`
+	Privileges []string `dynamodbav:"privileges"`
+}
+
+func catalogKey(name string) (string, string) { return "CATALOG#" + name, "CATALOG" }
+
+func nsKey(cat string, levels []string) (string, string) {
+	return "NS#" + cat, fmt.Sprintf("%02d#%s", len(levels), strings.Join(levels, levelSep))
+}
+
+func tablePK(cat string, ns []string) string {
+	return "TBL#" + cat + "#" + strings.Join(ns, levelSep)
+}
+
+func tableKey(cat string, ns []string, name string) (string, string) {
+	return tablePK(cat, ns), "T#" + name
+}
+
+func grantKey(cat, principal string) (string, string) { return "GRANT#" + cat, "G#" + principal }
+
+func withKey(v any, pk, sk string) (map[string]ddbtypes.AttributeValue, error) {
+	item, err := marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	// Empty maps and lists are left out: they read back as absent (nil), and
+	// minidyn mangles empty maps.
+	for k, v := range item {
+		switch v := v.(type) {
+		case *ddbtypes.AttributeValueMemberM:
+			if len(v.Value) == 0 {
+				delete(item, k)
+			}
+		case *ddbtypes.AttributeValueMemberL:
+			if len(v.Value) == 0 {
+				delete(item, k)
+			}
+		}
+	}
+	item["pk"] = &ddbtypes.AttributeValueMemberS{Value: pk}
+	item["sk"] = &ddbtypes.AttributeValueMemberS{Value: sk}
+	return item, nil
+}
+
+// ---- catalogs ----
+
+// CreateCatalog stores a new catalog; ErrExists if the name is taken.
+func (s *Store) CreateCatalog(ctx context.Context, c Catalog) error {
+	pk, sk := catalogKey(c.Name)
+	item, err := withKey(c, pk, sk)
+	if err != nil {
+		return err
+	}
+	return s.putNew(ctx, item)
+}
+
+// GetCatalog loads a catalog; ErrNotFound if unknown.
+func (s *Store) GetCatalog(ctx context.Context, name string) (Catalog, error) {
+	var c Catalog
+	pk, sk := catalogKey(name)
+	err := s.get(ctx, pk, sk, &c)
+	return c, err
+}
+
+// UpdateCatalog replaces a catalog if nobody changed it since it was read.
+func (s *Store) UpdateCatalog(ctx context.Context, c Catalog) error {
+	prev := c.Version
+	c.Version++
+	pk, sk := catalogKey(c.Name)
+	item, err := withKey(c, pk, sk)
+	if err != nil {
+		return err
+	}
+	return s.putIfVersion(ctx, item, prev)
+}
+
+func (s *Store) putIfVersion(ctx context.Context, item map[string]ddbtypes.AttributeValue, prev int64) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_exists(pk) AND version = :v"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":v": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(prev)},
+		},
+	})
+	if conditionFailed(err) {
+		return ErrConditionFailed
+	}
+	return err
+}
+
+// ---- namespaces ----
+
+// CreateNamespace stores a namespace whose parent (for nested ones) exists.
+// ErrNotFound: parent missing; ErrExists: namespace exists.
+func (s *Store) CreateNamespace(ctx context.Context, cat string, ns Namespace) error {
+	pk, sk := nsKey(cat, ns.Levels)
+	item, err := withKey(ns, pk, sk)
+	if err != nil {
+		return err
+	}
+	if len(ns.Levels) == 1 {
+		return s.putNew(ctx, item)
+	}
+	ppk, psk := nsKey(cat, ns.Levels[:len(ns.Levels)-1])
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+		{ConditionCheck: &ddbtypes.ConditionCheck{TableName: aws.String(s.table), Key: key(ppk, psk), ConditionExpression: aws.String("attribute_exists(pk)")}},
+		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+	}})
+	if reasons := cancelReasons(err); reasons != nil {
+		if reasons[0] {
+			return ErrNotFound
+		}
+		return ErrExists
+	}
+	return err
+}
+
+// GetNamespace loads a namespace; ErrNotFound if missing.
+func (s *Store) GetNamespace(ctx context.Context, cat string, levels []string) (Namespace, error) {
+	var ns Namespace
+	pk, sk := nsKey(cat, levels)
+	err := s.get(ctx, pk, sk, &ns)
+	return ns, err
+}
+
+// ListNamespaces lists the direct children of parent (top level when empty).
+func (s *Store) ListNamespaces(ctx context.Context, cat string, parent []string, token string, limit int) ([]Namespace, string, error) {
+	pk, prefix := nsKey(cat, append(append([]string{}, parent...), ""))
+	items, next, err := s.query(ctx, pk, prefix, token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Namespace, len(items))
+	for i, it := range items {
+		if err := unmarshal(it, &out[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// UpdateNamespace replaces a namespace's properties if nobody changed them since
+// it was read (ErrConditionFailed otherwise; ErrNotFound once it is gone).
+func (s *Store) UpdateNamespace(ctx context.Context, cat string, ns Namespace) error {
+	prev := ns.Version
+	ns.Version++
+	pk, sk := nsKey(cat, ns.Levels)
+	item, err := withKey(ns, pk, sk)
+	if err != nil {
+		return err
+	}
+	return s.putIfVersion(ctx, item, prev)
+}
+
+// DropNamespace deletes an empty namespace.
+func (s *Store) DropNamespace(ctx context.Context, cat string, levels []string) error {
+	if _, err := s.GetNamespace(ctx, cat, levels); err != nil {
+		return err
+	}
+	tables, _, err := s.query(ctx, tablePK(cat, levels), "T#", "", 1)
+	if err != nil {
+		return err
+	}
+	children, _, err := s.ListNamespaces(ctx, cat, levels, "", 1)
+	if err != nil {
+		return err
+	}
+	if len(tables) > 0 || len(children) > 0 {
+		return ErrNotEmpty
+	}
+	pk, sk := nsKey(cat, levels)
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 key(pk, sk),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+	})
+	if conditionFailed(err) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// ---- grants ----
+
+// PutGrant sets the privileges of a principal on a catalog.
+func (s *Store) PutGrant(ctx context.Context, cat string, g Grant) error {
+	pk, sk := grantKey(cat, g.Principal)
+	item, err := withKey(g, pk, sk)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	return err
+}
+
+// GetGrant loads one principal's grant; ErrNotFound if none.
+func (s *Store) GetGrant(ctx context.Context, cat, principal string) (Grant, error) {
+	var g Grant
+	pk, sk := grantKey(cat, principal)
+	err := s.get(ctx, pk, sk, &g)
+	return g, err
+}
+
+// DeleteGrant removes a principal's grant; ErrNotFound if none.
+func (s *Store) DeleteGrant(ctx context.Context, cat, principal string) error {
+	pk, sk := grantKey(cat, principal)
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 key(pk, sk),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+	})
+	if conditionFailed(err) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// ListGrants returns every grant of a catalog.
+func (s *Store) ListGrants(ctx context.Context, cat string) ([]Grant, error) {
+	pk, _ := grantKey(cat, "")
+	var out []Grant
+	token := ""
+	for {
+		items, next, err := s.query(ctx, pk, "G#", token, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			var g Grant
+			if err := unmarshal(it, &g); err != nil {
+				return nil, err
+			}
+			out = append(out, g)
+		}
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
