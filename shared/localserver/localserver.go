@@ -253,3 +253,10 @@ func (s *Server) Close() {
 		_ = s.dynamo.Close()
 	}
 }
+
+// PrincipalOf returns the principal of a bearer token, "" if unknown.
+func (s *Server) PrincipalOf(token string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tokens[token]
+}

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// call sends one raw request to the suite's endpoint and returns status and body.
+func call(t testing.TB, method, path, token string, body any, headers ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, shared.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+// mustCall is call that fails the test unless the status is want.
+func mustCall(t testing.TB, want int, method, path, token string, body any) []byte {
+	t.Helper()
+	status, out := call(t, method, path, token, body)
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	}
+	return out
+}
+
+// errorModel decodes an Iceberg ErrorModel answer.
+func errorModel(t testing.TB, body []byte) (typ string, code int, msg string) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Type == "" {
+		t.Fatalf("answer is not an ErrorModel: %s", body)
+	}
+	return e.Error.Type, e.Error.Code, e.Error.Message
+}
+
+func mustDecode(t testing.TB, body []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+}
