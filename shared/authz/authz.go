@@ -7,8 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/icehold/icehold/shared/store"
 )
@@ -82,13 +83,19 @@ func New(g Grants, admins []string) *Authorizer {
 	return &Authorizer{grants: g, admins: admins}
 }
 
-// matches reports whether principal fits pattern (path.Match globs, so an
-// IAM role pattern like arn:aws:sts::123:assumed-role/etl-*/* works).
+// matches reports whether principal fits pattern. As in IAM policies, '*'
+// matches any run of characters ('/' included) and '?' any one, so
+// arn:aws:sts::123:assumed-role/etl-* covers every session of the etl roles.
 func matches(pattern, principal string) bool {
 	if pattern == principal {
 		return true
 	}
-	ok, err := path.Match(pattern, principal)
+	if !strings.ContainsAny(pattern, "*?") {
+		return false
+	}
+	expr := regexp.QuoteMeta(pattern)
+	expr = strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(expr)
+	ok, err := regexp.MatchString("^"+expr+"$", principal)
 	return err == nil && ok
 }
 

@@ -49,6 +49,9 @@ const (
 	SecretKey         = "icehold-local-secret"
 	TableName         = "icehold"
 	AdminPrincipal    = "local:admin"
+	// LocalAccountAdmins: IAM principals of the local account (LocalStack's
+	// 000000000000) are admins locally, as the sample events in events/ are.
+	LocalAccountAdmins = "arn:aws:iam::000000000000:*"
 )
 
 // Info is what local.json holds: how to reach the local server.
@@ -75,6 +78,9 @@ type Server struct {
 	Info    Info
 	Handler http.Handler
 	Catalog *catalog.Service
+	// RouterConfig is what Handler was built from (tests swap Authenticate
+	// to run the Lambda path over the same store).
+	RouterConfig router.Config
 
 	mu      sync.RWMutex
 	tokens  map[string]string
@@ -158,9 +164,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Handler = router.New(router.Config{
+	s.RouterConfig = router.Config{
 		Catalog:        s.Catalog,
-		Authz:          authz.New(st, []string{AdminPrincipal}),
+		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
 		ClientDefaults: map[string]string{
@@ -172,7 +178,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			"s3.force-virtual-addressing": "false",
 			"client.region":               Region,
 		},
-	})
+	}
+	s.Handler = router.New(s.RouterConfig)
 	rest := s.serve(restL, s.Handler)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/icehold/icehold/shared/apigw"
+	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/router"
+)
+
+// normalize hides what legitimately differs between two fresh servers:
+// uuids, clocks, ports.
+var volatile = []struct {
+	re  *regexp.Regexp
+	out string
+}{
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<uuid>"},
+	{regexp.MustCompile(`"(last-updated-ms|timestamp-ms)":\d+`), `"$1":0`},
+	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:<port>"},
+}
+
+func normalize(b []byte) string {
+	for _, v := range volatile {
+		b = v.re.ReplaceAll(b, []byte(v.out))
+	}
+	return string(b)
+}
+
+func gunzipIf(t *testing.T, encoding string, b []byte) []byte {
+	t.Helper()
+	if encoding != "gzip" {
+		return b
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("gzip: %v", err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// httpRequest replays a proxy event as a plain HTTP request with a bearer
+// token for the event's principal.
+func httpRequest(t *testing.T, base, token string, ev events.APIGatewayProxyRequest) *http.Request {
+	t.Helper()
+	r, err := apigw.Request(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(r.Method, base+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = r.Header.Clone()
+	if ev.RequestContext.Identity.UserArn != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req
+}
+
+// The sample events go through the Lambda handler and give the same answers
+// as the same requests sent to the HTTP server.
+func TestSampleEventsMatchHTTPServer(t *testing.T) {
+	ctx := context.Background()
+	lambdaSide, err := localserver.Start(ctx, localserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lambdaSide.Close()
+	httpSide, err := localserver.Start(ctx, localserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer httpSide.Close()
+
+	cfg := lambdaSide.RouterConfig
+	cfg.Authenticate = apigw.Principal // as functions/api wires it
+	handler := apigw.Handler(router.New(cfg))
+
+	files, _ := filepath.Glob("../../events/api/*.json")
+	sort.Strings(files)
+	if len(files) < 10 {
+		t.Fatalf("found %d sample events", len(files))
+	}
+	var token string
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev events.APIGatewayProxyRequest
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				t.Fatalf("sample is not an API Gateway proxy event: %v", err)
+			}
+			if token == "" && ev.RequestContext.Identity.UserArn != "" {
+				if token, err = httpSide.AddToken(ev.RequestContext.Identity.UserArn); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			res, err := handler(ctx, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lBody := []byte(res.Body)
+			if res.IsBase64Encoded {
+				if lBody, err = base64.StdEncoding.DecodeString(res.Body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lEnc := ""
+			if v := res.MultiValueHeaders["Content-Encoding"]; len(v) > 0 {
+				lEnc = v[0]
+			}
+			lBody = gunzipIf(t, lEnc, lBody)
+
+			hres, err := http.DefaultTransport.RoundTrip(httpRequest(t, httpSide.Info.RESTURL, token, ev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hres.Body.Close()
+			hBody, _ := io.ReadAll(hres.Body)
+			hBody = gunzipIf(t, hres.Header.Get("Content-Encoding"), hBody)
+
+			if res.StatusCode != hres.StatusCode {
+				t.Fatalf("status: lambda %d, http %d\nlambda: %s\nhttp: %s", res.StatusCode, hres.StatusCode, lBody, hBody)
+			}
+			if lEnc != hres.Header.Get("Content-Encoding") {
+				t.Errorf("content encoding: lambda %q, http %q", lEnc, hres.Header.Get("Content-Encoding"))
+			}
+			if normalize(lBody) != normalize(hBody) {
+				t.Errorf("bodies differ\nlambda: %s\nhttp:   %s", lBody, hBody)
+			}
+			t.Logf("%s %s -> %d", ev.HTTPMethod, ev.Path, res.StatusCode)
+		})
+	}
+}

@@ -1,0 +1,26 @@
+package authz
+
+import "testing"
+
+func TestPrincipalPatterns(t *testing.T) {
+	cases := []struct {
+		pattern, principal string
+		want               bool
+	}{
+		{"arn:aws:iam::1:user/alice", "arn:aws:iam::1:user/alice", true},
+		{"arn:aws:iam::1:user/alice", "arn:aws:iam::1:user/alicia", false},
+		{"arn:aws:sts::1:assumed-role/etl-*", "arn:aws:sts::1:assumed-role/etl-nightly/session-9", true},
+		{"arn:aws:sts::1:assumed-role/etl-*", "arn:aws:sts::1:assumed-role/bi-nightly/s", false},
+		{"arn:aws:iam::000000000000:*", "arn:aws:iam::000000000000:user/icehold-admin", true},
+		{"arn:aws:iam::000000000000:*", "arn:aws:iam::000000000001:user/x", false},
+		{"user:?ob", "user:bob", true},
+		{"a.b", "axb", false}, // regexp metacharacters are literal
+	}
+	for _, c := range cases {
+		t.Run(c.pattern+" "+c.principal, func(t *testing.T) {
+			if got := matches(c.pattern, c.principal); got != c.want {
+				t.Errorf("matches = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
