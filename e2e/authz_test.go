@@ -78,7 +78,9 @@ var routes = []route{
 			return map[string]any{"table-changes": []any{map[string]any{"identifier": map[string]any{"namespace": []string{f.ns}, "name": "t"}, "requirements": []any{}, "updates": setProps()}}}
 		}},
 	{name: "create catalog", method: "POST", path: "/lifecycle/v1/catalogs", privs: []authz.Privilege{authz.CatalogManage}, system: true, want: 201,
-		body: func(fixture) any { return map[string]any{"name": uniq("cat"), "warehouse": "s3://icehold-warehouse/other"} }},
+		body: func(fixture) any {
+			return map[string]any{"name": uniq("cat"), "warehouse": "s3://icehold-warehouse/other"}
+		}},
 	{name: "get catalog", method: "GET", path: "/lifecycle/v1/catalogs/{c}", privs: []authz.Privilege{authz.CatalogManage}, want: 200},
 	{name: "catalog properties", method: "POST", path: "/lifecycle/v1/catalogs/{c}/properties", privs: []authz.Privilege{authz.CatalogManage}, want: 200,
 		body: func(fixture) any { return map[string]any{"updates": map[string]string{"note": "x"}} }},

@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -86,10 +87,15 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 		case !prev.Done:
 			writeError(w, errKeyInFlight)
 		default:
+			body, err := unzip(prev.Body)
+			if err != nil {
+				writeError(w, fmt.Errorf("read idempotency receipt: %w", err))
+				return
+			}
 			w.Header().Set("Content-Type", prev.ContentType)
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.WriteHeader(prev.Status)
-			_, _ = w.Write(prev.Body)
+			_, _ = w.Write(body)
 		}
 		return
 	}
@@ -99,7 +105,9 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 		rec.status = http.StatusOK
 	}
 	if replayable(rec.status) {
-		claim.Status, claim.Body, claim.ContentType = rec.status, rec.body.Bytes(), rec.header.Get("Content-Type")
+		// Stored compressed: a commit answer carries the whole metadata, and a
+		// DynamoDB item holds 400 KB.
+		claim.Status, claim.Body, claim.ContentType = rec.status, zip(rec.body.Bytes()), rec.header.Get("Content-Type")
 		err = s.store.CompleteReceipt(r.Context(), receiptScope, claim)
 	} else {
 		err = s.store.ReleaseReceipt(r.Context(), receiptScope, key)
@@ -113,4 +121,20 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 	}
 	w.WriteHeader(rec.status)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+func zip(b []byte) []byte {
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return z.Bytes()
+}
+
+func unzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }
