@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -75,10 +76,12 @@ func (s *Store) tablePut(cat string, w TableWrite) (ddbtypes.TransactWriteItem, 
 // ErrConditionFailed (a pointer moved), with the index of the failed write.
 func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite) (int, error) {
 	var items []ddbtypes.TransactWriteItem
-	owner := []int{} // which write each transaction item belongs to
-	isNS := []bool{} // whether the item is a namespace guard
+	owner := []int{}             // which write each transaction item belongs to
+	isNS := []bool{}             // whether the item is a namespace guard
+	checked := map[string]bool{} // one guard per namespace: DynamoDB refuses two operations on one item
 	for i, w := range writes {
-		if w.Expected == "" {
+		if nsk := strings.Join(w.Entry.Namespace, levelSep); w.Expected == "" && !checked[nsk] {
+			checked[nsk] = true
 			items = append(items, s.nsCheck(cat, w.Entry.Namespace))
 			owner, isNS = append(owner, i), append(isNS, true)
 		}
