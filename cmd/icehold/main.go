@@ -9,7 +9,8 @@ import (
 const usage = `icehold: the table-lifecycle Iceberg REST catalog
 
 usage:
-  icehold local [flags]   run the whole product on this machine (make run)
+  icehold local [flags]                 run the whole product on this machine (make run)
+  icehold invoke FUNCTION EVENT.json    run a function's handler on a sample event (make invoke)
 
 run "icehold local -h" for its flags.
 `
@@ -23,6 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "local":
 		err = runLocal(os.Args[2:])
+	case "invoke":
+		err = runInvoke(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,62 @@
+# icehold: make run (local, embedded AWS), make test (every test).
+GO       ?= go
+FUNCTIONS := $(notdir $(wildcard functions/*))
+FUZZTIME ?= 5s
+FUZZ_TARGETS := FuzzCommitTable FuzzCreateTable FuzzNamespaceRequests FuzzTransaction FuzzNamespacePath
+
+export GOFLAGS ?= -buildvcs=false
+export CDK_DISABLE_CLI_TELEMETRY = true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
+
+.PHONY: run test vet fuzz bench e2e invoke lambdas synth localstack-up localstack-deploy clean
+
+## run: the whole product on this machine, state in .icehold/
+run:
+	$(GO) run ./cmd/icehold local
+
+## test: vet, every test with the race detector, then each fuzz target briefly
+test: vet
+	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (gofmt -l . ; echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t ($(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) ./shared/router/ || exit 1; \
+	done
+
+## bench: the SPEC §8 figures beside their baselines
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./...
+
+## e2e: the end-to-end suite; E2E_ENDPOINT=<url> E2E_TOKEN=<token> to aim it elsewhere
+e2e:
+	E2E_ENDPOINT=$(E2E_ENDPOINT) $(GO) test -count=1 -v ./e2e/
+
+## invoke: FN=api EVENT=events/api/01-config.json, against a running make run
+invoke:
+	$(GO) run ./cmd/icehold invoke $(FN) $(EVENT)
+
+## lambdas: one bootstrap per function for provided.al2023 on arm64
+lambdas:
+	@for fn in $(FUNCTIONS); do \
+		echo "build $$fn"; \
+		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o dist/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+
+## synth: the CloudFormation template (needs npm's aws-cdk: npm ci in infra/)
+synth: lambdas
+	cd infra && npm ci --no-audit --no-fund && npx cdk synth --app "cd .. && go run ./infra/app"
+
+localstack-up:
+	bash localstack/up.sh
+
+localstack-deploy: lambdas
+	bash localstack/deploy.sh
+
+clean:
+	rm -rf dist cdk.out infra/cdk.out

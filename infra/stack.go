@@ -1,0 +1,130 @@
+// Package infra is icehold's CDK stack: what `cdk deploy` creates in AWS.
+package infra
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/icehold/icehold/shared/lambdaenv"
+)
+
+// Props configure the stack.
+type Props struct {
+	awscdk.StackProps
+	// AssetsDir holds one folder per function with its bootstrap (make lambdas).
+	AssetsDir string
+	// Admins are principal patterns with every privilege (the bootstrap).
+	Admins []string
+	// DefaultCatalog answers /v1/config without a warehouse.
+	DefaultCatalog string
+}
+
+// Stack is the deployed product; its parts are exported for tests and for
+// the lifecycle constructs that build on them.
+type Stack struct {
+	awscdk.Stack
+	Table     awsdynamodb.Table
+	Warehouse awss3.Bucket
+	API       awsapigateway.RestApi
+	APIFn     awslambda.Function
+	// EnginePolicy is for engines (Spark, Trino, …): read and write the
+	// warehouse, never delete (soft delete and purge own deletion).
+	EnginePolicy awsiam.ManagedPolicy
+}
+
+// NewStack defines the stack.
+func NewStack(scope constructs.Construct, id string, p Props) *Stack {
+	st := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
+	s := &Stack{Stack: st}
+
+	s.Table = awsdynamodb.NewTable(st, jsii.String("Catalog"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String("expires_at"),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+
+	s.Warehouse = awss3.NewBucket(st, jsii.String("Warehouse"), &awss3.BucketProps{
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+
+	env := map[string]*string{
+		lambdaenv.EnvTable:          s.Table.TableName(),
+		lambdaenv.EnvAdmins:         jsii.String(strings.Join(p.Admins, ",")),
+		lambdaenv.EnvDefaultCatalog: jsii.String(p.DefaultCatalog),
+	}
+	s.APIFn = goFunction(st, "ApiFn", filepath.Join(p.AssetsDir, "api"), env, 1024, 29)
+	s.Table.GrantReadWriteData(s.APIFn)
+	// Metadata files: read and write, never delete.
+	s.Warehouse.GrantRead(s.APIFn, nil)
+	s.Warehouse.GrantPut(s.APIFn, nil)
+
+	s.API = awsapigateway.NewLambdaRestApi(st, jsii.String("Api"), &awsapigateway.LambdaRestApiProps{
+		Handler: s.APIFn,
+		Proxy:   jsii.Bool(true),
+		// Gzip answers travel base64 through the proxy integration.
+		BinaryMediaTypes: jsii.Strings("*/*"),
+		DefaultMethodOptions: &awsapigateway.MethodOptions{
+			AuthorizationType: awsapigateway.AuthorizationType_IAM,
+		},
+		DeployOptions: &awsapigateway.StageOptions{StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true)},
+	})
+
+	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
+		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete"),
+		Statements: &[]awsiam.PolicyStatement{
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("execute-api:Invoke"),
+				Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
+			}),
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
+				Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String("*"))),
+			}),
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("s3:ListBucket", "s3:GetBucketLocation"),
+				Resources: jsii.Strings(*s.Warehouse.BucketArn()),
+			}),
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Effect:    awsiam.Effect_DENY,
+				Actions:   jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
+				Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String("*"))),
+			}),
+		},
+	})
+
+	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})
+	awscdk.NewCfnOutput(st, jsii.String("WarehouseBucket"), &awscdk.CfnOutputProps{Value: s.Warehouse.BucketName()})
+	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
+	return s
+}
+
+// goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap folder.
+func goFunction(scope constructs.Construct, id, dir string, env map[string]*string, memoryMB, timeoutSec float64) awslambda.Function {
+	return awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:   jsii.Number(memoryMB),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
+		Environment:  &env,
+		Tracing:      awslambda.Tracing_ACTIVE,
+	})
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Deploys the real CDK stack to LocalStack with cdklocal, then prints how to
+# aim the end-to-end suite at it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cd localstack
+npm ci --no-audit --no-fund
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1
+export CDK_DISABLE_CLI_TELEMETRY=true
+npx cdklocal bootstrap --app "cd .. && go run ./infra/app" -c icehold:assets=dist
+npx cdklocal deploy --require-approval never --app "cd .. && go run ./infra/app" \
+  -c icehold:assets=dist -c "icehold:admins=arn:aws:iam::000000000000:*" --outputs-file outputs.json
+url=$(node -e 'const o=require("./outputs.json");console.log(Object.values(o)[0].CatalogUri)')
+echo "make e2e E2E_ENDPOINT=${url%/}"
