@@ -48,14 +48,21 @@ lambdas:
 		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o dist/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
 
-## synth: the CloudFormation template (needs npm's aws-cdk: npm ci in infra/)
-synth: lambdas
-	cd infra && npm ci --no-audit --no-fund && npx cdk synth --app "cd .. && go run ./infra/app"
+NPM_TOOLS := .npm/node_modules/.bin
+
+$(NPM_TOOLS)/cdk: .npm/package.json .npm/package-lock.json
+	cd .npm && npm ci --no-audit --no-fund
+	touch $@
+
+## synth: the CloudFormation template of the stack (cdk deploy deploys the same)
+synth: lambdas $(NPM_TOOLS)/cdk
+	CDK_HOME=$(CURDIR)/.npm/cdk-home $(NPM_TOOLS)/cdk synth --no-notices -o cdk.out > /dev/null
+	@ls cdk.out/*.template.json
 
 localstack-up:
 	bash localstack/up.sh
 
-localstack-deploy: lambdas
+localstack-deploy: lambdas $(NPM_TOOLS)/cdk
 	bash localstack/deploy.sh
 
 clean:

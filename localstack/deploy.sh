@@ -3,12 +3,12 @@
 # aim the end-to-end suite at it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cd localstack
-npm ci --no-audit --no-fund
+bin=.npm/node_modules/.bin
+export CDK_HOME=$PWD/.npm/cdk-home
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1
 export CDK_DISABLE_CLI_TELEMETRY=true
-npx cdklocal bootstrap --app "cd .. && go run ./infra/app" -c icehold:assets=dist
-npx cdklocal deploy --require-approval never --app "cd .. && go run ./infra/app" \
-  -c icehold:assets=dist -c "icehold:admins=arn:aws:iam::000000000000:*" --outputs-file outputs.json
-url=$(node -e 'const o=require("./outputs.json");console.log(Object.values(o)[0].CatalogUri)')
+$bin/cdklocal bootstrap -c icehold:assets=dist
+$bin/cdklocal deploy --require-approval never \
+  -c icehold:assets=dist -c "icehold:admins=arn:aws:iam::000000000000:*" --outputs-file localstack/outputs.json
+url=$(node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0].CatalogUri)')
 echo "make e2e E2E_ENDPOINT=${url%/}"
