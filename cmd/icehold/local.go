@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +13,13 @@ import (
 )
 
 func runLocal(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveLocal(ctx, args, os.Stdout)
+}
+
+// serveLocal runs the local server until ctx ends.
+func serveLocal(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("local", flag.ContinueOnError)
 	dir := fs.String("dir", ".icehold", "state directory (survives restarts)")
 	addr := fs.String("addr", localserver.DefaultAddr, "REST API listen address")
@@ -20,15 +28,13 @@ func runLocal(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	srv, err := localserver.Start(ctx, localserver.Options{Dir: *dir, Addr: *addr, S3Addr: *s3Addr, DynamoAddr: *dynAddr})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	i := srv.Info
-	fmt.Printf(`icehold is running (state in %s, details in %s/local.json)
+	fmt.Fprintf(out, `icehold is running (state in %s, details in %s/local.json)
 
   REST catalog  %s   (catalog %q, warehouse %s)
   S3            %s   (bucket %s, key %s / %s)
