@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/catalog/rest"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// FileIO for the client
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			panic(err)
 		}
-		srv, err := localserver.Start(ctx, localserver.Options{Dir: dir})
+		srv, err := localserver.Start(ctx, testOptions(dir))
 		if err != nil {
 			panic(err)
 		}
@@ -62,13 +63,22 @@ func TestMain(m *testing.M) {
 func serveForever(dir string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir})
+	srv, err := localserver.Start(ctx, testOptions(dir))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Println("READY " + srv.Info.RESTURL)
 	<-ctx.Done()
+}
+
+// testOptions: the pipeline's clocks run fast in tests (the semantics are
+// the same: leases, receive counts, waits, retries).
+func testOptions(dir string) localserver.Options {
+	return localserver.Options{
+		Dir: dir, Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02,
+		ReconcileEvery: 300 * time.Millisecond, DeleteWorkers: 4,
+	}
 }
 
 func envOr(k, def string) string {

@@ -10,12 +10,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // Endpoints overrides service endpoints; empty fields use AWS.
 type Endpoints struct {
 	DynamoDB string
 	S3       string
+	SQS      string
+	SFN      string
 	Region   string
 	// Static keys for emulators; empty uses the default credential chain.
 	AccessKey, SecretKey string
@@ -53,6 +57,24 @@ func S3(cfg aws.Config, ep Endpoints) *s3.Client {
 			o.UsePathStyle = true
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+	})
+}
+
+// SQS returns an SQS client, at ep.SQS when set.
+func SQS(cfg aws.Config, ep Endpoints) *sqs.Client {
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if ep.SQS != "" {
+			o.BaseEndpoint = aws.String(ep.SQS)
+		}
+	})
+}
+
+// SFN returns a Step Functions client, at ep.SFN when set.
+func SFN(cfg aws.Config, ep Endpoints) *sfn.Client {
+	return sfn.NewFromConfig(cfg, func(o *sfn.Options) {
+		if ep.SFN != "" {
+			o.BaseEndpoint = aws.String(ep.SFN)
 		}
 	})
 }

@@ -23,6 +23,8 @@ var (
 	ErrNamespaceNotEmpty = errors.New("namespace not empty")
 	ErrCommitFailed      = errors.New("commit failed")
 	ErrNotFound          = errors.New("not found")
+	// ErrPurging: the name is held by a purge job that has not finished.
+	ErrPurging = errors.New("table is being purged")
 )
 
 // MaxNameBytes bounds one identifier level (DynamoDB keys and S3 keys stay small).

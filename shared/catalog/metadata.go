@@ -32,6 +32,12 @@ func jsonOf(meta table.Metadata) ([]byte, error) {
 // maxMetadataBytes bounds what icehold will read as one metadata file.
 const maxMetadataBytes = 512 << 20
 
+// ReadMetadata reads and parses a metadata file.
+func (s *Service) ReadMetadata(ctx context.Context, loc string) (table.Metadata, error) {
+	meta, _, err := s.readMetadata(ctx, loc)
+	return meta, err
+}
+
 // readMetadata reads and parses a metadata file (plain or gzip-compressed),
 // returning the parsed metadata and the JSON as stored.
 func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata, []byte, error) {

@@ -105,6 +105,9 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if _, err := s.store.GetTable(ctx, cat, ns, req.Name); err == nil {
 		return TableResult{}, fmt.Errorf("create table %s: %w", id, ErrTableExists)
 	}
+	if _, err := s.store.GetTombstone(ctx, cat, ns, req.Name); err == nil {
+		return TableResult{}, s.purging(ctx, cat, id)
+	}
 	tableUUID := uuid.New()
 	loc := strings.TrimRight(req.Location, "/")
 	if loc == "" {
@@ -137,6 +140,9 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 		if errors.Is(err, store.ErrNotFound) {
 			return TableResult{}, nsErr("create table in", ns, err)
 		}
+		if errors.Is(err, store.ErrTombstoned) {
+			return TableResult{}, s.purging(ctx, cat, id)
+		}
 		return TableResult{}, tableErr("create", id, err)
 	}
 	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
@@ -148,6 +154,24 @@ func (s *Service) newEntry(ctx context.Context, id Ident, metaLoc string, meta t
 		TableUUID: meta.TableUUID().String(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		CreatedBy: authz.Principal(ctx),
 	}
+}
+
+// Entry loads a table's catalog entry.
+func (s *Service) Entry(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
+	return s.entry(ctx, cat, id)
+}
+
+// purging explains a name held by a purge job: the 409 names the job and its state.
+func (s *Service) purging(ctx context.Context, cat string, id Ident) error {
+	t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", id, ErrPurging)
+	}
+	state := "unknown"
+	if j, err := s.store.GetJob(ctx, cat, t.JobID); err == nil {
+		state = j.State
+	}
+	return fmt.Errorf("table %s is being purged by job %s (state %s): %w", id, t.JobID, state, ErrPurging)
 }
 
 // entry loads a table entry, mapping a miss to ErrNoSuchTable (or
@@ -294,6 +318,9 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 	}
 	if st.write.Expected == "" {
 		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
+		if errors.Is(err, store.ErrTombstoned) {
+			return TableResult{}, s.purging(ctx, cat, id)
+		}
 		if errors.Is(err, store.ErrExists) {
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
 		}
@@ -338,6 +365,9 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 		ids = append(ids, id)
 	}
 	i, err := s.store.WriteTables(ctx, cat, writes)
+	if errors.Is(err, store.ErrTombstoned) {
+		return s.purging(ctx, cat, ids[i])
+	}
 	if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
 		err = store.ErrConditionFailed
 	}
@@ -399,8 +429,31 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		return TableResult{}, err
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
+	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
+		return s.recover(ctx, cat, id, t, entry, raw)
+	}
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Overwrite: overwrite}}); err != nil {
+		if errors.Is(err, store.ErrTombstoned) {
+			return TableResult{}, s.purging(ctx, cat, id)
+		}
 		return TableResult{}, tableErr("register", id, err)
 	}
 	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
+}
+
+// recover is register as recovery: registering a purged table's own metadata
+// location while its job is still PENDING cancels the job and restores the
+// table atomically. Once deletion has started it is a 409.
+func (s *Service) recover(ctx context.Context, cat string, id Ident, t store.Tombstone, entry store.TableEntry, raw []byte) (TableResult, error) {
+	j, err := s.store.GetJob(ctx, cat, t.JobID)
+	if err != nil || j.State != store.JobPending || j.MetadataLocation != entry.MetadataLocation {
+		return TableResult{}, s.purging(ctx, cat, id)
+	}
+	if err := s.store.RestoreFromJob(ctx, j, entry); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return TableResult{}, s.purging(ctx, cat, id)
+		}
+		return TableResult{}, tableErr("register", id, err)
+	}
+	return TableResult{MetadataLocation: entry.MetadataLocation, Metadata: raw, Entry: entry}, nil
 }

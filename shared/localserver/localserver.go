@@ -18,11 +18,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -35,6 +38,14 @@ type Options struct {
 	Addr, S3Addr, DynamoAddr string
 	Bucket                   string
 	Catalog                  string
+	// SQSAddr, SFNAddr: the embedded SQS and Step Functions.
+	SQSAddr, SFNAddr string
+	// Pipeline timing; zero values are make run's defaults.
+	Visibility     time.Duration // delete queue visibility timeout (lease)
+	MaxReceives    int           // delete queue maxReceiveCount
+	TimeScale      float64       // shrinks the workflow's Wait and retry intervals
+	ReconcileEvery time.Duration // the reconcile schedule
+	DeleteWorkers  int           // concurrent delete invocations
 }
 
 // Defaults of `make run`.
@@ -42,6 +53,11 @@ const (
 	DefaultAddr       = "127.0.0.1:8181"
 	DefaultS3Addr     = "127.0.0.1:8182"
 	DefaultDynamoAddr = "127.0.0.1:8183"
+	DefaultSQSAddr    = "127.0.0.1:8184"
+	DefaultSFNAddr    = "127.0.0.1:8185"
+	DeleteQueue       = "icehold-delete"
+	DeleteDLQ         = "icehold-delete-dlq"
+	PurgeMachine      = "icehold-purge"
 	DefaultBucket     = "icehold-warehouse"
 	DefaultCatalog    = "demo"
 	Region            = "us-east-1"
@@ -59,6 +75,10 @@ type Info struct {
 	RESTURL     string `json:"rest_url"`
 	S3Endpoint  string `json:"s3_endpoint"`
 	DynamoDB    string `json:"dynamodb_endpoint"`
+	SQS         string `json:"sqs_endpoint"`
+	StepFns     string `json:"stepfunctions_endpoint"`
+	DeleteQueue string `json:"delete_queue_url"`
+	DeleteDLQ   string `json:"delete_dlq_url"`
 	Region      string `json:"region"`
 	Bucket      string `json:"bucket"`
 	AdminToken  string `json:"admin_token"`
@@ -78,6 +98,9 @@ type Server struct {
 	Info    Info
 	Handler http.Handler
 	Catalog *catalog.Service
+	Purge   *purge.Service
+	// SQS is a client of the embedded queue service (tests, redrive).
+	SQS *sqs.Client
 	// RouterConfig is what Handler was built from (tests swap Authenticate
 	// to run the Lambda path over the same store).
 	RouterConfig router.Config
@@ -86,6 +109,10 @@ type Server struct {
 	tokens  map[string]string
 	servers []*http.Server
 	dynamo  *localaws.DynamoDB
+	queues  *localaws.SQS
+	engine  *localaws.StepFunctions
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
 	dir     string
 }
 
@@ -142,10 +169,33 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s3L.Close()
 		return nil, err
 	}
+	sqsL, err := listen(o.SQSAddr)
+	if err != nil {
+		restL.Close()
+		s3L.Close()
+		dynL.Close()
+		return nil, err
+	}
+	sfnL, err := listen(o.SFNAddr)
+	if err != nil {
+		restL.Close()
+		s3L.Close()
+		dynL.Close()
+		sqsL.Close()
+		return nil, err
+	}
+	queues, err := localaws.NewSQS(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqs emulator: %w", err)
+	}
+	s.queues = queues
 	ep := awsconfig.Endpoints{
-		DynamoDB: s.serve(dynL, dynamo), S3: s.serve(s3L, s3emu),
+		DynamoDB: s.serve(dynL, dynamo), S3: s.serve(s3L, s3emu), SQS: s.serve(sqsL, queues),
 		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey,
 	}
+	queues.SetBaseURL(ep.SQS)
+	sfnURL := "http://" + sfnL.Addr().String()
+	ep.SFN = sfnURL
 	cfg, err := awsconfig.Load(ctx, ep)
 	if err != nil {
 		return nil, err
@@ -160,12 +210,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, nil); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
 		return nil, fmt.Errorf("bootstrap catalog: %w", err)
 	}
+	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
+		return nil, err
+	}
 	admin, err := s.loadTokens()
 	if err != nil {
 		return nil, err
 	}
 	s.RouterConfig = router.Config{
 		Catalog:        s.Catalog,
+		Purge:          s.Purge,
 		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
@@ -183,6 +237,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	rest := s.serve(restL, s.Handler)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
+		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: ep.SQS + "/000000000000/" + DeleteQueue, DeleteDLQ: ep.SQS + "/000000000000/" + DeleteDLQ,
 		AdminToken: admin, Catalog: o.Catalog, Warehouse: warehouse, AccessKey: AccessKey, SecretKey: SecretKey,
 		StateDir: o.Dir, StartedAt: time.Now().UTC().Format(time.RFC3339), ProcessID: os.Getpid(),
 		ConfigCheck: rest + "/v1/config?warehouse=" + o.Catalog,
@@ -251,13 +306,23 @@ func (s *Server) authenticate(r *http.Request) string {
 	return s.tokens[strings.TrimSpace(tok)]
 }
 
-// Close stops serving.
+// Close stops the pipeline and serving.
 func (s *Server) Close() {
+	if s.stop != nil {
+		s.stop()
+	}
+	if s.engine != nil {
+		s.engine.Close()
+	}
+	s.bg.Wait()
 	for _, srv := range s.servers {
 		_ = srv.Close()
 	}
 	if s.dynamo != nil {
 		_ = s.dynamo.Close()
+	}
+	if s.queues != nil {
+		_ = s.queues.Close()
 	}
 }
 

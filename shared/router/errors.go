@@ -14,6 +14,7 @@ var (
 	errBodyTooLarge     = errors.New("request body too large")
 	errNoRoute          = errors.New("no such route")
 	errMethodNotAllowed = errors.New("method not allowed")
+	errNotImplemented   = errors.New("not implemented")
 )
 
 // ErrorModel is the Iceberg REST spec's error body.
@@ -41,6 +42,7 @@ func statusOf(err error) (int, string) {
 		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
 		{errNoRoute, http.StatusNotFound, "NotFoundException"},
 		{errMethodNotAllowed, http.StatusMethodNotAllowed, "MethodNotAllowedException"},
+		{errNotImplemented, http.StatusNotImplemented, "NotImplementedException"},
 		{catalog.ErrBadRequest, http.StatusBadRequest, "BadRequestException"},
 		{catalog.ErrUnprocessable, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
 		{catalog.ErrNoSuchCatalog, http.StatusNotFound, "NoSuchCatalogException"},
@@ -52,6 +54,7 @@ func statusOf(err error) (int, string) {
 		{catalog.ErrTableExists, http.StatusConflict, "AlreadyExistsException"},
 		{catalog.ErrNamespaceNotEmpty, http.StatusConflict, "NamespaceNotEmptyException"},
 		{catalog.ErrCommitFailed, http.StatusConflict, "CommitFailedException"},
+		{catalog.ErrPurging, http.StatusConflict, "AlreadyExistsException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},
 	}

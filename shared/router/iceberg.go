@@ -362,6 +362,18 @@ func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if r.URL.Query().Get("purgeRequested") == "true" {
+		if s.Purge == nil {
+			writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
+			return
+		}
+		if _, err := s.Purge.Drop(r.Context(), cat, id); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if _, err := s.Catalog.DropTable(r.Context(), cat, id); err != nil {
 		writeError(w, err)
 		return

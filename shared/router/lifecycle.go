@@ -19,6 +19,8 @@ func (s *server) lifecycleRoutes() {
 	m.HandleFunc("GET /lifecycle/v1/catalogs/{c}/grants/{principal...}", s.getGrant)
 	m.HandleFunc("PUT /lifecycle/v1/catalogs/{c}/grants/{principal...}", s.putGrant)
 	m.HandleFunc("DELETE /lifecycle/v1/catalogs/{c}/grants/{principal...}", s.deleteGrant)
+	m.HandleFunc("GET /lifecycle/v1/catalogs/{c}/purge-jobs", s.listJobs)
+	m.HandleFunc("GET /lifecycle/v1/catalogs/{c}/purge-jobs/{id}", s.getJob)
 }
 
 func (s *server) createCatalog(w http.ResponseWriter, r *http.Request) {

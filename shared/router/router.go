@@ -16,6 +16,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -25,7 +26,9 @@ const MaxBodyBytes = 10 << 20
 // Config holds what the router is built from.
 type Config struct {
 	Catalog *catalog.Service
-	Authz   *authz.Authorizer
+	// Purge runs drops with purgeRequested=true; nil answers them 501.
+	Purge *purge.Service
+	Authz *authz.Authorizer
 	// Authenticate returns the caller's principal, "" for none.
 	Authenticate func(*http.Request) string
 	// ClientDefaults are handed to clients in /v1/config (locally: the S3

@@ -14,6 +14,10 @@ func marshal(v any) (map[string]ddbtypes.AttributeValue, error) {
 	return attributevalue.MarshalMap(v)
 }
 
+func marshalValue(v any) (ddbtypes.AttributeValue, error) {
+	return attributevalue.Marshal(v)
+}
+
 func unmarshal(item map[string]ddbtypes.AttributeValue, out any) error {
 	return attributevalue.UnmarshalMap(item, out)
 }

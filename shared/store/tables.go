@@ -71,26 +71,36 @@ func (s *Store) tablePut(cat string, w TableWrite) (ddbtypes.TransactWriteItem, 
 
 // WriteTables applies table writes atomically (one DynamoDB transaction): the
 // compare-and-swap of every metadata pointer, creates guarded by the
-// namespace's existence. On a lost guard it returns ErrNotFound (a namespace
-// of a create is gone), ErrExists (a create found the name taken) or
-// ErrConditionFailed (a pointer moved), with the index of the failed write.
+// namespace's existence and the absence of a purge tombstone. On a lost guard
+// it returns ErrNotFound (a namespace of a create is gone), ErrTombstoned,
+// ErrExists (a create found the name taken) or ErrConditionFailed (a pointer
+// moved), with the index of the failed write.
 func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite) (int, error) {
 	var items []ddbtypes.TransactWriteItem
-	owner := []int{}             // which write each transaction item belongs to
-	isNS := []bool{}             // whether the item is a namespace guard
+	owner := []int{} // which write each transaction item belongs to
+	isNS := []bool{} // whether the item is a namespace guard
+	isTomb := []bool{}
 	checked := map[string]bool{} // one guard per namespace: DynamoDB refuses two operations on one item
 	for i, w := range writes {
 		if nsk := strings.Join(w.Entry.Namespace, levelSep); w.Expected == "" && !checked[nsk] {
 			checked[nsk] = true
 			items = append(items, s.nsCheck(cat, w.Entry.Namespace))
-			owner, isNS = append(owner, i), append(isNS, true)
+			owner, isNS, isTomb = append(owner, i), append(isNS, true), append(isTomb, false)
+		}
+		if w.Expected == "" {
+			// A name held by a purge job cannot be created or registered.
+			tpk, tsk := tombKey(cat, w.Entry.Namespace, w.Entry.Name)
+			items = append(items, ddbtypes.TransactWriteItem{ConditionCheck: &ddbtypes.ConditionCheck{
+				TableName: aws.String(s.table), Key: key(tpk, tsk), ConditionExpression: aws.String("attribute_not_exists(pk)"),
+			}})
+			owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, true)
 		}
 		it, err := s.tablePut(cat, w)
 		if err != nil {
 			return i, err
 		}
 		items = append(items, it)
-		owner, isNS = append(owner, i), append(isNS, false)
+		owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if reasons := cancelReasons(err); reasons != nil {
@@ -100,6 +110,8 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 			}
 			w := writes[owner[j]]
 			switch {
+			case isTomb[j]:
+				return owner[j], ErrTombstoned
 			case isNS[j]:
 				return owner[j], ErrNotFound
 			case w.Expected == "":

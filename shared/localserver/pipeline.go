@@ -1,0 +1,151 @@
+package localserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Function names of the pipeline, as the state machine definition names them.
+const (
+	PlanFunction     = "icehold-purge-plan"
+	ProgressFunction = "icehold-purge-progress"
+	FinalizeFunction = "icehold-purge-finalize"
+)
+
+// lambdaOf adapts a typed handler to the engine's JSON invocation, as the
+// Lambda runtime does.
+func lambdaOf[In, Out any](fn func(context.Context, In) (Out, error)) localaws.LambdaFunc {
+	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var in In
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, fmt.Errorf("payload: %w", err)
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// startPipeline builds the purge pipeline on the embedded SQS and workflow
+// engine: queues with a redrive policy, the state machine from the one
+// definition, the delete "event source mapping" and the reconcile schedule.
+func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, ep awsconfig.Endpoints, st *store.Store, sfnL net.Listener) error {
+	if o.Visibility == 0 {
+		o.Visibility = 30 * time.Second
+	}
+	if o.MaxReceives == 0 {
+		o.MaxReceives = 5
+	}
+	if o.TimeScale == 0 {
+		o.TimeScale = 0.1
+	}
+	if o.ReconcileEvery == 0 {
+		o.ReconcileEvery = time.Minute
+	}
+	if o.DeleteWorkers == 0 {
+		o.DeleteWorkers = 4
+	}
+	sq := awsconfig.SQS(cfg, ep)
+	s.SQS = sq
+	if _, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(DeleteDLQ)}); err != nil {
+		return fmt.Errorf("create dlq: %w", err)
+	}
+	redrive, _ := json.Marshal(map[string]any{
+		"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + DeleteDLQ, "maxReceiveCount": o.MaxReceives,
+	})
+	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(DeleteQueue), Attributes: map[string]string{
+		"VisibilityTimeout": fmt.Sprint(int(o.Visibility / time.Second)), "RedrivePolicy": string(redrive),
+	}})
+	if err != nil {
+		return fmt.Errorf("create queue: %w", err)
+	}
+	queueURL := aws.ToString(q.QueueUrl)
+
+	svc := &purge.Service{
+		Store: st, Catalog: s.Catalog, S3: awsconfig.S3(cfg, ep), Workflow: awsconfig.SFN(cfg, ep),
+		IOProps: map[string]string{
+			"s3.endpoint": ep.S3, "s3.region": Region, "s3.access-key-id": AccessKey,
+			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
+		},
+	}
+	s.Purge = svc
+	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
+		PlanFunction:     lambdaOf(svc.Plan),
+		ProgressFunction: lambdaOf(svc.Progress),
+		FinalizeFunction: lambdaOf(svc.FinalizeStep),
+	}, func(ctx context.Context, url, body string) (string, error) {
+		out, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)})
+		if err != nil {
+			return "", err
+		}
+		return aws.ToString(out.MessageId), nil
+	})
+	engine.TimeScale = o.TimeScale
+	arn, err := engine.AddStateMachine(PurgeMachine, purge.Substitute(purge.Definition, map[string]string{
+		"PlanFunction": PlanFunction, "ProgressFunction": ProgressFunction, "FinalizeFunction": FinalizeFunction,
+		"DeleteQueueUrl": queueURL,
+	}))
+	if err != nil {
+		return err
+	}
+	svc.StateMachineARN = arn
+	s.engine = engine
+	s.serve(sfnL, engine)
+	if err := engine.Resume(); err != nil {
+		return fmt.Errorf("resume executions: %w", err)
+	}
+
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	poller := &localaws.Poller{
+		Client: sq, QueueURL: queueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + DeleteQueue,
+		Workers: o.DeleteWorkers, BatchSize: 1,
+		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			return svc.HandleSQS(ctx, sq, purge.QueueConfig{URL: queueURL, Visibility: o.Visibility, MaxReceives: o.MaxReceives}, ev)
+		},
+	}
+	s.bg.Add(2)
+	go func() { defer s.bg.Done(); poller.Run(bg) }()
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTicker(o.ReconcileEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				if rep, err := svc.Reconcile(bg); err != nil {
+					slog.Warn("reconcile", "error", err)
+				} else if rep.Started+rep.Restarted+rep.Failed > 0 {
+					slog.Info("reconcile", "report", rep)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Redrive moves every message of the delete DLQ back to the delete queue:
+// what an operator does from the SQS console.
+func (s *Server) Redrive(ctx context.Context) error {
+	_, err := s.SQS.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{
+		SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:" + DeleteDLQ),
+	})
+	return err
+}

@@ -1,0 +1,330 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// MaxKeysPerCall is S3's DeleteObjects limit.
+const MaxKeysPerCall = 1000
+
+// maxThrottleRetries bounds retries of one throttled call inside one
+// invocation; past it the batch fails and SQS redelivers it later.
+const maxThrottleRetries = 12
+
+// ErrThrottled: S3 kept answering SlowDown.
+var ErrThrottled = errors.New("s3 throttled")
+
+// DeleteBatch handles one delivery of a delete-queue message. On the last
+// receive SQS allows, a failure dead-letters the batch and the job.
+func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount, maxReceives int) error {
+	j, err := s.job(ctx, Input{Catalog: m.Catalog, JobID: m.JobID})
+	if err != nil {
+		return err
+	}
+	if store.Terminal(j.State) {
+		return nil
+	}
+	b, err := s.Store.GetBatch(ctx, m.JobID, m.Batch)
+	if err != nil {
+		return fmt.Errorf("batch %s/%d: %w", m.JobID, m.Batch, err)
+	}
+	if b.Done {
+		return nil // a duplicate delivery
+	}
+	err = s.runBatch(ctx, j, b)
+	if err != nil && maxReceives > 0 && receiveCount >= maxReceives {
+		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
+		if derr := s.Store.MarkBatchDead(ctx, j, b, reason); derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
+			return errors.Join(err, derr)
+		}
+	}
+	if err == nil {
+		err = s.revive(ctx, m)
+	}
+	return err
+}
+
+// revive returns a dead-lettered job to RUNNING once no batch is dead.
+func (s *Service) revive(ctx context.Context, m BatchMessage) error {
+	j, err := s.job(ctx, Input{Catalog: m.Catalog, JobID: m.JobID})
+	if err != nil || j.State != store.JobDeadLettered || j.BatchesDead > 0 {
+		return err
+	}
+	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+		Set: map[string]any{"state": store.JobRunning}, States: []string{store.JobDeadLettered},
+		Cond: "batches_dead = :z", CondValues: map[string]any{":z": 0},
+	})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return nil
+	}
+	return err
+}
+
+// owner decides which manifest entry deletes and counts a file: the entry
+// that added it, when the adding snapshot is still in the metadata (its
+// manifest is then in some batch); otherwise every entry that references it.
+type owner struct {
+	snapshots map[int64]bool
+	sequences map[int64]bool
+}
+
+func newOwner(meta table.Metadata) owner {
+	o := owner{snapshots: map[int64]bool{}, sequences: map[int64]bool{}}
+	for _, sn := range meta.Snapshots() {
+		o.snapshots[sn.SnapshotID] = true
+		if sn.SequenceNumber > 0 {
+			o.sequences[sn.SequenceNumber] = true
+		}
+	}
+	return o
+}
+
+func (o owner) owns(e iceberg.ManifestEntry) bool {
+	switch e.Status() {
+	case iceberg.EntryStatusADDED:
+		return true
+	case iceberg.EntryStatusEXISTING:
+		return !o.snapshots[e.SnapshotID()]
+	default: // DELETED: its snapshot id is the deleting one; the sequence number says who added it
+		if fsn := e.FileSequenceNum(); fsn != nil && *fsn > 0 {
+			return !o.sequences[*fsn]
+		}
+		return true
+	}
+}
+
+func manifestOf(r store.ManifestRef) iceberg.ManifestFile {
+	return iceberg.NewManifestFile(r.Version, r.Path, r.Length, r.SpecID, r.AddedSnapshotID).
+		SequenceNum(r.SequenceNum, r.MinSequenceNum).
+		Content(iceberg.ManifestContent(r.Content)).Build()
+}
+
+// object is one key to delete and its size.
+type object struct {
+	path string
+	size int64
+}
+
+// runBatch streams the batch's manifests from its checkpoint and deletes what
+// the entries reference, 1000 keys a call, checkpointing after every call.
+func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) error {
+	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
+	if err != nil {
+		return fmt.Errorf("read metadata: %w", err)
+	}
+	own := newOwner(meta)
+	fs, err := icebergio.LoadFS(ctx, s.IOProps, j.Location)
+	if err != nil {
+		return fmt.Errorf("file io: %w", err)
+	}
+	cp := [2]int{b.Manifest, b.Entry}
+	var chunk []object
+	skipped := int64(0)
+	step := func(to [2]int, done bool) error {
+		deleted, missing, bytes, err := s.deleteObjects(ctx, j.Scope, chunk)
+		if err != nil {
+			return err
+		}
+		counters := map[string]int64{"files_deleted": deleted, "files_missing": missing, "files_skipped": skipped, "bytes": bytes}
+		err = s.Store.StepBatch(ctx, j, b, store.BatchStep{From: cp, To: to, Done: done, Counters: counters, WasDead: b.Dead})
+		if errors.Is(err, store.ErrConditionFailed) {
+			now, gerr := s.Store.GetBatch(ctx, b.JobID, b.Number)
+			if gerr == nil && now.Done {
+				return errStopDuplicate
+			}
+			return errors.New("checkpoint moved by a concurrent delivery; retrying later")
+		}
+		if err != nil {
+			return err
+		}
+		cp, chunk, skipped = to, chunk[:0], 0
+		return nil
+	}
+	last := len(b.Manifests) - 1
+	for mi := b.Manifest; mi <= last; mi++ {
+		start := 0
+		if mi == b.Manifest {
+			start = b.Entry
+		}
+		err := s.streamManifest(fs, b.Manifests[mi], start, func(idx int, e iceberg.ManifestEntry) error {
+			if !own.owns(e) {
+				return nil
+			}
+			df := e.DataFile()
+			if !inScope(j.Scope, df.FilePath()) {
+				skipped++
+			} else {
+				chunk = append(chunk, object{path: df.FilePath(), size: df.FileSizeBytes()})
+			}
+			if len(chunk) == MaxKeysPerCall {
+				return step([2]int{mi, idx + 1}, false)
+			}
+			return nil
+		})
+		if errors.Is(err, errStopDuplicate) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// The end of a manifest is always a checkpoint; the last one closes the batch.
+		if err := step([2]int{mi + 1, 0}, mi == last); err != nil {
+			if errors.Is(err, errStopDuplicate) {
+				return nil
+			}
+			return err
+		}
+	}
+	if last < 0 {
+		return step([2]int{0, 0}, true)
+	}
+	return nil
+}
+
+var errStopDuplicate = errors.New("batch finished by another delivery")
+
+// streamManifest calls fn for every entry from index start on, without
+// holding the manifest's entries in memory.
+func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start int, fn func(int, iceberg.ManifestEntry) error) error {
+	f, err := fs.Open(ref.Path)
+	if err != nil {
+		return fmt.Errorf("open manifest %s: %w", ref.Path, err)
+	}
+	defer f.Close()
+	rd, err := iceberg.NewManifestReaderWithProjection(manifestOf(ref), f, iceberg.ManifestEntryProjection{})
+	if err != nil {
+		return fmt.Errorf("read manifest %s: %w", ref.Path, err)
+	}
+	defer rd.Close()
+	for idx := 0; ; idx++ {
+		e, err := rd.ReadEntry()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read manifest %s: %w", ref.Path, err)
+		}
+		if idx < start {
+			continue
+		}
+		if err := fn(idx, e); err != nil {
+			return err
+		}
+	}
+}
+
+// deleteObjects deletes up to 1000 objects in one DeleteObjects call (paced,
+// retried on SlowDown without the SDK's own retries). A key S3 reports as
+// NoSuchKey counts as missing; on AWS a missing key is reported deleted.
+func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object) (deleted, missing, bytes int64, err error) {
+	if len(objs) == 0 {
+		return 0, 0, 0, nil
+	}
+	if len(objs) > MaxKeysPerCall {
+		return 0, 0, 0, fmt.Errorf("%d keys in one call, at most %d", len(objs), MaxKeysPerCall)
+	}
+	bucket, _, _ := strings.Cut(strings.TrimPrefix(scope, "s3://"), "/")
+	pacer := s.Pacer
+	if pacer == nil {
+		pacer = defaultPacer
+	}
+	sizes := map[string]int64{}
+	var ids []s3types.ObjectIdentifier
+	for _, o := range objs {
+		_, k, err := objects.Split(o.path)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if _, dup := sizes[k]; dup {
+			continue
+		}
+		sizes[k] = o.size
+		ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(k)})
+	}
+	for attempt := 0; len(ids) > 0; attempt++ {
+		if attempt > maxThrottleRetries {
+			return 0, 0, 0, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
+		}
+		if err := pacer.Wait(ctx, scope); err != nil {
+			return 0, 0, 0, err
+		}
+		out, err := s.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: aws.String(bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		}, func(o *s3.Options) { o.RetryMaxAttempts = 1 }) // throttling is ours to handle
+		if isThrottle(err) {
+			pacer.Throttled(scope)
+			backoff(ctx, attempt)
+			continue
+		}
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("delete objects: %w", err)
+		}
+		var retry []s3types.ObjectIdentifier
+		failed := map[string]bool{}
+		for _, e := range out.Errors {
+			k, code := aws.ToString(e.Key), aws.ToString(e.Code)
+			switch code {
+			case "NoSuchKey":
+				missing++
+				failed[k] = true
+			case "SlowDown", "InternalError", "ServiceUnavailable", "503":
+				retry = append(retry, s3types.ObjectIdentifier{Key: aws.String(k)})
+				failed[k] = true
+			default:
+				return 0, 0, 0, fmt.Errorf("delete %s: %s: %s", k, code, aws.ToString(e.Message))
+			}
+		}
+		for _, id := range ids {
+			if k := aws.ToString(id.Key); !failed[k] {
+				deleted++
+				bytes += sizes[k]
+			}
+		}
+		if len(retry) > 0 {
+			pacer.Throttled(scope)
+			backoff(ctx, attempt)
+		} else {
+			pacer.Success(scope)
+		}
+		ids = retry
+	}
+	return deleted, missing, bytes, nil
+}
+
+var defaultPacer = NewPacer()
+
+func backoff(ctx context.Context, attempt int) {
+	d := time.Duration(min(1<<attempt, 64)) * 25 * time.Millisecond
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func isThrottle(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "SlowDown", "ServiceUnavailable", "RequestLimitExceeded", "Throttling":
+			return true
+		}
+	}
+	var re interface{ HTTPStatusCode() int }
+	return errors.As(err, &re) && re.HTTPStatusCode() == 503
+}

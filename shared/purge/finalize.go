@@ -1,0 +1,162 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Progress is the wait loop's question: are all data batches done?
+type Progress struct {
+	Remaining int    `json:"remaining"`
+	State     string `json:"state"`
+	Stop      bool   `json:"stop"`
+}
+
+// Progress reports how many batches are not done yet.
+func (s *Service) Progress(ctx context.Context, in Input) (Progress, error) {
+	j, err := s.job(ctx, in)
+	if err != nil {
+		return Progress{}, err
+	}
+	return Progress{Remaining: j.BatchesTotal - j.BatchesDone, State: j.State, Stop: store.Terminal(j.State)}, nil
+}
+
+// FinalizeResult says whether finalize must run again (bounded work per call).
+type FinalizeResult struct {
+	Done bool `json:"done"`
+}
+
+// finalizeChunksPerCall bounds one finalize invocation's work.
+const finalizeChunksPerCall = 100
+
+// Finalize deletes the metadata layer once every data batch is done:
+// manifests, manifest lists, statistics files, the metadata log's files, and
+// the current metadata file last; then the job SUCCEEDS and its tombstone
+// goes. Each chunk is checkpointed (finalize_offset), so it resumes exactly.
+func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error) {
+	j, err := s.job(ctx, in)
+	if err != nil {
+		return FinalizeResult{}, err
+	}
+	if store.Terminal(j.State) {
+		return FinalizeResult{Done: true}, nil
+	}
+	if j.BatchesDone < j.BatchesTotal {
+		return FinalizeResult{}, fmt.Errorf("finalize %s: %d of %d batches still running", j.ID, j.BatchesTotal-j.BatchesDone, j.BatchesTotal)
+	}
+	// finalize_total is the list's length plus one for the current metadata
+	// file, fixed once (with the skipped count) when the list is first made.
+	if j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
+		objs, skipped, err := s.metadataLayer(ctx, j)
+		if err != nil {
+			return FinalizeResult{}, err
+		}
+		if j.FinalizeTotal == 0 {
+			err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
+				Set: map[string]any{"finalize_total": len(objs) + 1}, Add: map[string]int64{"files_skipped": skipped},
+				Cond: "finalize_total = :z", CondValues: map[string]any{":z": 0},
+			})
+			if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+				return FinalizeResult{}, err
+			}
+			if j, err = s.job(ctx, in); err != nil {
+				return FinalizeResult{}, err
+			}
+		}
+		for n := 0; j.FinalizeOffset < j.FinalizeTotal-1; n++ {
+			if n == finalizeChunksPerCall {
+				return FinalizeResult{}, nil // continue in the next invocation
+			}
+			end := min(j.FinalizeOffset+MaxKeysPerCall, j.FinalizeTotal-1, len(objs))
+			deleted, missing, bytes, err := s.deleteObjects(ctx, j.Scope, objs[j.FinalizeOffset:end])
+			if err != nil {
+				return FinalizeResult{}, err
+			}
+			err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+				Set:  map[string]any{"finalize_offset": end},
+				Add:  map[string]int64{"files_deleted": deleted, "files_missing": missing, "bytes": bytes},
+				Cond: "finalize_offset = :o", CondValues: map[string]any{":o": j.FinalizeOffset},
+			})
+			if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+				return FinalizeResult{}, err
+			}
+			if j, err = s.job(ctx, in); err != nil {
+				return FinalizeResult{}, err
+			}
+		}
+	}
+	// Last, the current metadata file: until now it was there to resume from.
+	counters := map[string]int64{}
+	if inScope(j.Scope, j.MetadataLocation) {
+		deleted, missing, _, err := s.deleteObjects(ctx, j.Scope, []object{{path: j.MetadataLocation}})
+		if err != nil {
+			return FinalizeResult{}, err
+		}
+		counters["files_deleted"], counters["files_missing"] = deleted, missing
+	} else {
+		counters["files_skipped"] = 1
+	}
+	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+		Set: map[string]any{"state": store.JobSucceeded}, Add: counters, Finish: true,
+		States: []string{store.JobRunning},
+	})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return FinalizeResult{}, err
+	}
+	return FinalizeResult{Done: true}, nil
+}
+
+// metadataLayer lists, in a fixed order and each once, the objects finalize
+// deletes before the current metadata file, and counts those out of scope.
+func (s *Service) metadataLayer(ctx context.Context, j store.Job) ([]object, int64, error) {
+	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read metadata: %w", err)
+	}
+	seen := map[string]bool{j.MetadataLocation: true}
+	var out []object
+	var skipped int64
+	add := func(path string, size int64) {
+		if path == "" || seen[path] {
+			return
+		}
+		seen[path] = true
+		if !inScope(j.Scope, path) {
+			skipped++
+			return
+		}
+		out = append(out, object{path: path, size: size})
+	}
+	token := ""
+	for {
+		batches, next, err := s.Store.ListBatches(ctx, j.ID, token, 100)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, b := range batches {
+			for _, m := range b.Manifests {
+				add(m.Path, m.Length)
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	for _, sn := range meta.Snapshots() {
+		add(sn.ManifestList, 0)
+	}
+	for st := range meta.Statistics() {
+		add(st.StatisticsPath, st.FileSizeInBytes)
+	}
+	for st := range meta.PartitionStatistics() {
+		add(st.StatisticsPath, st.FileSizeInBytes)
+	}
+	for e := range meta.PreviousFiles() {
+		add(e.MetadataFile, 0)
+	}
+	return out, skipped, nil
+}

@@ -1,0 +1,189 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Plan sizes. A batch is what one delete invocation streams; a page is how
+// many batch numbers one plan answer carries (Step Functions payloads stay
+// far below 256 KB: 500 numbers are ~3 KB).
+const (
+	BatchFiles     = 20000
+	BatchManifests = 100
+	PageSize       = 500
+	readParallel   = 16
+)
+
+// PlanResult is the plan step's answer.
+type PlanResult struct {
+	Catalog string `json:"catalog"`
+	JobID   string `json:"job_id"`
+	Cursor  int    `json:"cursor"`
+	// Planned: every batch number has been handed out for fan-out.
+	Planned bool  `json:"planned"`
+	Batches []int `json:"batches"`
+	// Stop: the job is terminal (cancelled, failed): the workflow ends.
+	Stop bool `json:"stop"`
+}
+
+// permanent reports a metadata read failure no retry will fix.
+func permanent(err error) bool {
+	return errors.Is(err, objects.ErrNotFound) || errors.Is(err, objects.ErrBadURI) || errors.Is(err, catalog.ErrBadMetadata)
+}
+
+// Plan reads the job's metadata and manifest lists (never a manifest's
+// entries), writes the batches, then hands out batch numbers a page at a time.
+func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
+	res := PlanResult{Catalog: in.Catalog, JobID: in.JobID, Cursor: in.Cursor, Batches: []int{}}
+	j, err := s.job(ctx, in)
+	if err != nil {
+		return res, err
+	}
+	if j.State == store.JobPending {
+		err := s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: map[string]any{"state": store.JobRunning}, States: []string{store.JobPending}})
+		if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return res, err
+		}
+		if j, err = s.job(ctx, in); err != nil {
+			return res, err
+		}
+	}
+	if store.Terminal(j.State) {
+		res.Stop = true
+		return res, nil
+	}
+	if !j.Planned {
+		if j, err = s.planBatches(ctx, j); err != nil {
+			if permanent(err) {
+				res.Stop = true
+				return res, s.Fail(ctx, in, "metadata unreadable: "+err.Error())
+			}
+			return res, err
+		}
+	}
+	if !j.GCEnabled {
+		res.Planned = true // nothing to fan out: the metadata layer is all that goes
+		return res, nil
+	}
+	end := min(in.Cursor+PageSize, j.BatchesTotal)
+	for n := in.Cursor; n < end; n++ {
+		res.Batches = append(res.Batches, n)
+	}
+	res.Cursor, res.Planned = end, end >= j.BatchesTotal
+	return res, nil
+}
+
+func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, error) {
+	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
+	if err != nil {
+		return j, err
+	}
+	scope := strings.TrimRight(meta.Location(), "/") + "/"
+	if c, err := s.Catalog.GetCatalog(ctx, j.Catalog); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
+		scope = strings.TrimRight(c.Warehouse, "/") + "/"
+	}
+	gc := meta.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault)
+	manifests, err := s.distinctManifests(ctx, meta)
+	if err != nil {
+		return j, err
+	}
+	batches := group(j.ID, manifests, !gc)
+	if err := s.Store.PutBatches(ctx, batches); err != nil {
+		return j, err
+	}
+	set := map[string]any{
+		"planned": true, "batches_total": len(batches), "location": meta.Location(), "scope": scope, "gc_enabled": gc,
+	}
+	if !gc {
+		set["batches_done"] = len(batches)
+	}
+	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: set, Cond: "planned = :f", CondValues: map[string]any{":f": false}})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return j, err
+	}
+	return s.job(ctx, Input{Catalog: j.Catalog, JobID: j.ID})
+}
+
+// distinctManifests reads every snapshot's manifest list (in parallel) and
+// returns each manifest once, in snapshot order.
+func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([]iceberg.ManifestFile, error) {
+	fs, err := icebergio.LoadFS(ctx, s.IOProps, meta.Location())
+	if err != nil {
+		return nil, fmt.Errorf("file io: %w", err)
+	}
+	snaps := meta.Snapshots()
+	lists := make([][]iceberg.ManifestFile, len(snaps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readParallel)
+	for i, sn := range snaps {
+		if sn.ManifestList == "" {
+			continue
+		}
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			mfs, err := sn.Manifests(fs)
+			if err != nil {
+				return fmt.Errorf("manifest list %s: %w", sn.ManifestList, err)
+			}
+			lists[i] = mfs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []iceberg.ManifestFile
+	for _, l := range lists {
+		for _, mf := range l {
+			if !seen[mf.FilePath()] {
+				seen[mf.FilePath()] = true
+				out = append(out, mf)
+			}
+		}
+	}
+	return out, nil
+}
+
+// group cuts manifests into batches of at most BatchFiles entries (a larger
+// manifest is a batch of its own) and BatchManifests manifests.
+func group(jobID string, manifests []iceberg.ManifestFile, done bool) []store.Batch {
+	var out []store.Batch
+	var cur store.Batch
+	var files int64
+	flush := func() {
+		if len(cur.Manifests) > 0 {
+			cur.JobID, cur.Number, cur.Done = jobID, len(out), done
+			out = append(out, cur)
+		}
+		cur, files = store.Batch{}, 0
+	}
+	for _, mf := range manifests {
+		n := int64(mf.AddedDataFiles()) + int64(mf.ExistingDataFiles()) + int64(mf.DeletedDataFiles())
+		if len(cur.Manifests) > 0 && (files+n > BatchFiles || len(cur.Manifests) >= BatchManifests) {
+			flush()
+		}
+		cur.Manifests = append(cur.Manifests, store.ManifestRef{
+			Path: mf.FilePath(), Length: mf.Length(), SpecID: mf.PartitionSpecID(), AddedSnapshotID: mf.SnapshotID(),
+			SequenceNum: mf.SequenceNum(), MinSequenceNum: mf.MinSequenceNum(), Content: int(mf.ManifestContent()),
+			Version: mf.Version(), Files: n,
+		})
+		files += n
+	}
+	flush()
+	return out
+}

@@ -1,0 +1,171 @@
+// Package purge deletes dropped tables' files asynchronously: the drop writes
+// a durable job and starts a workflow; the plan step splits the table's
+// manifests into batches; the delete step (behind the SQS queue) streams a
+// batch's manifests and bulk-deletes what they reference; the finalize step
+// removes manifests, manifest lists, statistics and metadata files last.
+// Every step checkpoints in DynamoDB, so any crash resumes without loss or
+// double counting.
+package purge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Workflow is the Step Functions calls the pipeline makes; *sfn.Client
+// satisfies it, and so does the local engine's HTTP API through it.
+type Workflow interface {
+	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+}
+
+// BulkDeleter is the one S3 call that deletes; only the delete and finalize
+// steps hold it (and only their roles may call it).
+type BulkDeleter interface {
+	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
+}
+
+// Lease extends an SQS message's visibility while its batch runs.
+type Lease interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Service runs the purge pipeline's steps.
+type Service struct {
+	Store   *store.Store
+	Catalog *catalog.Service
+	// Workflow and StateMachineARN start executions (drop, reconcile).
+	Workflow        Workflow
+	StateMachineARN string
+	// S3 deletes (delete and finalize steps only).
+	S3 BulkDeleter
+	// IOProps configure iceberg-go's FileIO for reading manifest lists and
+	// manifests (locally: the embedded S3's endpoint and keys).
+	IOProps map[string]string
+	// Pacer paces DeleteObjects per prefix (AIMD); nil uses a default.
+	Pacer *Pacer
+	// MaxAttempts bounds workflow restarts before a job is FAILED.
+	MaxAttempts int
+}
+
+// Errors of the pipeline.
+var (
+	ErrLegalHold = errors.New("table is under legal hold")
+)
+
+// Input is what every workflow step receives and passes on.
+type Input struct {
+	Catalog string `json:"catalog"`
+	JobID   string `json:"job_id"`
+	Cursor  int    `json:"cursor,omitempty"`
+}
+
+// BatchMessage is the body of one delete-queue message.
+type BatchMessage struct {
+	Catalog string `json:"catalog"`
+	JobID   string `json:"job_id"`
+	Batch   int    `json:"batch"`
+}
+
+// NewJobID returns a job id that sorts by creation time.
+func NewJobID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("pj-%013x-%s", time.Now().UnixMilli(), hex.EncodeToString(b))
+}
+
+// Drop is DELETE …?purgeRequested=true: one transaction (entry out, job
+// PENDING in, tombstone in) and a StartExecution named after the job. O(1)
+// whatever the table's size: no S3 call on the request path.
+func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store.Job, error) {
+	e, err := s.Catalog.Entry(ctx, cat, id)
+	if err != nil {
+		return store.Job{}, err
+	}
+	j := store.Job{
+		ID: NewJobID(), Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,
+		MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
+	}
+	j.Execution = j.ID
+	if err := s.Store.DropForPurge(ctx, e, j, true); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Job{}, fmt.Errorf("drop %s: %w", id, catalog.ErrNoSuchTable)
+		}
+		return store.Job{}, fmt.Errorf("drop %s: %w", id, err)
+	}
+	// The job is durable already: if this fails, the reconcile sweep starts it.
+	if err := s.Start(ctx, j); err != nil {
+		slog.Warn("start purge execution; reconcile will retry", "job", j.ID, "error", err)
+	}
+	return j, nil
+}
+
+// Start starts the job's workflow execution (named after the job: idempotent).
+func (s *Service) Start(ctx context.Context, j store.Job) error {
+	if s.Workflow == nil {
+		return errors.New("no workflow configured")
+	}
+	in, _ := json.Marshal(Input{Catalog: j.Catalog, JobID: j.ID})
+	_, err := s.Workflow.StartExecution(ctx, &sfn.StartExecutionInput{
+		StateMachineArn: aws.String(s.StateMachineARN),
+		Name:            aws.String(j.Execution),
+		Input:           aws.String(string(in)),
+	})
+	return err
+}
+
+// Job loads a job for a step; a job that is gone is an error worth failing.
+func (s *Service) job(ctx context.Context, in Input) (store.Job, error) {
+	j, err := s.Store.GetJob(ctx, in.Catalog, in.JobID)
+	if err != nil {
+		return j, fmt.Errorf("job %s/%s: %w", in.Catalog, in.JobID, err)
+	}
+	return j, nil
+}
+
+// inScope reports whether an object may be deleted by this job: only under
+// the table's own location (or the warehouse when the catalog widens it).
+func inScope(scope, path string) bool {
+	for _, alt := range []string{"s3a://", "s3n://"} {
+		if rest, ok := strings.CutPrefix(path, alt); ok {
+			path = "s3://" + rest
+		}
+	}
+	return scope != "" && strings.HasPrefix(path, scope)
+}
+
+// Fail marks a job FAILED with the reason (the workflow's catch path, or
+// attempts exhausted); the tombstone is lifted.
+func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
+	j, err := s.job(ctx, in)
+	if err != nil {
+		return err
+	}
+	if store.Terminal(j.State) {
+		return nil
+	}
+	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+		Set: map[string]any{"state": store.JobFailed, "last_error": reason}, Finish: true,
+		States: []string{store.JobPending, store.JobRunning, store.JobDeadLettered},
+	})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return nil // already terminal
+	}
+	return err
+}

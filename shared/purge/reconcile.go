@@ -1,0 +1,95 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/icehold/icehold/shared/store"
+)
+
+// DefaultMaxAttempts bounds workflow restarts of one job.
+const DefaultMaxAttempts = 5
+
+// ReconcileReport says what one sweep did.
+type ReconcileReport struct {
+	Checked   int `json:"checked"`
+	Started   int `json:"started"`
+	Restarted int `json:"restarted"`
+	Failed    int `json:"failed"`
+}
+
+// Reconcile walks the jobs that are not terminal: it starts executions that
+// never started (a StartExecution lost after the drop's transaction) and
+// restarts those that died, up to MaxAttempts; then the job is FAILED.
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	token := ""
+	for {
+		active, next, err := s.Store.ActiveJobs(ctx, token, 100)
+		if err != nil {
+			return rep, err
+		}
+		for _, a := range active {
+			rep.Checked++
+			if err := s.reconcileJob(ctx, a, &rep); err != nil {
+				slog.Warn("reconcile job", "job", a.ID, "error", err)
+			}
+		}
+		if next == "" {
+			return rep, nil
+		}
+		token = next
+	}
+}
+
+func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *ReconcileReport) error {
+	j, err := s.Store.GetJob(ctx, a.Catalog, a.ID)
+	if err != nil || store.Terminal(j.State) {
+		return err
+	}
+	arn := ExecutionARN(s.StateMachineARN, j.Execution)
+	out, err := s.Workflow.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	var missing *sfntypes.ExecutionDoesNotExist
+	switch {
+	case errors.As(err, &missing):
+		rep.Started++
+		return s.Start(ctx, j)
+	case err != nil:
+		return err
+	case out.Status == sfntypes.ExecutionStatusRunning:
+		return nil
+	}
+	// The execution ended but the job did not: restart under a new name.
+	maxAttempts := s.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	if j.Attempts >= maxAttempts {
+		rep.Failed++
+		return s.Fail(ctx, Input{Catalog: j.Catalog, JobID: j.ID},
+			fmt.Sprintf("attempts exhausted: execution %s ended %s after %d attempts", j.Execution, out.Status, j.Attempts))
+	}
+	name := fmt.Sprintf("%s-%d", j.ID, j.Attempts+1)
+	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+		Set: map[string]any{"execution": name}, Add: map[string]int64{"attempts": 1},
+		Cond: "execution = :e", CondValues: map[string]any{":e": j.Execution},
+	})
+	if err != nil {
+		return err
+	}
+	j.Execution = name
+	rep.Restarted++
+	return s.Start(ctx, j)
+}
+
+// ExecutionARN is the ARN of a named execution of a state machine.
+func ExecutionARN(stateMachineARN, name string) string {
+	return strings.Replace(stateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
+}

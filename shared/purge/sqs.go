@@ -1,0 +1,79 @@
+package purge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// QueueConfig is what the delete handler knows of its queue.
+type QueueConfig struct {
+	URL string
+	// Visibility is the queue's visibility timeout: the lease length.
+	Visibility time.Duration
+	// MaxReceives is the redrive policy's maxReceiveCount.
+	MaxReceives int
+}
+
+// HandleSQS is the delete Lambda's handler: one batch per record, each under
+// a lease that a goroutine extends independently of the delete calls;
+// failures are reported per item (ReportBatchItemFailures) so SQS retries
+// only those and dead-letters them after MaxReceives.
+func (s *Service) HandleSQS(ctx context.Context, lease Lease, q QueueConfig, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var res events.SQSEventResponse
+	for _, rec := range ev.Records {
+		if err := s.handleRecord(ctx, lease, q, rec); err != nil {
+			slog.Warn("delete batch failed", "message", rec.MessageId, "error", err)
+			res.BatchItemFailures = append(res.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		}
+	}
+	return res, nil
+}
+
+func (s *Service) handleRecord(ctx context.Context, lease Lease, q QueueConfig, rec events.SQSMessage) error {
+	var m BatchMessage
+	if err := json.Unmarshal([]byte(rec.Body), &m); err != nil || m.JobID == "" {
+		return fmt.Errorf("not a batch message: %q", rec.Body)
+	}
+	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	stop := s.holdLease(ctx, lease, q, rec.ReceiptHandle)
+	defer stop()
+	return s.DeleteBatch(ctx, m, receives, q.MaxReceives)
+}
+
+// holdLease extends the message's visibility every third of the timeout
+// until stop is called.
+func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, receipt string) (stop func()) {
+	if lease == nil || q.Visibility <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(q.Visibility / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, err := lease.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+					QueueUrl: aws.String(q.URL), ReceiptHandle: aws.String(receipt),
+					VisibilityTimeout: int32(q.Visibility / time.Second),
+				})
+				if err != nil {
+					slog.Warn("extend lease", "error", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}

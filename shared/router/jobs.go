@@ -1,0 +1,106 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// jobView is a purge job on the wire (SPEC §7).
+type jobView struct {
+	ID               string   `json:"id"`
+	Namespace        []string `json:"namespace"`
+	Table            string   `json:"table"`
+	TableUUID        string   `json:"table-uuid"`
+	State            string   `json:"state"`
+	MetadataLocation string   `json:"metadata-location"`
+	BatchesTotal     int      `json:"batches-total"`
+	BatchesDone      int      `json:"batches-done"`
+	BatchesDead      int      `json:"batches-dead"`
+	FilesDeleted     int64    `json:"files-deleted"`
+	FilesMissing     int64    `json:"files-missing"`
+	FilesSkipped     int64    `json:"files-skipped"`
+	Bytes            int64    `json:"bytes"`
+	Attempts         int      `json:"attempts"`
+	LastError        *string  `json:"last-error"`
+	CreatedBy        string   `json:"created-by"`
+	CreatedAt        string   `json:"created-at"`
+	UpdatedAt        string   `json:"updated-at"`
+}
+
+func viewOf(j store.Job) jobView {
+	v := jobView{
+		ID: j.ID, Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
+		MetadataLocation: j.MetadataLocation, BatchesTotal: j.BatchesTotal, BatchesDone: j.BatchesDone,
+		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
+		FilesSkipped: j.FilesSkipped, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+	}
+	if j.LastError != "" {
+		v.LastError = &j.LastError
+	}
+	return v
+}
+
+var jobStates = []string{store.JobPending, store.JobRunning, store.JobDeadLettered, store.JobSucceeded, store.JobFailed, store.JobCancelled}
+
+func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok {
+		return
+	}
+	token, size, err := paging(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state != "" && !slices.Contains(jobStates, state) {
+		writeError(w, fmt.Errorf("%w: state must be one of %s", catalog.ErrBadRequest, strings.Join(jobStates, ", ")))
+		return
+	}
+	var ns []string
+	if v := q.Get("namespace"); v != "" {
+		if ns, err = namespaceParam(v); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	jobs, next, err := s.store.ListJobs(r.Context(), cat, token, size)
+	if errors.Is(err, store.ErrBadPageToken) {
+		err = fmt.Errorf("%w: %v", catalog.ErrBadRequest, err)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []jobView{}
+	for _, j := range jobs {
+		if (state == "" || j.State == state) && (ns == nil || slices.Equal(ns, j.Namespace)) && (q.Get("table") == "" || q.Get("table") == j.Table) {
+			out = append(out, viewOf(j))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": out, "next-page-token": nullable(next)})
+}
+
+func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok {
+		return
+	}
+	j, err := s.store.GetJob(r.Context(), cat, r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		err = fmt.Errorf("purge job %s: %w", r.PathValue("id"), catalog.ErrNotFound)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(j))
+}

@@ -1,0 +1,470 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Purge job states (SPEC §3).
+const (
+	JobPending      = "PENDING"
+	JobRunning      = "RUNNING"
+	JobDeadLettered = "DEAD_LETTERED"
+	JobSucceeded    = "SUCCEEDED"
+	JobFailed       = "FAILED"
+	JobCancelled    = "CANCELLED"
+)
+
+// Terminal reports whether a job state is final (it no longer blocks the name).
+func Terminal(state string) bool {
+	return state == JobSucceeded || state == JobFailed || state == JobCancelled
+}
+
+// ErrTombstoned: a create or register found a purge tombstone at the name.
+var ErrTombstoned = errors.New("tombstoned by a purge job")
+
+// Job is a purge job: the durable record of a table being deleted.
+type Job struct {
+	ID               string   `dynamodbav:"id"`
+	Catalog          string   `dynamodbav:"catalog"`
+	Namespace        []string `dynamodbav:"ns"`
+	Table            string   `dynamodbav:"table"`
+	TableUUID        string   `dynamodbav:"table_uuid"`
+	MetadataLocation string   `dynamodbav:"metadata_location"`
+	State            string   `dynamodbav:"state"`
+	// Tombstoned: the job holds the name (a drop with purge; not a hold expiry).
+	Tombstoned bool   `dynamodbav:"tombstoned"`
+	Execution  string `dynamodbav:"execution"`
+	Attempts   int    `dynamodbav:"attempts"`
+	LastError  string `dynamodbav:"last_error"`
+	CreatedBy  string `dynamodbav:"created_by"`
+	CreatedAt  string `dynamodbav:"created_at"`
+	UpdatedAt  string `dynamodbav:"updated_at"`
+	// Plan results.
+	Planned      bool   `dynamodbav:"planned"`
+	Location     string `dynamodbav:"location"`
+	Scope        string `dynamodbav:"scope"` // objects outside it are skipped
+	GCEnabled    bool   `dynamodbav:"gc_enabled"`
+	BatchesTotal int    `dynamodbav:"batches_total"`
+	// Counters, incremented in the same transaction as the checkpoint they
+	// follow, so duplicate deliveries never double-count.
+	BatchesDone  int   `dynamodbav:"batches_done"`
+	BatchesDead  int   `dynamodbav:"batches_dead"`
+	FilesDeleted int64 `dynamodbav:"files_deleted"`
+	FilesMissing int64 `dynamodbav:"files_missing"`
+	FilesSkipped int64 `dynamodbav:"files_skipped"`
+	Bytes        int64 `dynamodbav:"bytes"`
+	// Finalize progress: objects of the metadata layer deleted so far.
+	FinalizeTotal  int `dynamodbav:"finalize_total"`
+	FinalizeOffset int `dynamodbav:"finalize_offset"`
+}
+
+// ManifestRef is what a delete batch needs to stream one manifest.
+type ManifestRef struct {
+	Path            string `dynamodbav:"p"`
+	Length          int64  `dynamodbav:"l"`
+	SpecID          int32  `dynamodbav:"s"`
+	AddedSnapshotID int64  `dynamodbav:"a"`
+	SequenceNum     int64  `dynamodbav:"q"`
+	MinSequenceNum  int64  `dynamodbav:"m"`
+	Content         int    `dynamodbav:"c"`
+	Version         int    `dynamodbav:"v"`
+	Files           int64  `dynamodbav:"f"`
+}
+
+// Batch is one unit of the delete queue: some manifests whose entries one
+// delete invocation removes, with its checkpoint.
+type Batch struct {
+	JobID     string        `dynamodbav:"job_id"`
+	Number    int           `dynamodbav:"number"`
+	Manifests []ManifestRef `dynamodbav:"manifests"`
+	// Checkpoint: entries of the manifest at Manifest already handled.
+	Manifest int    `dynamodbav:"cp_manifest"`
+	Entry    int    `dynamodbav:"cp_entry"`
+	Done     bool   `dynamodbav:"done"`
+	Dead     bool   `dynamodbav:"dead"`
+	Error    string `dynamodbav:"error"`
+}
+
+func jobKey(cat, id string) (string, string) { return "JOB#" + cat, "J#" + id }
+func activeKey(id string) (string, string)   { return "ACTIVEJOB", id }
+func batchKey(job string, n int) (string, string) {
+	return "BATCH#" + job, fmt.Sprintf("B#%08d", n)
+}
+func tombKey(cat string, ns []string, name string) (string, string) {
+	return tablePK(cat, ns), "X#" + name
+}
+
+// Tombstone marks a name held by a purge job.
+type Tombstone struct {
+	JobID string `dynamodbav:"job_id"`
+}
+
+// DropForPurge removes a table entry and creates its purge job and (when
+// tombstone) the tombstone, in one transaction. ErrNotFound if the entry
+// moved or vanished since it was read.
+func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone bool) error {
+	j.CreatedAt, j.UpdatedAt = now(), now()
+	j.Tombstoned = tombstone
+	items, err := s.jobCreateItems(j)
+	if err != nil {
+		return err
+	}
+	tpk, tsk := tableKey(j.Catalog, e.Namespace, e.Name)
+	items = append(items, ddbtypes.TransactWriteItem{Delete: &ddbtypes.Delete{
+		TableName: aws.String(s.table), Key: key(tpk, tsk),
+		ConditionExpression:       aws.String("metadata_location = :m"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
+	}})
+	if tombstone {
+		xpk, xsk := tombKey(j.Catalog, e.Namespace, e.Name)
+		item, err := withKey(Tombstone{JobID: j.ID}, xpk, xsk)
+		if err != nil {
+			return err
+		}
+		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item}})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if cancelReasons(err) != nil {
+		return ErrNotFound
+	}
+	return err
+}
+
+// CreateJob stores a job without touching a table entry (hold expiry).
+func (s *Store) CreateJob(ctx context.Context, j Job) error {
+	j.CreatedAt, j.UpdatedAt = now(), now()
+	items, err := s.jobCreateItems(j)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if cancelReasons(err) != nil {
+		return ErrExists
+	}
+	return err
+}
+
+func (s *Store) jobCreateItems(j Job) ([]ddbtypes.TransactWriteItem, error) {
+	pk, sk := jobKey(j.Catalog, j.ID)
+	item, err := withKey(j, pk, sk)
+	if err != nil {
+		return nil, err
+	}
+	apk, ask := activeKey(j.ID)
+	active, err := withKey(struct {
+		Catalog string `dynamodbav:"catalog"`
+	}{j.Catalog}, apk, ask)
+	if err != nil {
+		return nil, err
+	}
+	return []ddbtypes.TransactWriteItem{
+		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: active}},
+	}, nil
+}
+
+// GetJob loads a job; ErrNotFound if unknown.
+func (s *Store) GetJob(ctx context.Context, cat, id string) (Job, error) {
+	var j Job
+	pk, sk := jobKey(cat, id)
+	err := s.get(ctx, pk, sk, &j)
+	return j, err
+}
+
+// ListJobs pages through a catalog's jobs, oldest first.
+func (s *Store) ListJobs(ctx context.Context, cat, token string, limit int) ([]Job, string, error) {
+	pk, _ := jobKey(cat, "")
+	items, next, err := s.query(ctx, pk, "J#", token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Job, len(items))
+	for i, it := range items {
+		if err := unmarshal(it, &out[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// ActiveJob names a job that is not terminal yet.
+type ActiveJob struct{ Catalog, ID string }
+
+// ActiveJobs lists jobs not yet terminal (what the reconcile sweep walks).
+func (s *Store) ActiveJobs(ctx context.Context, token string, limit int) ([]ActiveJob, string, error) {
+	pk, _ := activeKey("")
+	items, next, err := s.query(ctx, pk, "", token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]ActiveJob, len(items))
+	for i, it := range items {
+		var a struct {
+			Catalog string `dynamodbav:"catalog"`
+			SK      string `dynamodbav:"sk"`
+		}
+		if err := unmarshal(it, &a); err != nil {
+			return nil, "", err
+		}
+		out[i] = ActiveJob{Catalog: a.Catalog, ID: a.SK}
+	}
+	return out, next, nil
+}
+
+// GetTombstone returns the job holding a name; ErrNotFound when free.
+func (s *Store) GetTombstone(ctx context.Context, cat string, ns []string, name string) (Tombstone, error) {
+	var t Tombstone
+	pk, sk := tombKey(cat, ns, name)
+	err := s.get(ctx, pk, sk, &t)
+	return t, err
+}
+
+// JobUpdate is a guarded change of one job: an UpdateExpression with its
+// values, applied only while the job is in one of States (any when empty).
+type JobUpdate struct {
+	Set    map[string]any   // attribute → new value
+	Add    map[string]int64 // counter → delta
+	States []string
+	// Finish: the job becomes terminal: its tombstone and active marker go too.
+	Finish bool
+	// Extra guard on the job, e.g. "finalize_offset = :fo" with its values.
+	Cond       string
+	CondValues map[string]any
+}
+
+func (s *Store) jobUpdateItems(j Job, u JobUpdate) ([]ddbtypes.TransactWriteItem, error) {
+	pk, sk := jobKey(j.Catalog, j.ID)
+	expr := "SET updated_at = :now"
+	vals := map[string]ddbtypes.AttributeValue{":now": &ddbtypes.AttributeValueMemberS{Value: now()}}
+	names := map[string]string{}
+	i := 0
+	for k, v := range u.Set {
+		av, err := marshalValue(v)
+		if err != nil {
+			return nil, err
+		}
+		i++
+		expr += fmt.Sprintf(", #s%d = :s%d", i, i)
+		names[fmt.Sprintf("#s%d", i)] = k
+		vals[fmt.Sprintf(":s%d", i)] = av
+	}
+	if len(u.Add) > 0 {
+		expr += " ADD "
+		first := true
+		for k, v := range u.Add {
+			i++
+			if !first {
+				expr += ", "
+			}
+			first = false
+			expr += fmt.Sprintf("#a%d :a%d", i, i)
+			names[fmt.Sprintf("#a%d", i)] = k
+			vals[fmt.Sprintf(":a%d", i)] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+		}
+	}
+	cond := "attribute_exists(pk)"
+	if len(u.States) > 0 {
+		cond += " AND #state IN ("
+		names["#state"] = "state"
+		for n, st := range u.States {
+			if n > 0 {
+				cond += ", "
+			}
+			cond += fmt.Sprintf(":st%d", n)
+			vals[fmt.Sprintf(":st%d", n)] = &ddbtypes.AttributeValueMemberS{Value: st}
+		}
+		cond += ")"
+	}
+	if u.Cond != "" {
+		cond += " AND " + u.Cond
+		for k, v := range u.CondValues {
+			av, err := marshalValue(v)
+			if err != nil {
+				return nil, err
+			}
+			vals[k] = av
+		}
+	}
+	up := &ddbtypes.Update{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(cond),
+		ExpressionAttributeValues: vals,
+	}
+	if len(names) > 0 {
+		up.ExpressionAttributeNames = names
+	}
+	items := []ddbtypes.TransactWriteItem{{Update: up}}
+	if u.Finish {
+		apk, ask := activeKey(j.ID)
+		items = append(items, ddbtypes.TransactWriteItem{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(apk, ask)}})
+		if j.Tombstoned {
+			tpk, tsk := tombKey(j.Catalog, j.Namespace, j.Table)
+			items = append(items, ddbtypes.TransactWriteItem{Delete: &ddbtypes.Delete{
+				TableName: aws.String(s.table), Key: key(tpk, tsk),
+				ConditionExpression:       aws.String("attribute_not_exists(pk) OR job_id = :jid"),
+				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":jid": &ddbtypes.AttributeValueMemberS{Value: j.ID}},
+			}})
+		}
+	}
+	return items, nil
+}
+
+// UpdateJob applies a guarded job change; ErrConditionFailed when the guard
+// does not hold (another step got there first).
+func (s *Store) UpdateJob(ctx context.Context, j Job, u JobUpdate) error {
+	items, err := s.jobUpdateItems(j, u)
+	if err != nil {
+		return err
+	}
+	return s.transact(ctx, items)
+}
+
+func (s *Store) transact(ctx context.Context, items []ddbtypes.TransactWriteItem) error {
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if cancelReasons(err) != nil {
+		return ErrConditionFailed
+	}
+	return err
+}
+
+// PutBatches writes planned batches (idempotent: the plan is deterministic).
+func (s *Store) PutBatches(ctx context.Context, batches []Batch) error {
+	for len(batches) > 0 {
+		n := min(25, len(batches))
+		var reqs []ddbtypes.WriteRequest
+		for _, b := range batches[:n] {
+			bpk, bsk := batchKey(b.JobID, b.Number)
+			item, err := withKey(b, bpk, bsk)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
+		}
+		for len(reqs) > 0 {
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{s.table: reqs}})
+			if err != nil {
+				return err
+			}
+			reqs = out.UnprocessedItems[s.table]
+		}
+		batches = batches[n:]
+	}
+	return nil
+}
+
+// GetBatch loads one batch.
+func (s *Store) GetBatch(ctx context.Context, job string, n int) (Batch, error) {
+	var b Batch
+	pk, sk := batchKey(job, n)
+	err := s.get(ctx, pk, sk, &b)
+	return b, err
+}
+
+// ListBatches pages through a job's batches in order.
+func (s *Store) ListBatches(ctx context.Context, job, token string, limit int) ([]Batch, string, error) {
+	pk, _ := batchKey(job, 0)
+	items, next, err := s.query(ctx, pk, "B#", token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Batch, len(items))
+	for i, it := range items {
+		if err := unmarshal(it, &out[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// BatchStep is a checkpoint move of a batch with the job counters it adds,
+// applied together only if the batch is still at the expected checkpoint.
+type BatchStep struct {
+	From     [2]int // expected (manifest, entry) checkpoint
+	To       [2]int
+	Done     bool
+	Counters map[string]int64
+	WasDead  bool // the batch had been dead-lettered: it counts as dead no more
+}
+
+// StepBatch applies one checkpoint move; ErrConditionFailed when another
+// delivery of the same message already moved it (a duplicate: count nothing).
+func (s *Store) StepBatch(ctx context.Context, j Job, b Batch, st BatchStep) error {
+	pk, sk := batchKey(b.JobID, b.Number)
+	items := []ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		UpdateExpression:    aws.String("SET cp_manifest = :tm, cp_entry = :te, done = :done, dead = :f"),
+		ConditionExpression: aws.String("cp_manifest = :fm AND cp_entry = :fe AND done = :f"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":tm": num(st.To[0]), ":te": num(st.To[1]), ":fm": num(st.From[0]), ":fe": num(st.From[1]),
+			":done": &ddbtypes.AttributeValueMemberBOOL{Value: st.Done}, ":f": &ddbtypes.AttributeValueMemberBOOL{Value: false},
+		},
+	}}}
+	add := map[string]int64{}
+	for k, v := range st.Counters {
+		add[k] = v
+	}
+	if st.Done {
+		add["batches_done"]++
+	}
+	if st.WasDead && st.Done {
+		add["batches_dead"]--
+	}
+	if len(add) > 0 {
+		ju, err := s.jobUpdateItems(j, JobUpdate{Add: add})
+		if err != nil {
+			return err
+		}
+		items = append(items, ju...)
+	}
+	return s.transact(ctx, items)
+}
+
+// MarkBatchDead records that a batch exhausted its receives; the job becomes
+// DEAD_LETTERED with the reason. Idempotent.
+func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string) error {
+	pk, sk := batchKey(b.JobID, b.Number)
+	items := []ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		UpdateExpression:         aws.String("SET dead = :t, #e = :e"),
+		ConditionExpression:      aws.String("done = :f AND dead = :f"),
+		ExpressionAttributeNames: map[string]string{"#e": "error"},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":t": &ddbtypes.AttributeValueMemberBOOL{Value: true}, ":f": &ddbtypes.AttributeValueMemberBOOL{Value: false},
+			":e": &ddbtypes.AttributeValueMemberS{Value: reason},
+		},
+	}}}
+	ju, err := s.jobUpdateItems(j, JobUpdate{
+		Set: map[string]any{"state": JobDeadLettered, "last_error": reason}, Add: map[string]int64{"batches_dead": 1},
+		States: []string{JobRunning, JobDeadLettered},
+	})
+	if err != nil {
+		return err
+	}
+	return s.transact(ctx, append(items, ju...))
+}
+
+// RestoreFromJob cancels a PENDING job and puts its table entry back, lifting
+// the tombstone: register as recovery. ErrConditionFailed when the job is
+// no longer PENDING or the name was taken.
+func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
+	items, err := s.jobUpdateItems(j, JobUpdate{Set: map[string]any{"state": JobCancelled}, States: []string{JobPending}, Finish: true})
+	if err != nil {
+		return err
+	}
+	put, err := s.tablePut(j.Catalog, TableWrite{Entry: e})
+	if err != nil {
+		return err
+	}
+	return s.transact(ctx, append(items, s.nsCheck(j.Catalog, e.Namespace), put))
+}
+
+func num(n int) ddbtypes.AttributeValue {
+	return &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(n)}
+}
