@@ -280,12 +280,17 @@ func TestPurgeHonoursGCAndLocation(t *testing.T) {
 
 	t.Run("a reachable file outside the location is skipped and counted", func(t *testing.T) {
 		owner := writtenTable(t, cat, ns, "owner", nil, false)
-		ownerData, _ := reachable(t, owner)
-		var foreign string
-		for p := range ownerData {
-			foreign = p
-			break
+		// A file of the first append: it predates the schema change.
+		fs, _ := owner.FS(ctx)
+		mfs, err := owner.Metadata().Snapshots()[0].Manifests(fs)
+		if err != nil {
+			t.Fatal(err)
 		}
+		entries, err := mfs[0].FetchEntries(fs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign := entries[0].DataFile().FilePath()
 		borrower, err := cat.CreateTable(ctx, table.Identifier{ns, "borrower"}, eventSchema, catalog.WithPartitionSpec(&eventSpec))
 		if err != nil {
 			t.Fatal(err)
