@@ -77,7 +77,7 @@ func serveForever(dir string) {
 func testOptions(dir string) localserver.Options {
 	return localserver.Options{
 		Dir: dir, Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02,
-		ReconcileEvery: 300 * time.Millisecond, DeleteWorkers: 4,
+		ReconcileEvery: 300 * time.Millisecond, DeleteWorkers: 4, BatchManifests: 2,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -15,8 +16,36 @@ import (
 // plain HTTP: over HTTPS the SDK sends aws-chunked bodies gofakes3 would store
 // verbatim.
 type S3 struct {
-	http.Handler
+	inner   http.Handler
 	Backend gofakes3.Backend
+	fault   atomic.Pointer[Fault]
+}
+
+// Fault makes the emulator answer matching requests with an S3 error
+// (tests: a poison batch, throttling).
+type Fault struct {
+	Match  func(*http.Request) bool
+	Status int
+	Code   string
+}
+
+// SetFault installs a fault; nil clears it.
+func (s *S3) SetFault(f *Fault) { s.fault.Store(f) }
+
+func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f := s.fault.Load(); f != nil && f.Match(r) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(f.Status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected fault</Message></Error>`, f.Code)
+		return
+	}
+	s.inner.ServeHTTP(w, r)
+}
+
+// IsDeleteObjects matches a DeleteObjects call (POST ?delete).
+func IsDeleteObjects(r *http.Request) bool {
+	_, ok := r.URL.Query()["delete"]
+	return r.Method == http.MethodPost && ok
 }
 
 // NewS3 returns the emulator with the named buckets created.
@@ -47,5 +76,5 @@ func NewS3(dir string, buckets ...string) (*S3, error) {
 		}
 	}
 	faker := gofakes3.New(backend, gofakes3.WithAutoBucket(true))
-	return &S3{Handler: faker.Server(), Backend: backend}, nil
+	return &S3{inner: faker.Server(), Backend: backend}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +30,12 @@ type SQS struct {
 	queues  map[string]*queue
 	journal *os.File
 	base    string // URL prefix of queue URLs
+	// duplicates: every send is delivered twice (at-least-once, tests).
+	duplicates atomic.Bool
 }
+
+// SetDuplicates makes every message sent from now on arrive twice.
+func (s *SQS) SetDuplicates(on bool) { s.duplicates.Store(on) }
 
 type queue struct {
 	name       string
@@ -309,6 +315,11 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		id := newID()
 		if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: id, Body: str("MessageBody"), SentAt: time.Now().UnixMilli()}); err != nil {
 			return nil, err
+		}
+		if s.duplicates.Load() {
+			if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: newID(), Body: str("MessageBody"), SentAt: time.Now().UnixMilli()}); err != nil {
+				return nil, err
+			}
 		}
 		return map[string]any{"MessageId": id, "MD5OfMessageBody": md5hex(str("MessageBody"))}, nil
 	case "DeleteMessage":

@@ -46,6 +46,7 @@ type Options struct {
 	TimeScale      float64       // shrinks the workflow's Wait and retry intervals
 	ReconcileEvery time.Duration // the reconcile schedule
 	DeleteWorkers  int           // concurrent delete invocations
+	BatchManifests int           // manifests per delete batch (0: purge's default)
 }
 
 // Defaults of `make run`.
@@ -101,6 +102,9 @@ type Server struct {
 	Purge   *purge.Service
 	// SQS is a client of the embedded queue service (tests, redrive).
 	SQS *sqs.Client
+	// The emulators themselves, for fault injection in tests.
+	S3Emulator *localaws.S3
+	Queues     *localaws.SQS
 	// RouterConfig is what Handler was built from (tests swap Authenticate
 	// to run the Lambda path over the same store).
 	RouterConfig router.Config
@@ -188,7 +192,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqs emulator: %w", err)
 	}
-	s.queues = queues
+	s.queues, s.Queues, s.S3Emulator = queues, queues, s3emu
 	ep := awsconfig.Endpoints{
 		DynamoDB: s.serve(dynL, dynamo), S3: s.serve(s3L, s3emu), SQS: s.serve(sqsL, queues),
 		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey,

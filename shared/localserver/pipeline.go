@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localaws"
@@ -82,6 +84,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			"s3.endpoint": ep.S3, "s3.region": Region, "s3.access-key-id": AccessKey,
 			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
 		},
+		BatchManifests: o.BatchManifests,
 	}
 	s.Purge = svc
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
@@ -148,4 +151,20 @@ func (s *Server) Redrive(ctx context.Context) error {
 		SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:" + DeleteDLQ),
 	})
 	return err
+}
+
+// QueueDepth is the number of messages in the delete queue (or its DLQ).
+func (s *Server) QueueDepth(ctx context.Context, dlq bool) (int, error) {
+	url := s.Info.DeleteQueue
+	if dlq {
+		url = s.Info.DeleteDLQ
+	}
+	out, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, err
+	}
+	a, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	b, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return a + b, nil
 }

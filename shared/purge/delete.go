@@ -141,6 +141,9 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 		if err != nil {
 			return err
 		}
+		if err := s.crash("delete.before-checkpoint"); err != nil {
+			return err
+		}
 		counters := map[string]int64{"files_deleted": deleted, "files_missing": missing, "files_skipped": skipped, "bytes": bytes}
 		err = s.Store.StepBatch(ctx, j, b, store.BatchStep{From: cp, To: to, Done: done, Counters: counters, WasDead: b.Dead})
 		if errors.Is(err, store.ErrConditionFailed) {

@@ -44,6 +44,9 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if store.Terminal(j.State) {
 		return FinalizeResult{Done: true}, nil
 	}
+	if err := s.crash("finalize.start"); err != nil {
+		return FinalizeResult{}, err
+	}
 	if j.BatchesDone < j.BatchesTotal {
 		return FinalizeResult{}, fmt.Errorf("finalize %s: %d of %d batches still running", j.ID, j.BatchesTotal-j.BatchesDone, j.BatchesTotal)
 	}
@@ -75,6 +78,9 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 			if err != nil {
 				return FinalizeResult{}, err
 			}
+			if err := s.crash("finalize.before-checkpoint"); err != nil {
+				return FinalizeResult{}, err
+			}
 			err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
 				Set:  map[string]any{"finalize_offset": end},
 				Add:  map[string]int64{"files_deleted": deleted, "files_missing": missing, "bytes": bytes},
@@ -96,6 +102,9 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 			return FinalizeResult{}, err
 		}
 		counters["files_deleted"], counters["files_missing"] = deleted, missing
+		if err := s.crash("finalize.metadata-deleted"); err != nil {
+			return FinalizeResult{}, err
+		}
 	} else {
 		counters["files_skipped"] = 1
 	}

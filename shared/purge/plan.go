@@ -99,8 +99,18 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	if err != nil {
 		return j, err
 	}
-	batches := group(j.ID, manifests, !gc)
+	files, per := s.BatchFiles, s.BatchManifests
+	if files == 0 {
+		files = BatchFiles
+	}
+	if per == 0 {
+		per = BatchManifests
+	}
+	batches := group(j.ID, manifests, !gc, int64(files), per)
 	if err := s.Store.PutBatches(ctx, batches); err != nil {
+		return j, err
+	}
+	if err := s.crash("plan.batches-written"); err != nil {
 		return j, err
 	}
 	set := map[string]any{
@@ -159,9 +169,9 @@ func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([
 	return out, nil
 }
 
-// group cuts manifests into batches of at most BatchFiles entries (a larger
-// manifest is a batch of its own) and BatchManifests manifests.
-func group(jobID string, manifests []iceberg.ManifestFile, done bool) []store.Batch {
+// group cuts manifests into batches of at most maxFiles entries (a larger
+// manifest is a batch of its own) and maxManifests manifests.
+func group(jobID string, manifests []iceberg.ManifestFile, done bool, maxFiles int64, maxManifests int) []store.Batch {
 	var out []store.Batch
 	var cur store.Batch
 	var files int64
@@ -174,7 +184,7 @@ func group(jobID string, manifests []iceberg.ManifestFile, done bool) []store.Ba
 	}
 	for _, mf := range manifests {
 		n := int64(mf.AddedDataFiles()) + int64(mf.ExistingDataFiles()) + int64(mf.DeletedDataFiles())
-		if len(cur.Manifests) > 0 && (files+n > BatchFiles || len(cur.Manifests) >= BatchManifests) {
+		if len(cur.Manifests) > 0 && (files+n > maxFiles || len(cur.Manifests) >= maxManifests) {
 			flush()
 		}
 		cur.Manifests = append(cur.Manifests, store.ManifestRef{

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,6 +63,27 @@ type Service struct {
 	Pacer *Pacer
 	// MaxAttempts bounds workflow restarts before a job is FAILED.
 	MaxAttempts int
+	// BatchFiles and BatchManifests size the batches (0: the defaults).
+	BatchFiles, BatchManifests int
+	crashHook atomic.Pointer[func(string) error]
+}
+
+// SetCrash installs a hook called at the pipeline's crash points; an error it
+// returns stops the step there, as a crashed Lambda would (tests). nil clears.
+func (s *Service) SetCrash(fn func(point string) error) {
+	if fn == nil {
+		s.crashHook.Store(nil)
+		return
+	}
+	s.crashHook.Store(&fn)
+}
+
+// crash runs the crash hook at a named point.
+func (s *Service) crash(point string) error {
+	if fn := s.crashHook.Load(); fn != nil {
+		return (*fn)(point)
+	}
+	return nil
 }
 
 // Errors of the pipeline.
@@ -110,6 +132,9 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		return store.Job{}, fmt.Errorf("drop %s: %w", id, err)
 	}
 	// The job is durable already: if this fails, the reconcile sweep starts it.
+	if err := s.crash("drop.before-start"); err != nil {
+		return j, nil
+	}
 	if err := s.Start(ctx, j); err != nil {
 		slog.Warn("start purge execution; reconcile will retry", "job", j.ID, "error", err)
 	}
@@ -120,6 +145,9 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 func (s *Service) Start(ctx context.Context, j store.Job) error {
 	if s.Workflow == nil {
 		return errors.New("no workflow configured")
+	}
+	if err := s.crash("start"); err != nil {
+		return err
 	}
 	in, _ := json.Marshal(Input{Catalog: j.Catalog, JobID: j.ID})
 	_, err := s.Workflow.StartExecution(ctx, &sfn.StartExecutionInput{

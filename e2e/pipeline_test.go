@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/icehold/icehold/shared/localaws"
+)
+
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := uniq(prefix)
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	return ns
+}
+
+func dropPurge(t *testing.T, ns, name string) jobJSON {
+	t.Helper()
+	mustCall(t, 204, "DELETE", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+name+"?purgeRequested=true", shared.Token, nil)
+	jobs := jobsOf(t, ns, name)
+	if len(jobs) == 0 {
+		t.Fatalf("no job for %s.%s", ns, name)
+	}
+	return jobs[len(jobs)-1] // the newest
+
+}
+
+// assertGone checks that nothing reachable from a dropped table is left.
+func assertGone(t *testing.T, data, meta map[string]bool) {
+	t.Helper()
+	after := bucketObjects(t, localOnly(t))
+	for _, set := range []map[string]bool{data, meta} {
+		for p := range set {
+			if _, ok := after[p]; ok {
+				t.Errorf("reachable object survived: %s", p)
+			}
+		}
+	}
+}
+
+// A batch that fails every time lands in the DLQ after maxReceiveCount
+// receives and the job is DEAD_LETTERED with the reason; once the fault is
+// cleared, a redrive (the console's) completes the job.
+func TestPoisonBatchDeadLettersAndRedriveCompletes(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "poison")
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	data, meta := reachable(t, tbl)
+
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	defer srv.S3Emulator.SetFault(nil)
+	job := dropPurge(t, ns, "t")
+	dead := waitJob(t, job.ID, "DEAD_LETTERED", time.Minute)
+	if dead.LastError == nil || !strings.Contains(*dead.LastError, "AccessDenied") || dead.BatchesDead == 0 {
+		t.Fatalf("dead-lettered job lacks its reason: %+v", dead)
+	}
+	// Every batch ends in the DLQ; nothing was deleted meanwhile.
+	deadline := time.Now().Add(time.Minute)
+	for dlqDepth(t) < dead.BatchesTotal {
+		if time.Now().After(deadline) {
+			t.Fatalf("DLQ holds %d messages, want %d", dlqDepth(t), dead.BatchesTotal)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if dead.FilesDeleted != 0 {
+		t.Errorf("files deleted while every delete failed: %d", dead.FilesDeleted)
+	}
+
+	srv.S3Emulator.SetFault(nil)
+	if err := srv.Redrive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	if done.BatchesDead != 0 || done.FilesDeleted != int64(len(data)+len(meta)) {
+		t.Errorf("after redrive: %+v, want %d files deleted and no dead batch", done, len(data)+len(meta))
+	}
+	assertGone(t, data, meta)
+}
+
+func dlqDepth(t *testing.T) int {
+	t.Helper()
+	out, err := localOnly(t).QueueDepth(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Register with the job's own metadata location while the job is PENDING
+// cancels it and restores the table; once deletion has started it is a 409.
+func TestRegisterRecoversPendingPurge(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "recover")
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	data, _ := reachable(t, tbl)
+
+	// No execution starts: the job stays PENDING (as when StartExecution is lost).
+	noStart := errors.New("workflow unavailable")
+	srv.Purge.SetCrash(func(p string) error {
+		if p == "start" || p == "drop.before-start" {
+			return noStart
+		}
+		return nil
+	})
+	t.Cleanup(func() { srv.Purge.SetCrash(nil); srv.S3Emulator.SetFault(nil) })
+	job := dropPurge(t, ns, "t")
+	if job.State != "PENDING" {
+		t.Fatalf("job is %s, want PENDING", job.State)
+	}
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token,
+		map[string]any{"name": "t", "metadata-location": tbl.MetadataLocation()})
+	srv.Purge.SetCrash(nil)
+	waitJob(t, job.ID, "CANCELLED", 5*time.Second)
+	back, err := cat.LoadTable(ctx, table.Identifier{ns, "t"})
+	if err != nil {
+		t.Fatalf("restored table: %v", err)
+	}
+	if n := countRows(t, back); n != 30 {
+		t.Errorf("restored table scans %d rows, want 30", n)
+	}
+	now := bucketObjects(t, srv)
+	for p := range data {
+		if _, ok := now[p]; !ok {
+			t.Errorf("a cancelled job deleted %s", p)
+		}
+	}
+
+	// Deletion started: no recovery.
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	job = dropPurge(t, ns, "t")
+	waitJob(t, job.ID, "RUNNING", 10*time.Second)
+	status, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token,
+		map[string]any{"name": "t", "metadata-location": back.MetadataLocation()})
+	srv.S3Emulator.SetFault(nil)
+	if status != 409 || !strings.Contains(string(body), job.ID) {
+		t.Errorf("register after deletion started: %d %s, want 409 naming %s", status, body, job.ID)
+	}
+	_ = srv.Redrive(ctx)
+	waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+}
+
+// Crash points: the pipeline stops at each point once and resumes (retries,
+// lease expiry, reconcile) to exactly the state and counters of an
+// uninterrupted run; the same with every SQS message delivered twice.
+func TestCrashPointsResumeExactly(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "crash")
+
+	baselineTbl := writtenTable(t, cat, ns, "baseline", nil, true)
+	bdata, bmeta := reachable(t, baselineTbl)
+	base := waitJob(t, dropPurge(t, ns, "baseline").ID, "SUCCEEDED", time.Minute)
+	assertGone(t, bdata, bmeta)
+	if base.BatchesTotal < 2 {
+		t.Fatalf("baseline has %d batches; the test needs several", base.BatchesTotal)
+	}
+
+	cases := []struct {
+		name       string
+		point      string
+		duplicates bool
+	}{
+		{"after the transaction, before StartExecution", "drop.before-start", false},
+		{"in the middle of planning", "plan.batches-written", false},
+		{"after some DeleteObjects of a batch", "delete.before-checkpoint", false},
+		{"after all batches, before finalization", "finalize.start", false},
+		{"in the middle of finalization", "finalize.before-checkpoint", false},
+		{"after the current metadata file went", "finalize.metadata-deleted", false},
+		{"every message delivered twice", "", true},
+		{"delivered twice and a crash after DeleteObjects", "delete.before-checkpoint", true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("t%d", i)
+			tbl := writtenTable(t, cat, ns, name, nil, true)
+			data, meta := reachable(t, tbl)
+			var crashed atomic.Int32
+			srv.Purge.SetCrash(func(p string) error {
+				if p == tc.point && crashed.Add(1) == 1 {
+					return fmt.Errorf("crash at %s", p)
+				}
+				return nil
+			})
+			srv.Queues.SetDuplicates(tc.duplicates)
+			defer func() {
+				srv.Purge.SetCrash(nil)
+				srv.Queues.SetDuplicates(false)
+			}()
+			job := dropPurge(t, ns, name)
+			done := waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+			if tc.point != "" && crashed.Load() == 0 {
+				t.Fatalf("the pipeline never reached %s", tc.point)
+			}
+			if done.FilesDeleted != base.FilesDeleted || done.FilesMissing != base.FilesMissing || done.FilesSkipped != base.FilesSkipped ||
+				done.BatchesDone != base.BatchesDone || done.BatchesTotal != base.BatchesTotal || done.BatchesDead != 0 {
+				t.Errorf("counters differ from the uninterrupted run:\n got  %+v\n want %+v", done, base)
+			}
+			assertGone(t, data, meta)
+		})
+	}
+}
