@@ -34,6 +34,9 @@ var shared *env
 // runs it as a child process and kills it).
 const serveEnv = "ICEHOLD_E2E_SERVE_DIR"
 
+// slowDeletesEnv makes the child's delete steps pause after each DeleteObjects.
+const slowDeletesEnv = "ICEHOLD_E2E_SLOW_DELETES"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		serveForever(dir)
@@ -67,6 +70,15 @@ func serveForever(dir string) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if d, err := time.ParseDuration(os.Getenv(slowDeletesEnv)); err == nil {
+		// Slow deletes down so that the parent can kill us mid-purge.
+		srv.Purge.SetCrash(func(p string) error {
+			if p == "delete.before-checkpoint" {
+				time.Sleep(d)
+			}
+			return nil
+		})
 	}
 	fmt.Println("READY " + srv.Info.RESTURL)
 	<-ctx.Done()
