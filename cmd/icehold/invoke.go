@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -15,23 +17,113 @@ import (
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 )
 
 // functions maps a function name (functions/<name>) to a runner of its
 // handler on a raw event, built as its main builds it.
 var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error){
-	"api": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+	"api":  apiRunner(false),
+	"drop": apiRunner(true),
+	"purge-plan": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
+		return svc.Plan(ctx, in)
+	}),
+	"purge-progress": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
+		return svc.Progress(ctx, in)
+	}),
+	"purge-finalize": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var in purge.StepInput
+		if err := strictJSON(event, &in); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Purge(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.FinalizeStep(ctx, in)
+	},
+	"delete": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var ev events.SQSEvent
+		if err := strictJSON(event, &ev); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Purge(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := lambdaenv.SQS(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.HandleSQS(ctx, lease, env.Queue, ev)
+	},
+	"reconcile": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var ev events.EventBridgeEvent
+		if err := strictJSON(event, &ev); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Purge(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.Reconcile(ctx)
+	},
+}
+
+// strictJSON decodes an event, refusing fields its type does not know: a
+// sample that drifted from the handler's input fails loudly.
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("event does not fit the handler's input: %w", err)
+	}
+	return nil
+}
+
+func apiRunner(withPurge bool) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+	return func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.APIGatewayProxyRequest
 		if err := json.Unmarshal(event, &ev); err != nil {
 			return nil, fmt.Errorf("not an API Gateway proxy event: %w", err)
 		}
-		cfg, err := lambdaenv.RouterConfig(ctx, env)
+		cfg, err := lambdaenv.RouterConfig(ctx, env, withPurge)
 		if err != nil {
 			return nil, err
 		}
 		return apigw.Handler(router.New(cfg))(ctx, ev)
-	},
+	}
+}
+
+func purgeRunner(step func(context.Context, *purge.Service, purge.Input) (any, error)) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+	return func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var in purge.Input
+		if err := strictJSON(event, &in); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Purge(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return step(ctx, svc, in)
+	}
+}
+
+// LocalEnv is a function environment aimed at a running local server.
+func LocalEnv(info localserver.Info) lambdaenv.Env {
+	return lambdaenv.Env{
+		Table: localserver.TableName, DefaultCatalog: info.Catalog,
+		Admins: []string{localserver.AdminPrincipal, localserver.LocalAccountAdmins},
+		ClientDefaults: map[string]string{"s3.endpoint": info.S3Endpoint, "s3.region": info.Region,
+			"s3.access-key-id": info.AccessKey, "s3.secret-access-key": info.SecretKey, "s3.path-style-access": "true"},
+		Endpoints: awsconfig.Endpoints{DynamoDB: info.DynamoDB, S3: info.S3Endpoint, SQS: info.SQS, SFN: info.StepFns,
+			Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey},
+		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:" + localserver.PurgeMachine,
+		Queue:           purge.QueueConfig{URL: info.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
+		IOProps: map[string]string{"s3.endpoint": info.S3Endpoint, "s3.region": info.Region, "s3.access-key-id": info.AccessKey,
+			"s3.secret-access-key": info.SecretKey, "s3.force-virtual-addressing": "false"},
+	}
 }
 
 // runInvoke runs one function's handler on a sample event against the
@@ -65,14 +157,7 @@ func runInvoke(args []string) error {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return err
 	}
-	env := lambdaenv.Env{
-		Table: localserver.TableName, DefaultCatalog: info.Catalog,
-		Admins: []string{localserver.AdminPrincipal, localserver.LocalAccountAdmins},
-		ClientDefaults: map[string]string{"s3.endpoint": info.S3Endpoint, "s3.region": info.Region,
-			"s3.access-key-id": info.AccessKey, "s3.secret-access-key": info.SecretKey, "s3.path-style-access": "true"},
-		Endpoints: awsconfig.Endpoints{DynamoDB: info.DynamoDB, S3: info.S3Endpoint, Region: info.Region,
-			AccessKey: info.AccessKey, SecretKey: info.SecretKey},
-	}
+	env := LocalEnv(info)
 	out, err := fn(context.Background(), env, event)
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := lambdaenv.RouterConfig(context.Background(), env)
+	cfg, err := lambdaenv.RouterConfig(context.Background(), env, false)
 	if err != nil {
 		log.Fatal(err)
 	}

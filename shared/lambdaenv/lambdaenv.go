@@ -6,13 +6,19 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -26,6 +32,13 @@ const (
 	// Local endpoints (make invoke, LocalStack); unset in AWS.
 	EnvDynamoDBEndpoint = "ICEHOLD_DYNAMODB_ENDPOINT"
 	EnvS3Endpoint       = "ICEHOLD_S3_ENDPOINT"
+	EnvSQSEndpoint      = "ICEHOLD_SQS_ENDPOINT"
+	EnvSFNEndpoint      = "ICEHOLD_SFN_ENDPOINT"
+	// The purge pipeline.
+	EnvStateMachine = "ICEHOLD_STATE_MACHINE_ARN"
+	EnvDeleteQueue  = "ICEHOLD_DELETE_QUEUE_URL"
+	EnvVisibility   = "ICEHOLD_DELETE_VISIBILITY_SECONDS"
+	EnvMaxReceives  = "ICEHOLD_DELETE_MAX_RECEIVES"
 )
 
 // Env is a function's configuration.
@@ -34,6 +47,10 @@ type Env struct {
 	Admins                []string
 	ClientDefaults        map[string]string
 	Endpoints             awsconfig.Endpoints
+	StateMachineARN       string
+	Queue                 purge.QueueConfig
+	// IOProps configure iceberg-go's FileIO (locally: S3 endpoint and keys).
+	IOProps map[string]string
 }
 
 // FromEnv reads the configuration; the table name is required.
@@ -46,7 +63,25 @@ func FromEnv() (Env, error) {
 		Endpoints: awsconfig.Endpoints{
 			DynamoDB: os.Getenv(EnvDynamoDBEndpoint),
 			S3:       os.Getenv(EnvS3Endpoint),
+			SQS:      os.Getenv(EnvSQSEndpoint),
+			SFN:      os.Getenv(EnvSFNEndpoint),
 		},
+		StateMachineARN: os.Getenv(EnvStateMachine),
+		Queue:           purge.QueueConfig{URL: os.Getenv(EnvDeleteQueue)},
+	}
+	if v := os.Getenv(EnvVisibility); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", EnvVisibility, err)
+		}
+		e.Queue.Visibility = time.Duration(n) * time.Second
+	}
+	if v := os.Getenv(EnvMaxReceives); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", EnvMaxReceives, err)
+		}
+		e.Queue.MaxReceives = n
 	}
 	if e.Table == "" {
 		return e, fmt.Errorf("%s is not set", EnvTable)
@@ -72,18 +107,51 @@ func splitList(s string) []string {
 }
 
 // RouterConfig builds the router's dependencies from the environment; the
-// caller is the IAM principal API Gateway authenticated.
-func RouterConfig(ctx context.Context, e Env) (router.Config, error) {
+// caller is the IAM principal API Gateway authenticated. withPurge gives it
+// the purge pipeline's entry (the drop function).
+func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, error) {
 	cfg, err := awsconfig.Load(ctx, e.Endpoints)
 	if err != nil {
 		return router.Config{}, err
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
-	return router.Config{
-		Catalog:        catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints))),
+	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
+	rc := router.Config{
+		Catalog:        cat,
 		Authz:          authz.New(st, e.Admins),
 		Authenticate:   apigw.Principal,
 		ClientDefaults: e.ClientDefaults,
 		DefaultCatalog: e.DefaultCatalog,
-	}, nil
+	}
+	if withPurge {
+		rc.Purge = purgeService(cfg, e, st, cat)
+		rc.Purge.S3 = nil // the drop function never deletes objects
+	}
+	return rc, nil
+}
+
+// Purge builds the purge pipeline's service for a step function.
+func Purge(ctx context.Context, e Env) (*purge.Service, error) {
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
+	return purgeService(cfg, e, st, catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))), nil
+}
+
+func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) *purge.Service {
+	return &purge.Service{
+		Store: st, Catalog: cat, S3: awsconfig.S3(cfg, e.Endpoints),
+		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
+	}
+}
+
+// SQS returns the SQS client of the environment (the delete function's lease).
+func SQS(ctx context.Context, e Env) (*sqs.Client, error) {
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	return awsconfig.SQS(cfg, e.Endpoints), nil
 }
