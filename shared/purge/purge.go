@@ -65,7 +65,7 @@ type Service struct {
 	MaxAttempts int
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
-	crashHook atomic.Pointer[func(string) error]
+	crashHook                  atomic.Pointer[func(string) error]
 }
 
 // SetCrash installs a hook called at the pipeline's crash points; an error it
