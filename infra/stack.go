@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -36,6 +38,10 @@ type Stack struct {
 	Warehouse awss3.Bucket
 	API       awsapigateway.RestApi
 	APIFn     awslambda.Function
+	// The purge pipeline.
+	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
+	DeleteQueue, DeleteDLQ                            awssqs.Queue
+	PurgeMachine                                      awsstepfunctions.StateMachine
 	// EnginePolicy is for engines (Spark, Trino, …): read and write the
 	// warehouse, never delete (soft delete and purge own deletion).
 	EnginePolicy awsiam.ManagedPolicy
@@ -77,7 +83,9 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 
 	s.API = awsapigateway.NewLambdaRestApi(st, jsii.String("Api"), &awsapigateway.LambdaRestApiProps{
 		Handler: s.APIFn,
-		Proxy:   jsii.Bool(true),
+		// Routes are explicit so the lifecycle operations can have their own
+		// functions; everything else goes to the catalog function.
+		Proxy: jsii.Bool(false),
 		// Gzip answers travel base64 through the proxy integration.
 		BinaryMediaTypes: jsii.Strings("*/*"),
 		DefaultMethodOptions: &awsapigateway.MethodOptions{
@@ -85,6 +93,8 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		},
 		DeployOptions: &awsapigateway.StageOptions{StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true)},
 	})
+	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
+	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete"),
@@ -108,6 +118,8 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 			}),
 		},
 	})
+
+	s.purgePipeline(st, p, env)
 
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})
 	awscdk.NewCfnOutput(st, jsii.String("WarehouseBucket"), &awscdk.CfnOutputProps{Value: s.Warehouse.BucketName()})

@@ -65,17 +65,71 @@ func TestAPIIsIAMAuthenticatedProxyToGoLambda(t *testing.T) {
 	})
 }
 
-// Only the delete pipeline may delete objects: the catalog function's role
-// holds no s3:DeleteObject, and the engines' policy denies it.
-func TestNoDeleteForCatalogOrEngines(t *testing.T) {
-	policies := template.FindResources(jsii.String("AWS::IAM::Policy"), nil)
-	raw, _ := json.Marshal(policies)
-	if strings.Contains(string(raw), "s3:DeleteObject") {
-		t.Errorf("a role policy allows s3:DeleteObject: %s", raw)
+// Only the delete function may delete objects: no other role's policy holds
+// s3:DeleteObject, and the engines' policy denies it.
+func TestOnlyDeleteFunctionDeletes(t *testing.T) {
+	policies := *template.FindResources(jsii.String("AWS::IAM::Policy"), nil)
+	holders := []string{}
+	for id, p := range policies {
+		raw, _ := json.Marshal(p)
+		if strings.Contains(string(raw), "s3:DeleteObject") {
+			roles, _ := json.Marshal((*p)["Properties"].(map[string]any)["Roles"])
+			holders = append(holders, id+" "+string(roles))
+		}
+	}
+	if len(holders) != 1 || !strings.Contains(holders[0], "DeleteFn") {
+		t.Errorf("s3:DeleteObject is held by %v, want only the delete function's role", holders)
 	}
 	template.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), map[string]any{
 		"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
 			assertions.Match_ObjectLike(&map[string]any{"Effect": "Deny", "Action": []any{"s3:DeleteObject", "s3:DeleteObjectVersion"}}),
 		})},
+	})
+}
+
+func TestDeleteQueueDLQAndMapping(t *testing.T) {
+	template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+		"VisibilityTimeout": 360,
+		"RedrivePolicy":     assertions.Match_ObjectLike(&map[string]any{"maxReceiveCount": 5}),
+	})
+	template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+		"BatchSize":             1,
+		"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+		"EventSourceArn":        assertions.Match_AnyValue(),
+	})
+}
+
+// The state machine deployed is the definition the local engine runs.
+func TestStateMachineIsTheSharedDefinition(t *testing.T) {
+	machines := *template.FindResources(jsii.String("AWS::StepFunctions::StateMachine"), nil)
+	if len(machines) != 1 {
+		t.Fatalf("%d state machines", len(machines))
+	}
+	for _, m := range machines {
+		props := (*m)["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["DefinitionString"])
+		for _, state := range []string{"Plan", "FanOut", "sqs:sendMessage", "WaitForBatches", "Finalize", "MarkFailed"} {
+			if !strings.Contains(string(raw), state) {
+				t.Errorf("deployed definition lacks %s", state)
+			}
+		}
+		if _, ok := props["DefinitionSubstitutions"]; !ok {
+			t.Errorf("no substitutions of the function ARNs and queue URL")
+		}
+	}
+}
+
+func TestAlarmsScheduleAndDropRoute(t *testing.T) {
+	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2))
+	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+		"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 1,
+	})
+	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+		"MetricName": "ExecutionsFailed", "Threshold": 1,
+	})
+	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
+	template.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{"ScheduleExpression": "rate(5 minutes)"})
+	template.HasResourceProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+		"HttpMethod": "DELETE", "AuthorizationType": "AWS_IAM",
 	})
 }

@@ -32,20 +32,16 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 	"purge-progress": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
 		return svc.Progress(ctx, in)
 	}),
-	"purge-finalize": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
-		var in purge.StepInput
-		if err := strictJSON(event, &in); err != nil {
-			return nil, err
-		}
-		svc, err := lambdaenv.Purge(ctx, env)
-		if err != nil {
-			return nil, err
-		}
-		return svc.FinalizeStep(ctx, in)
-	},
 	"delete": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
-		var ev events.SQSEvent
-		if err := strictJSON(event, &ev); err != nil {
+		var probe struct {
+			Records []json.RawMessage `json:"Records"`
+		}
+		_ = json.Unmarshal(event, &probe)
+		if probe.Records != nil {
+			if err := strictJSON(event, &events.SQSEvent{}); err != nil {
+				return nil, err
+			}
+		} else if err := strictJSON(event, &purge.StepInput{}); err != nil {
 			return nil, err
 		}
 		svc, err := lambdaenv.Purge(ctx, env)
@@ -56,7 +52,7 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 		if err != nil {
 			return nil, err
 		}
-		return svc.HandleSQS(ctx, lease, env.Queue, ev)
+		return svc.DeleteHandler(lease, env.Queue)(ctx, event)
 	},
 	"reconcile": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.EventBridgeEvent

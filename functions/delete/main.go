@@ -1,13 +1,14 @@
-// Command delete is the delete queue's consumer: one batch per SQS message,
-// bulk DeleteObjects under a visibility-timeout lease, failures reported per
-// item so SQS retries them and dead-letters them after maxReceiveCount.
+// Command delete is the only function that may delete objects. It consumes
+// the delete queue (one batch per message, bulk DeleteObjects under a
+// visibility-timeout lease, failures reported per item so SQS retries them
+// and dead-letters them after maxReceiveCount) and runs the state machine's
+// finalize step (the metadata layer, current metadata file last).
 package main
 
 import (
 	"context"
 	"log"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
@@ -27,7 +28,5 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		return svc.HandleSQS(ctx, lease, env.Queue, ev)
-	})
+	lambda.Start(svc.DeleteHandler(lease, env.Queue))
 }

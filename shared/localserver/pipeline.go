@@ -24,7 +24,9 @@ import (
 const (
 	PlanFunction     = "icehold-purge-plan"
 	ProgressFunction = "icehold-purge-progress"
-	FinalizeFunction = "icehold-purge-finalize"
+	// FinalizeFunction: the finalize step runs in the delete function, the
+	// only one allowed to delete objects.
+	FinalizeFunction = "icehold-delete"
 )
 
 // lambdaOf adapts a typed handler to the engine's JSON invocation, as the

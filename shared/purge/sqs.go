@@ -77,3 +77,25 @@ func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, rec
 	}()
 	return func() { close(done) }
 }
+
+// DeleteHandler is the delete function's entry: an SQS event is a delivery of
+// batches; anything else is the workflow's finalize step.
+func (s *Service) DeleteHandler(lease Lease, q QueueConfig) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var probe struct {
+			Records []json.RawMessage `json:"Records"`
+		}
+		if err := json.Unmarshal(raw, &probe); err == nil && probe.Records != nil {
+			var ev events.SQSEvent
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return nil, err
+			}
+			return s.HandleSQS(ctx, lease, q, ev)
+		}
+		var in StepInput
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, err
+		}
+		return s.FinalizeStep(ctx, in)
+	}
+}

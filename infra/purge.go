@@ -1,0 +1,152 @@
+package infra
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/purge"
+)
+
+// Pipeline settings: the delete queue's lease and dead-lettering.
+const (
+	deleteTimeoutSec    = 300
+	deleteVisibilitySec = 360 // at least the function's timeout, as an event source mapping requires
+	maxReceiveCount     = 5
+)
+
+func withEnv(base map[string]*string, extra map[string]*string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// purgePipeline is SPEC §3 in AWS: the drop route, the state machine (the
+// one definition in shared/purge), the delete queue with its DLQ and event
+// source mapping, the reconcile schedule, alarms and a dashboard.
+func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) {
+	s.DeleteDLQ = awssqs.NewQueue(st, jsii.String("DeleteDLQ"), &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+	})
+	s.DeleteQueue = awssqs.NewQueue(st, jsii.String("DeleteQueue"), &awssqs.QueueProps{
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(deleteVisibilitySec)),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DeleteDLQ, MaxReceiveCount: jsii.Number(maxReceiveCount)},
+	})
+
+	s.PlanFn = goFunction(st, "PurgePlanFn", filepath.Join(p.AssetsDir, "purge-plan"), env, 1024, 900)
+	s.ProgressFn = goFunction(st, "PurgeProgressFn", filepath.Join(p.AssetsDir, "purge-progress"), env, 256, 30)
+	s.DeleteFn = goFunction(st, "DeleteFn", filepath.Join(p.AssetsDir, "delete"), withEnv(env, map[string]*string{
+		lambdaenv.EnvDeleteQueue: s.DeleteQueue.QueueUrl(),
+		lambdaenv.EnvVisibility:  jsii.String(fmt.Sprint(deleteVisibilitySec)),
+		lambdaenv.EnvMaxReceives: jsii.String(fmt.Sprint(maxReceiveCount)),
+	}), 1024, deleteTimeoutSec)
+	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
+		s.Table.GrantReadWriteData(fn)
+	}
+	s.Warehouse.GrantRead(s.PlanFn, nil)
+	s.Warehouse.GrantRead(s.DeleteFn, nil)
+	// The one grant of deletion in the stack.
+	s.Warehouse.GrantDelete(s.DeleteFn, nil)
+	s.DeleteQueue.GrantConsumeMessages(s.DeleteFn)
+	s.DeleteFn.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.DeleteQueue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(1),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(50),
+	}))
+
+	s.PurgeMachine = awsstepfunctions.NewStateMachine(st, jsii.String("PurgeMachine"), &awsstepfunctions.StateMachineProps{
+		DefinitionBody: awsstepfunctions.DefinitionBody_FromString(jsii.String(purge.Definition)),
+		DefinitionSubstitutions: &map[string]*string{
+			"PlanFunction":     s.PlanFn.FunctionArn(),
+			"ProgressFunction": s.ProgressFn.FunctionArn(),
+			"FinalizeFunction": s.DeleteFn.FunctionArn(),
+			"DeleteQueueUrl":   s.DeleteQueue.QueueUrl(),
+		},
+		StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
+		TracingEnabled:   jsii.Bool(true),
+	})
+	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
+		fn.GrantInvoke(s.PurgeMachine)
+	}
+	s.DeleteQueue.GrantSendMessages(s.PurgeMachine)
+
+	machineEnv := withEnv(env, map[string]*string{lambdaenv.EnvStateMachine: s.PurgeMachine.StateMachineArn()})
+	s.DropFn = goFunction(st, "DropFn", filepath.Join(p.AssetsDir, "drop"), machineEnv, 512, 29)
+	s.Table.GrantReadWriteData(s.DropFn)
+	s.Warehouse.GrantRead(s.DropFn, nil)
+	s.PurgeMachine.GrantStartExecution(s.DropFn)
+
+	s.ReconcileFn = goFunction(st, "ReconcileFn", filepath.Join(p.AssetsDir, "reconcile"), machineEnv, 256, 300)
+	s.Table.GrantReadWriteData(s.ReconcileFn)
+	s.PurgeMachine.GrantStartExecution(s.ReconcileFn)
+	s.ReconcileFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("states:DescribeExecution"),
+		Resources: jsii.Strings(fmt.Sprintf("arn:%s:states:%s:%s:execution:*", *st.Partition(), *st.Region(), *st.Account())),
+	}))
+	awsevents.NewRule(st, jsii.String("ReconcileSchedule"), &awsevents.RuleProps{
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(5))),
+		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.ReconcileFn, nil)},
+	})
+
+	// DELETE …/tables/{table} goes to the drop function.
+	tables := s.API.Root().ResourceForPath(jsii.String("v1/{prefix}/namespaces/{namespace}/tables/{table}"))
+	tables.AddMethod(jsii.String("ANY"), nil, nil) // the other methods stay with the catalog function
+	tables.AddMethod(jsii.String("DELETE"), awsapigateway.NewLambdaIntegration(s.DropFn, nil), &awsapigateway.MethodOptions{
+		AuthorizationType: awsapigateway.AuthorizationType_IAM,
+	})
+
+	s.alarmsAndDashboard(st)
+}
+
+func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
+	dlqDepth := s.DeleteDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1))})
+	awscloudwatch.NewAlarm(st, jsii.String("DeleteDLQNotEmpty"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("Purge batches are dead-lettered: fix the cause, then redrive the DLQ from the SQS console"),
+		Metric:             dlqDepth,
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	failed := s.PurgeMachine.MetricFailed(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5))})
+	awscloudwatch.NewAlarm(st, jsii.String("PurgeJobsFailed"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("A purge job failed; its last-error says why (icehold jobs show)"),
+		Metric:             failed,
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	jobs := func(name string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String("icehold"), MetricName: jsii.String(name), Statistic: jsii.String("Maximum")})
+	}
+	dash := awscloudwatch.NewDashboard(st, jsii.String("PurgeDashboard"), &awscloudwatch.DashboardProps{DashboardName: jsii.String(*st.StackName() + "-purge")})
+	dash.AddWidgets(
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Purge backlog"),
+			Left: &[]awscloudwatch.IMetric{s.DeleteQueue.MetricApproximateNumberOfMessagesVisible(nil), s.DeleteQueue.MetricApproximateNumberOfMessagesNotVisible(nil), dlqDepth}}),
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Jobs by state"),
+			Left: &[]awscloudwatch.IMetric{jobs("JobsPending"), jobs("JobsRunning"), jobs("JobsDeadLettered"), jobs("JobsFailed")}}),
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Oldest pending job (s) and files deleted"),
+			Left: &[]awscloudwatch.IMetric{jobs("OldestPendingAgeSeconds")}, Right: &[]awscloudwatch.IMetric{jobs("FilesDeleted")}}),
+	)
+}
