@@ -2,9 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/icehold/icehold/shared/awsconfig"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,10 +32,14 @@ func serveLocal(ctx context.Context, args []string, out io.Writer) error {
 	addr := fs.String("addr", localserver.DefaultAddr, "REST API listen address")
 	s3Addr := fs.String("s3-addr", localserver.DefaultS3Addr, "embedded S3 listen address")
 	dynAddr := fs.String("dynamodb-addr", localserver.DefaultDynamoAddr, "embedded DynamoDB listen address")
+	sqsAddr := fs.String("sqs-addr", localserver.DefaultSQSAddr, "embedded SQS listen address")
+	sfnAddr := fs.String("stepfunctions-addr", localserver.DefaultSFNAddr, "embedded Step Functions listen address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: *dir, Addr: *addr, S3Addr: *s3Addr, DynamoAddr: *dynAddr})
+	srv, err := localserver.Start(ctx, localserver.Options{
+		Dir: *dir, Addr: *addr, S3Addr: *s3Addr, DynamoAddr: *dynAddr, SQSAddr: *sqsAddr, SFNAddr: *sfnAddr,
+	})
 	if err != nil {
 		return err
 	}
@@ -39,6 +50,8 @@ func serveLocal(ctx context.Context, args []string, out io.Writer) error {
   REST catalog  %s   (catalog %q, warehouse %s)
   S3            %s   (bucket %s, key %s / %s)
   DynamoDB      %s
+  SQS           %s   (delete queue, DLQ: icehold local redrive)
+  StepFunctions %s
   admin token   %s
 
   curl -H "Authorization: Bearer %s" '%s'
@@ -57,11 +70,41 @@ Spark:
   --conf spark.sql.catalog.icehold.warehouse=%s
 
 The S3 endpoint and keys reach clients through /v1/config; nothing else to set.
-`, *dir, *dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.AdminToken,
+`, *dir, *dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, i.StepFns, i.AdminToken,
 		i.AdminToken, i.ConfigCheck,
 		i.RESTURL, i.AdminToken, i.Catalog,
 		i.RESTURL, i.AdminToken, i.Catalog,
 		i.RESTURL, i.AdminToken, i.Catalog)
 	<-ctx.Done()
 	return nil
+}
+
+// runRedrive plays the SQS console's "start DLQ redrive" on the local server.
+func runRedrive(args []string) error {
+	fs := flag.NewFlagSet("local redrive", flag.ContinueOnError)
+	dir := fs.String("dir", ".icehold", "state directory of the running local server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(filepath.Join(*dir, "local.json"))
+	if err != nil {
+		return fmt.Errorf("start the local server first (make run): %w", err)
+	}
+	var info localserver.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{SQS: info.SQS, Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey}
+	cfg, err := awsconfig.Load(ctx, ep)
+	if err != nil {
+		return err
+	}
+	_, err = awsconfig.SQS(cfg, ep).StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{
+		SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:" + localserver.DeleteDLQ),
+	})
+	if err == nil {
+		fmt.Println("redrive started: the dead-lettered batches are back on", localserver.DeleteQueue)
+	}
+	return err
 }

@@ -11,6 +11,8 @@ const usage = `icehold: the table-lifecycle Iceberg REST catalog
 usage:
   icehold local [flags]                 run the whole product on this machine (make run)
   icehold invoke FUNCTION EVENT.json    run a function's handler on a sample event (make invoke)
+  icehold local redrive                 move the local delete DLQ back to its queue (the console's redrive)
+  icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
 
 run "icehold local -h" for its flags.
 `
@@ -23,7 +25,13 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "local":
-		err = runLocal(os.Args[2:])
+		if len(os.Args) > 2 && os.Args[2] == "redrive" {
+			err = runRedrive(os.Args[3:])
+		} else {
+			err = runLocal(os.Args[2:])
+		}
+	case "jobs":
+		err = runJobs(os.Args[2:], os.Stdout)
 	case "invoke":
 		err = runInvoke(os.Args[2:])
 	case "-h", "--help", "help":

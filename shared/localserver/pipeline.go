@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -87,6 +89,13 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
 		},
 		BatchManifests: o.BatchManifests,
+	}
+	if s.dir != "" {
+		f, err := os.OpenFile(filepath.Join(s.dir, "metrics.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		svc.Metrics = f
 	}
 	s.Purge = svc
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{

@@ -115,6 +115,11 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		return FinalizeResult{}, err
 	}
+	if err == nil {
+		if j, err := s.job(ctx, in); err == nil {
+			s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(j.FilesDeleted)})
+		}
+	}
 	return FinalizeResult{Done: true}, nil
 }
 

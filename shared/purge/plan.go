@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// FileIO for manifest lists and manifests
 	"github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
 

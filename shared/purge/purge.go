@@ -63,6 +63,8 @@ type Service struct {
 	Pacer *Pacer
 	// MaxAttempts bounds workflow restarts before a job is FAILED.
 	MaxAttempts int
+	// Metrics receives CloudWatch EMF lines (stdout in Lambda); nil: none.
+	Metrics Writer
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
 	crashHook                  atomic.Pointer[func(string) error]
@@ -194,6 +196,9 @@ func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // already terminal
+	}
+	if err == nil {
+		s.emit(map[string]float64{"JobsFailed": 1})
 	}
 	return err
 }

@@ -43,10 +43,17 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			}
 		}
 		if next == "" {
-			return rep, nil
+			break
 		}
 		token = next
 	}
+	if g, err := s.gauges(ctx); err == nil {
+		s.emit(map[string]float64{
+			"JobsPending": float64(g.Pending), "JobsRunning": float64(g.Running), "JobsDeadLettered": float64(g.DeadLettered),
+			"OldestPendingAgeSeconds": g.OldestPending.Seconds(),
+		})
+	}
+	return rep, nil
 }
 
 func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *ReconcileReport) error {

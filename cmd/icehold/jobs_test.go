@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/icehold/icehold/shared/localserver"
+)
+
+func TestProgressLine(t *testing.T) {
+	first := job{FilesDeleted: 0}
+	cases := []struct {
+		j    job
+		want []string
+	}{
+		{job{State: "RUNNING", BatchesTotal: 4, BatchesDone: 1, FilesDeleted: 5000}, []string{" 25%", "batches 1/4", "files 5000", "500 files/s", "ETA 30s"}},
+		{job{State: "SUCCEEDED", BatchesTotal: 4, BatchesDone: 4, FilesDeleted: 20000}, []string{"100%", "batches 4/4", "SUCCEEDED", "ETA -"}},
+		{job{State: "PENDING"}, []string{"  0%", "batches 0/0", "ETA -"}},
+	}
+	for _, c := range cases {
+		got := progressLine(c.j, first, 10*time.Second)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("progress %q lacks %q", got, w)
+			}
+		}
+	}
+}
+
+// The jobs commands against a local server: a purge shows in list, show
+// and watch (which ends when the job does).
+func TestJobsCommands(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	send := func(method, path, body string) {
+		req, _ := http.NewRequest(method, srv.Info.RESTURL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode >= 300 {
+			t.Fatalf("%s %s: %v %v", method, path, err, res)
+		}
+		res.Body.Close()
+	}
+	send("POST", "/v1/demo/namespaces", `{"namespace":["ops"]}`)
+	send("POST", "/v1/demo/namespaces/ops/tables", `{"name":"t","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]}}`)
+	send("DELETE", "/v1/demo/namespaces/ops/tables/t?purgeRequested=true", "")
+
+	conn := []string{"--dir", dir}
+	var out bytes.Buffer
+	if err := runJobs(append([]string{"list", "--table", "t"}, conn...), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "ops.t") {
+		t.Fatalf("jobs list:\n%s", out.String())
+	}
+	id := strings.Fields(lines[1])[0]
+	out.Reset()
+	if err := runJobs(append(append([]string{"watch"}, conn...), "--every", "50ms", id), &out); err != nil {
+		var show bytes.Buffer
+		_ = runJobs(append(append([]string{"show"}, conn...), id), &show)
+		t.Fatalf("watch: %v\n%s", err, show.String())
+	}
+	if !strings.Contains(out.String(), "100%") || !strings.Contains(out.String(), "SUCCEEDED") {
+		t.Errorf("watch did not end at 100%%:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runJobs(append(append([]string{"show"}, conn...), id), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "SUCCEEDED") || !strings.Contains(out.String(), "deleted") {
+		t.Errorf("show:\n%s", out.String())
+	}
+	if err := runJobs(append(append([]string{"show"}, conn...), "pj-nope"), &out); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("show of an unknown job: %v", err)
+	}
+}
