@@ -210,3 +210,31 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 		})
 	}
 }
+
+// A step that fails past its retries takes the state machine's Catch path:
+// the job is FAILED with the cause and the name is free again.
+func TestFailingStepTakesCatchPath(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "catch")
+	writtenTable(t, cat, ns, "t", nil, false)
+	var calls atomic.Int32
+	srv.Purge.SetCrash(func(p string) error {
+		if p == "plan.batches-written" {
+			calls.Add(1)
+			return errors.New("manifest lists unreachable")
+		}
+		return nil
+	})
+	t.Cleanup(func() { srv.Purge.SetCrash(nil) })
+	job := dropPurge(t, ns, "t")
+	failed := waitJob(t, job.ID, "FAILED", time.Minute)
+	if failed.LastError == nil || !strings.Contains(*failed.LastError, "manifest lists unreachable") {
+		t.Errorf("failed job's last-error: %v", failed.LastError)
+	}
+	if n := calls.Load(); n != 6 {
+		t.Errorf("plan ran %d times, want 6 (1 + the definition's 5 retries)", n)
+	}
+	// A FAILED job does not hold the name.
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, `{"name":"t","schema":`+schemaJSON+`}`)
+}
