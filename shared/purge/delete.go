@@ -272,7 +272,7 @@ func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object
 		}, func(o *s3.Options) { o.RetryMaxAttempts = 1 }) // throttling is ours to handle
 		if isThrottle(err) {
 			pacer.Throttled(scope)
-			backoff(ctx, attempt)
+			s.backoff(ctx, attempt)
 			continue
 		}
 		if err != nil {
@@ -301,7 +301,7 @@ func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object
 		}
 		if len(retry) > 0 {
 			pacer.Throttled(scope)
-			backoff(ctx, attempt)
+			s.backoff(ctx, attempt)
 		} else {
 			pacer.Success(scope)
 		}
@@ -312,8 +312,12 @@ func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object
 
 var defaultPacer = NewPacer()
 
-func backoff(ctx context.Context, attempt int) {
-	d := time.Duration(min(1<<attempt, 64)) * 25 * time.Millisecond
+func (s *Service) backoff(ctx context.Context, attempt int) {
+	base := s.Backoff
+	if base == 0 {
+		base = 25 * time.Millisecond
+	}
+	d := time.Duration(min(1<<attempt, 64)) * base
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):

@@ -61,6 +61,8 @@ type Service struct {
 	IOProps map[string]string
 	// Pacer paces DeleteObjects per prefix (AIMD); nil uses a default.
 	Pacer *Pacer
+	// Backoff is the first wait after a SlowDown (doubling; 0: 25 ms).
+	Backoff time.Duration
 	// MaxAttempts bounds workflow restarts before a job is FAILED.
 	MaxAttempts int
 	// Metrics receives CloudWatch EMF lines (stdout in Lambda); nil: none.
