@@ -31,7 +31,7 @@ fuzz:
 
 ## bench: the SPEC §8 figures beside their baselines
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./...
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./bench/
 
 ## e2e: the end-to-end suite; E2E_ENDPOINT=<url> E2E_TOKEN=<token> to aim it elsewhere
 e2e:

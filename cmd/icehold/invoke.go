@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/icehold/icehold/shared/apigw"
-	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/purge"
@@ -106,22 +104,6 @@ func purgeRunner(step func(context.Context, *purge.Service, purge.Input) (any, e
 	}
 }
 
-// LocalEnv is a function environment aimed at a running local server.
-func LocalEnv(info localserver.Info) lambdaenv.Env {
-	return lambdaenv.Env{
-		Table: localserver.TableName, DefaultCatalog: info.Catalog,
-		Admins: []string{localserver.AdminPrincipal, localserver.LocalAccountAdmins},
-		ClientDefaults: map[string]string{"s3.endpoint": info.S3Endpoint, "s3.region": info.Region,
-			"s3.access-key-id": info.AccessKey, "s3.secret-access-key": info.SecretKey, "s3.path-style-access": "true"},
-		Endpoints: awsconfig.Endpoints{DynamoDB: info.DynamoDB, S3: info.S3Endpoint, SQS: info.SQS, SFN: info.StepFns,
-			Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey},
-		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:" + localserver.PurgeMachine,
-		Queue:           purge.QueueConfig{URL: info.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
-		IOProps: map[string]string{"s3.endpoint": info.S3Endpoint, "s3.region": info.Region, "s3.access-key-id": info.AccessKey,
-			"s3.secret-access-key": info.SecretKey, "s3.force-virtual-addressing": "false"},
-	}
-}
-
 // runInvoke runs one function's handler on a sample event against the
 // running local server's emulators (make run), as Lambda would against AWS.
 func runInvoke(args []string) error {
@@ -153,7 +135,7 @@ func runInvoke(args []string) error {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return err
 	}
-	env := LocalEnv(info)
+	env := info.FunctionEnv()
 	out, err := fn(context.Background(), env, event)
 	if err != nil {
 		return err

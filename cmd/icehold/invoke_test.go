@@ -22,7 +22,7 @@ func TestSampleEventsInvokeEveryFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	env := LocalEnv(srv.Info)
+	env := srv.Info.FunctionEnv()
 
 	fns, _ := filepath.Glob("../../functions/*")
 	for _, dir := range fns {

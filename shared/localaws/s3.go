@@ -19,6 +19,8 @@ type S3 struct {
 	inner   http.Handler
 	Backend gofakes3.Backend
 	fault   atomic.Pointer[Fault]
+	// Requests counts every request served (benchmarks: requests per file).
+	Requests atomic.Int64
 }
 
 // Fault makes the emulator answer matching requests with an S3 error
@@ -33,6 +35,7 @@ type Fault struct {
 func (s *S3) SetFault(f *Fault) { s.fault.Store(f) }
 
 func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.Requests.Add(1)
 	if f := s.fault.Load(); f != nil && f.Match(r) {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(f.Status)

@@ -45,7 +45,7 @@ type Options struct {
 	MaxReceives    int           // delete queue maxReceiveCount
 	TimeScale      float64       // shrinks the workflow's Wait and retry intervals
 	ReconcileEvery time.Duration // the reconcile schedule
-	DeleteWorkers  int           // concurrent delete invocations
+	DeleteWorkers  int           // concurrent delete invocations; < 0: none here
 	BatchManifests int           // manifests per delete batch (0: purge's default)
 }
 

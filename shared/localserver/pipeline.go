@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
@@ -134,7 +135,12 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		},
 	}
 	s.bg.Add(2)
-	go func() { defer s.bg.Done(); poller.Run(bg) }()
+	go func() {
+		defer s.bg.Done()
+		if o.DeleteWorkers > 0 { // < 0: the delete function runs elsewhere (benchmarks)
+			poller.Run(bg)
+		}
+	}()
 	go func() {
 		defer s.bg.Done()
 		t := time.NewTicker(o.ReconcileEvery)
@@ -178,4 +184,21 @@ func (s *Server) QueueDepth(ctx context.Context, dlq bool) (int, error) {
 	a, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
 	b, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	return a + b, nil
+}
+
+// FunctionEnv is a Lambda function's environment aimed at this local server
+// (make invoke, benchmarks): the same composition as in AWS.
+func (i Info) FunctionEnv() lambdaenv.Env {
+	return lambdaenv.Env{
+		Table: TableName, DefaultCatalog: i.Catalog,
+		Admins: []string{AdminPrincipal, LocalAccountAdmins},
+		ClientDefaults: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region,
+			"s3.access-key-id": i.AccessKey, "s3.secret-access-key": i.SecretKey, "s3.path-style-access": "true"},
+		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns,
+			Region: i.Region, AccessKey: i.AccessKey, SecretKey: i.SecretKey},
+		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:" + PurgeMachine,
+		Queue:           purge.QueueConfig{URL: i.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
+		IOProps: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region, "s3.access-key-id": i.AccessKey,
+			"s3.secret-access-key": i.SecretKey, "s3.force-virtual-addressing": "false"},
+	}
 }

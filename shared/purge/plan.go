@@ -48,6 +48,9 @@ func permanent(err error) bool {
 // entries), writes the batches, then hands out batch numbers a page at a time.
 func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
 	res := PlanResult{Catalog: in.Catalog, JobID: in.JobID, Cursor: in.Cursor, Batches: []int{}}
+	if err := s.crash("plan.start"); err != nil {
+		return res, err
+	}
 	j, err := s.job(ctx, in)
 	if err != nil {
 		return res, err
