@@ -12,6 +12,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/icehold/icehold/infra"
+	"github.com/icehold/icehold/shared/purge"
 )
 
 var template assertions.Template
@@ -107,6 +108,9 @@ func TestStateMachineIsTheSharedDefinition(t *testing.T) {
 	}
 	for _, m := range machines {
 		props := (*m)["Properties"].(map[string]any)
+		if def, ok := props["DefinitionString"].(string); !ok || def != purge.Definition {
+			t.Errorf("the deployed definition is not shared/purge's workflow.asl.json byte for byte")
+		}
 		raw, _ := json.Marshal(props["DefinitionString"])
 		for _, state := range []string{"Plan", "FanOut", "sqs:sendMessage", "WaitForBatches", "Finalize", "MarkFailed"} {
 			if !strings.Contains(string(raw), state) {
