@@ -9,25 +9,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/icehold/icehold/shared/router"
 )
 
-type job struct {
-	ID           string   `json:"id"`
-	Namespace    []string `json:"namespace"`
-	Table        string   `json:"table"`
-	State        string   `json:"state"`
-	BatchesTotal int      `json:"batches-total"`
-	BatchesDone  int      `json:"batches-done"`
-	BatchesDead  int      `json:"batches-dead"`
-	FilesDeleted int64    `json:"files-deleted"`
-	FilesMissing int64    `json:"files-missing"`
-	FilesSkipped int64    `json:"files-skipped"`
-	Attempts     int      `json:"attempts"`
-	LastError    *string  `json:"last-error"`
-	CreatedBy    string   `json:"created-by"`
-	CreatedAt    string   `json:"created-at"`
-	UpdatedAt    string   `json:"updated-at"`
-}
+// job is a purge job as the API answers it.
+type job = router.JobView
 
 const jobsUsage = `usage:
   icehold jobs list  [--state S] [--namespace a.b] [--table t]

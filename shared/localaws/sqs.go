@@ -190,7 +190,7 @@ func (s *SQS) queueOf(url string) (*queue, error) {
 	name := url[strings.LastIndexByte(url, '/')+1:]
 	q := s.queues[name]
 	if q == nil {
-		return nil, errSFN{"AWS.SimpleQueueService.NonExistentQueue", "no queue " + name}
+		return nil, awsError{"AWS.SimpleQueueService.NonExistentQueue", "no queue " + name}
 	}
 	return q, nil
 }
@@ -227,25 +227,7 @@ func (s *SQS) receive(q *queue, n int, visibility time.Duration) ([]message, err
 	return out, nil
 }
 
-func (s *SQS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := r.Header.Get("X-Amz-Target")
-	op := target[strings.LastIndexByte(target, '.')+1:]
-	var req map[string]any
-	if err := decodeJSON(mustRead(r), &req); err != nil {
-		writeAWSError(w, "SerializationException", err.Error())
-		return
-	}
-	out, err := s.call(r.Context(), op, req)
-	if err != nil {
-		if se, ok := err.(errSFN); ok {
-			writeAWSError(w, se.code, se.msg)
-			return
-		}
-		writeAWSError(w, "InternalError", err.Error())
-		return
-	}
-	writeAWS(w, out)
-}
+func (s *SQS) ServeHTTP(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, s.call) }
 
 func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[string]any, error) {
 	str := func(k string) string { v, _ := req[k].(string); return v }
@@ -286,7 +268,7 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		return map[string]any{"QueueUrl": s.base + name}, nil
 	case "GetQueueUrl":
 		if s.queues[str("QueueName")] == nil {
-			return nil, errSFN{"AWS.SimpleQueueService.NonExistentQueue", "no queue " + str("QueueName")}
+			return nil, awsError{"AWS.SimpleQueueService.NonExistentQueue", "no queue " + str("QueueName")}
 		}
 		return map[string]any{"QueueUrl": s.base + str("QueueName")}, nil
 	case "GetQueueAttributes":
@@ -342,14 +324,14 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		id, _, _ := strings.Cut(str("ReceiptHandle"), ":")
 		m := q.find(id)
 		if m == nil || m.receipt != str("ReceiptHandle") {
-			return nil, errSFN{"ReceiptHandleIsInvalid", "stale receipt handle"}
+			return nil, awsError{"ReceiptHandleIsInvalid", "stale receipt handle"}
 		}
 		m.visibleAt = time.Now().Add(time.Duration(num("VisibilityTimeout", 30)) * time.Second)
 		return map[string]any{}, nil
 	case "StartMessageMoveTask":
 		src := s.queues[nameOfARN(str("SourceArn"))]
 		if src == nil {
-			return nil, errSFN{"ResourceNotFoundException", "no queue " + str("SourceArn")}
+			return nil, awsError{"ResourceNotFoundException", "no queue " + str("SourceArn")}
 		}
 		for _, m := range append([]*message{}, src.msgs...) {
 			to := m.source
@@ -365,7 +347,7 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		}
 		return map[string]any{"TaskHandle": newID()}, nil
 	}
-	return nil, errSFN{"InvalidAction", "unsupported action " + op}
+	return nil, awsError{"InvalidAction", "unsupported action " + op}
 }
 
 func (s *SQS) receiveCall(ctx context.Context, url string, n, wait, vis int) (map[string]any, error) {

@@ -149,11 +149,6 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// errSFN is a Step Functions API error (its code is the __type).
-type errSFN struct{ code, msg string }
-
-func (e errSFN) Error() string { return e.code + ": " + e.msg }
-
 // Start starts a named execution; the same name with the same input while it
 // runs answers the same execution, as Step Functions does.
 func (e *StepFunctions) Start(machineARN, name, input string) (string, time.Time, error) {
@@ -161,7 +156,7 @@ func (e *StepFunctions) Start(machineARN, name, input string) (string, time.Time
 	def, ok := e.machines[machineARN]
 	if !ok {
 		e.mu.Unlock()
-		return "", time.Time{}, errSFN{"StateMachineDoesNotExist", "state machine " + machineARN}
+		return "", time.Time{}, awsError{"StateMachineDoesNotExist", "state machine " + machineARN}
 	}
 	if input == "" {
 		input = "{}"
@@ -172,7 +167,7 @@ func (e *StepFunctions) Start(machineARN, name, input string) (string, time.Time
 		if x.Status == "RUNNING" && jsonEqual(x.Input, []byte(input)) {
 			return arn, x.StartedAt, nil
 		}
-		return "", time.Time{}, errSFN{"ExecutionAlreadyExists", "execution " + name + " already exists"}
+		return "", time.Time{}, awsError{"ExecutionAlreadyExists", "execution " + name + " already exists"}
 	}
 	x := &execution{ARN: arn, Name: name, Machine: machineARN, Input: json.RawMessage(input), Status: "RUNNING",
 		State: def["StartAt"].(string), Data: json.RawMessage(input), StartedAt: time.Now().UTC()}
@@ -191,7 +186,7 @@ func (e *StepFunctions) Describe(arn string) (execution, error) {
 	defer e.mu.Unlock()
 	x, ok := e.execs[arn]
 	if !ok {
-		return execution{}, errSFN{"ExecutionDoesNotExist", "execution " + arn}
+		return execution{}, awsError{"ExecutionDoesNotExist", "execution " + arn}
 	}
 	return *x, nil
 }
@@ -654,14 +649,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // ---- the Step Functions JSON protocol ----
 
-func (e *StepFunctions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := r.Header.Get("X-Amz-Target")
-	op := target[strings.LastIndexByte(target, '.')+1:]
-	var req map[string]any
-	if err := decodeJSON(mustRead(r), &req); err != nil {
-		writeAWSError(w, "SerializationException", err.Error())
-		return
-	}
+func (e *StepFunctions) ServeHTTP(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, e.call) }
+
+func (e *StepFunctions) call(_ context.Context, op string, req map[string]any) (map[string]any, error) {
 	str := func(k string) string { s, _ := req[k].(string); return s }
 	switch op {
 	case "StartExecution":
@@ -671,20 +661,13 @@ func (e *StepFunctions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		arn, at, err := e.Start(str("stateMachineArn"), name, str("input"))
 		if err != nil {
-			var se errSFN
-			if errors.As(err, &se) {
-				writeAWSError(w, se.code, se.msg)
-				return
-			}
-			writeAWSError(w, "InternalError", err.Error())
-			return
+			return nil, err
 		}
-		writeAWS(w, map[string]any{"executionArn": arn, "startDate": epoch(at)})
+		return map[string]any{"executionArn": arn, "startDate": epoch(at)}, nil
 	case "DescribeExecution":
 		x, err := e.Describe(str("executionArn"))
 		if err != nil {
-			writeAWSError(w, "ExecutionDoesNotExist", err.Error())
-			return
+			return nil, err
 		}
 		out := map[string]any{
 			"executionArn": x.ARN, "stateMachineArn": x.Machine, "name": x.Name, "status": x.Status,
@@ -699,28 +682,7 @@ func (e *StepFunctions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if x.Error != "" {
 			out["error"], out["cause"] = x.Error, x.Cause
 		}
-		writeAWS(w, out)
-	default:
-		writeAWSError(w, "UnknownOperationException", "unsupported operation "+op)
+		return out, nil
 	}
-}
-
-func epoch(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
-func mustRead(r *http.Request) []byte {
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(r.Body)
-	return b.Bytes()
-}
-
-func writeAWS(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeAWSError(w http.ResponseWriter, code, msg string) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amzn-ErrorType", code)
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]string{"__type": code, "message": msg})
+	return nil, awsError{"UnknownOperationException", "unsupported operation " + op}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/icehold/icehold/shared/store"
 )
 
-// jobView is a purge job on the wire (SPEC §7).
-type jobView struct {
+// JobView is a purge job on the wire (SPEC §7); the CLI decodes it too.
+type JobView struct {
 	ID               string   `json:"id"`
 	Namespace        []string `json:"namespace"`
 	Table            string   `json:"table"`
@@ -33,8 +33,8 @@ type jobView struct {
 	UpdatedAt        string   `json:"updated-at"`
 }
 
-func viewOf(j store.Job) jobView {
-	v := jobView{
+func viewOf(j store.Job) JobView {
+	v := JobView{
 		ID: j.ID, Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
 		MetadataLocation: j.MetadataLocation, BatchesTotal: j.BatchesTotal, BatchesDone: j.BatchesDone,
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
@@ -80,7 +80,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := []jobView{}
+	out := []JobView{}
 	for _, j := range jobs {
 		if (state == "" || j.State == state) && (ns == nil || slices.Equal(ns, j.Namespace)) && (q.Get("table") == "" || q.Get("table") == j.Table) {
 			out = append(out, viewOf(j))
