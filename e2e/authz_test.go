@@ -87,6 +87,7 @@ var routes = []route{
 	{name: "put grant", method: "PUT", path: "/lifecycle/v1/catalogs/{c}/grants/user:{ns}", privs: []authz.Privilege{authz.CatalogManage}, want: 200,
 		body: func(fixture) any { return map[string]any{"privileges": []string{"TABLE_READ"}} }},
 	{name: "get grant", method: "GET", path: "/lifecycle/v1/catalogs/{c}/grants/user:{ns}", privs: []authz.Privilege{authz.CatalogManage}, want: 200},
+	{name: "list purge jobs", method: "GET", path: "/lifecycle/v1/catalogs/{c}/purge-jobs?namespace={ns}", privs: []authz.Privilege{authz.CatalogManage}, want: 200},
 	{name: "delete grant", method: "DELETE", path: "/lifecycle/v1/catalogs/{c}/grants/user:{ns}", privs: []authz.Privilege{authz.CatalogManage}, want: 204},
 }
 
