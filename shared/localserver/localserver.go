@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -117,6 +118,7 @@ type Server struct {
 	engine  *localaws.StepFunctions
 	stop    context.CancelFunc
 	bg      sync.WaitGroup
+	closers []io.Closer
 	dir     string
 }
 
@@ -327,6 +329,9 @@ func (s *Server) Close() {
 	}
 	if s.queues != nil {
 		_ = s.queues.Close()
+	}
+	for _, c := range s.closers {
+		_ = c.Close()
 	}
 }
 

@@ -97,6 +97,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			return err
 		}
 		svc.Metrics = f
+		s.closers = append(s.closers, f)
 	}
 	s.Purge = svc
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
