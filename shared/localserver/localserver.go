@@ -122,11 +122,23 @@ type Server struct {
 	dir     string
 }
 
-func listen(addr string) (net.Listener, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
+// listenAll opens every address ("" picks a free loopback port), or none.
+func listenAll(addrs ...string) ([]net.Listener, error) {
+	var out []net.Listener
+	for _, addr := range addrs {
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, err
+		}
+		out = append(out, l)
 	}
-	return net.Listen("tcp", addr)
+	return out, nil
 }
 
 func (s *Server) serve(l net.Listener, h http.Handler) string {
@@ -160,36 +172,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 emulator: %w", err)
 	}
-	restL, err := listen(o.Addr)
+	ls, err := listenAll(o.Addr, o.S3Addr, o.DynamoAddr, o.SQSAddr, o.SFNAddr)
 	if err != nil {
 		return nil, err
 	}
-	s3L, err := listen(o.S3Addr)
-	if err != nil {
-		restL.Close()
-		return nil, err
+	for _, l := range ls {
+		s.closers = append(s.closers, l) // also closes listeners a failed start never served
 	}
-	dynL, err := listen(o.DynamoAddr)
-	if err != nil {
-		restL.Close()
-		s3L.Close()
-		return nil, err
-	}
-	sqsL, err := listen(o.SQSAddr)
-	if err != nil {
-		restL.Close()
-		s3L.Close()
-		dynL.Close()
-		return nil, err
-	}
-	sfnL, err := listen(o.SFNAddr)
-	if err != nil {
-		restL.Close()
-		s3L.Close()
-		dynL.Close()
-		sqsL.Close()
-		return nil, err
-	}
+	restL, s3L, dynL, sqsL, sfnL := ls[0], ls[1], ls[2], ls[3], ls[4]
 	queues, err := localaws.NewSQS(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("sqs emulator: %w", err)
