@@ -31,6 +31,11 @@ const ReceiptLifetimeISO = "PT24H"
 
 const receiptScope = "api"
 
+// claimLease bounds how long an in-flight claim blocks its key: a request
+// whose Lambda died mid-way frees the key after it (longer than API Gateway's
+// 29 s integration timeout), instead of after the receipt's 24 hours.
+const claimLease = 2 * time.Minute
+
 // replayable: answers that the same request would get again. 5xx, auth
 // failures and throttling are never stored: a retry must run for real.
 func replayable(status int) bool {
@@ -74,7 +79,7 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 	}
 	fp := hex.EncodeToString(h.Sum(nil))
 	now := time.Now()
-	claim := store.Receipt{Key: key, Fingerprint: fp, ExpiresAt: now.Add(ReceiptLifetime).Unix()}
+	claim := store.Receipt{Key: key, Fingerprint: fp, ExpiresAt: now.Add(claimLease).Unix()}
 	prev, err := s.store.ClaimReceipt(r.Context(), receiptScope, claim, now)
 	if err != nil {
 		writeError(w, fmt.Errorf("claim idempotency key: %w", err))
@@ -108,6 +113,7 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 		// Stored compressed: a commit answer carries the whole metadata, and a
 		// DynamoDB item holds 400 KB.
 		claim.Status, claim.Body, claim.ContentType = rec.status, zip(rec.body.Bytes()), rec.header.Get("Content-Type")
+		claim.ExpiresAt = time.Now().Add(ReceiptLifetime).Unix()
 		err = s.store.CompleteReceipt(r.Context(), receiptScope, claim)
 	} else {
 		err = s.store.ReleaseReceipt(r.Context(), receiptScope, key)
