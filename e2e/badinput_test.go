@@ -102,6 +102,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"schema missing", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables", `{"name":"u"}`, 400},
 		{"schema bad type", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables", `{"name":"u","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"nope","required":false}]}}`, 400},
 		{"location not s3", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables", `{"name":"u","location":"/tmp/x","schema":` + schemaJSON + `}`, 400},
+		{"location outside the warehouse", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables", `{"name":"u","location":"s3://other-bucket/x","schema":` + schemaJSON + `}`, 400},
+		{"set-location outside the warehouse", "POST", tbl, `{"requirements":[],"updates":[{"action":"set-location","location":"s3://icehold-warehouse/other-catalog/t"}]}`, 400},
 		{"table exists", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables", `{"name":"t","schema":` + schemaJSON + `}`, 409},
 		{"unknown update action", "POST", tbl, `{"requirements":[],"updates":[{"action":"explode"}]}`, 400},
 		{"unknown requirement", "POST", tbl, `{"requirements":[{"type":"assert-magic"}],"updates":[]}`, 400},

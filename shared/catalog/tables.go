@@ -74,6 +74,19 @@ func tableErr(op string, id Ident, err error) error {
 	return fmt.Errorf("%s table %s: %w", op, id, err)
 }
 
+// checkLocation keeps table locations inside the catalog's warehouse: a
+// purge deletes under its table's location, so a table must not be able to
+// claim a location elsewhere (another bucket, another catalog).
+func checkLocation(warehouse, loc string) error {
+	if _, _, err := objects.Split(loc + "/x"); err != nil {
+		return fmt.Errorf("%w: location %q must be an s3:// location", ErrBadRequest, loc)
+	}
+	if !strings.HasPrefix(strings.TrimRight(loc, "/")+"/", strings.TrimRight(warehouse, "/")+"/") || strings.Contains(loc, "/../") {
+		return fmt.Errorf("%w: location %q is outside the catalog's warehouse %s", ErrBadRequest, loc, warehouse)
+	}
+	return nil
+}
+
 // DefaultLocation is <warehouse>/<namespace path>/<table>-<uuid>: unique, so
 // a table created again never shares a prefix with a dropped one.
 func DefaultLocation(warehouse string, id Ident, tableUUID uuid.UUID) string {
@@ -112,8 +125,8 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	loc := strings.TrimRight(req.Location, "/")
 	if loc == "" {
 		loc = DefaultLocation(c.Warehouse, id, tableUUID)
-	} else if _, _, err := objects.Split(loc + "/x"); err != nil {
-		return TableResult{}, fmt.Errorf("%w: location %q must be an s3:// location", ErrBadRequest, req.Location)
+	} else if err := checkLocation(c.Warehouse, loc); err != nil {
+		return TableResult{}, err
 	}
 	spec := iceberg.UnpartitionedSpec
 	if req.PartitionSpec != nil {
@@ -279,6 +292,15 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	meta, err := applyUpdates(base, current.MetadataLocation, ch.Updates)
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
+	}
+	if base == nil || meta.Location() != base.Location() {
+		c, err := s.catalog(ctx, cat)
+		if err != nil {
+			return staged{}, err
+		}
+		if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
 	}
 	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation)
 	if err != nil {
