@@ -16,6 +16,7 @@ import (
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/router"
 )
 
 // bucketObjects lists every object of the local warehouse bucket (key → ETag).
@@ -73,18 +74,8 @@ func reachable(t *testing.T, tbl *table.Table) (data, meta map[string]bool) {
 	return data, meta
 }
 
-type jobJSON struct {
-	ID           string  `json:"id"`
-	Table        string  `json:"table"`
-	State        string  `json:"state"`
-	BatchesTotal int     `json:"batches-total"`
-	BatchesDone  int     `json:"batches-done"`
-	BatchesDead  int     `json:"batches-dead"`
-	FilesDeleted int64   `json:"files-deleted"`
-	FilesMissing int64   `json:"files-missing"`
-	FilesSkipped int64   `json:"files-skipped"`
-	LastError    *string `json:"last-error"`
-}
+// jobJSON is a purge job as the API answers it.
+type jobJSON = router.JobView
 
 func jobsOf(t *testing.T, ns, tbl string) []jobJSON {
 	t.Helper()
