@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -235,6 +239,89 @@ func TestFailingStepTakesCatchPath(t *testing.T) {
 	if n := calls.Load(); n != 6 {
 		t.Errorf("plan ran %d times, want 6 (1 + the definition's 5 retries)", n)
 	}
+	if got := lifecycleEvents(t, job.ID); !slices.Contains(got, "PurgeFailed") {
+		t.Errorf("events of a failed purge: %v", got)
+	}
 	// A FAILED job does not hold the name.
 	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, `{"name":"t","schema":`+schemaJSON+`}`)
+}
+
+// lifecycleEvents reads the local event bus (events.log) for one job.
+func lifecycleEvents(t *testing.T, jobID string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(localOnly(t).Info.StateDir, "events.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e struct {
+			Type   string `json:"detail-type"`
+			Source string `json:"source"`
+			Detail struct {
+				JobID     string   `json:"job-id"`
+				Catalog   string   `json:"catalog"`
+				Namespace []string `json:"namespace"`
+				Table     string   `json:"table"`
+				TableUUID string   `json:"table-uuid"`
+				Actor     string   `json:"actor"`
+				Time      string   `json:"time"`
+			} `json:"detail"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Detail.JobID != jobID {
+			continue
+		}
+		if e.Source != "icehold" || e.Detail.Catalog == "" || e.Detail.Table == "" || e.Detail.TableUUID == "" || e.Detail.Actor == "" || e.Detail.Time == "" {
+			t.Errorf("event lacks actor/catalog/identifier/uuid/time: %s", line)
+		}
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+// Each purge publishes its lifecycle events to the bus (locally a JSON-lines log).
+func TestPurgeEvents(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "events")
+
+	writtenTable(t, cat, ns, "ok", nil, false)
+	job := dropPurge(t, ns, "ok")
+	waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	if got := lifecycleEvents(t, job.ID); !slices.Equal(got, []string{"TablePermanentlyDeleted", "PurgeStarted", "PurgeCompleted"}) {
+		t.Errorf("events of a purge: %v", got)
+	}
+
+	writtenTable(t, cat, ns, "dead", nil, false)
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	t.Cleanup(func() { srv.S3Emulator.SetFault(nil) })
+	job = dropPurge(t, ns, "dead")
+	dead := waitJob(t, job.ID, "DEAD_LETTERED", time.Minute)
+	for deadline := time.Now().Add(time.Minute); dlqDepth(t) < dead.BatchesTotal && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // every batch in the DLQ before the redrive
+	}
+	srv.S3Emulator.SetFault(nil)
+	if got := lifecycleEvents(t, job.ID); !slices.Contains(got, "PurgeDeadLettered") {
+		t.Errorf("events of a dead-lettered purge: %v", got)
+	}
+	_ = srv.Redrive(context.Background())
+	waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	waitDrained(t)
+}
+
+// waitDrained waits until the delete queue and its DLQ are empty, so that a
+// later test's fault injection meets no leftover batch.
+func waitDrained(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		main, err := localOnly(t).QueueDepth(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if main+dlqDepth(t) == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -42,6 +42,10 @@ func withEnv(base map[string]*string, extra map[string]*string) map[string]*stri
 // one definition in shared/purge), the delete queue with its DLQ and event
 // source mapping, the reconcile schedule, alarms and a dashboard.
 func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) {
+	s.Bus = awsevents.NewEventBus(st, jsii.String("LifecycleBus"), &awsevents.EventBusProps{
+		EventBusName: jsii.String(*st.StackName() + "-lifecycle"),
+	})
+	env = withEnv(env, map[string]*string{lambdaenv.EnvEventBus: s.Bus.EventBusName()})
 	s.DeleteDLQ = awssqs.NewQueue(st, jsii.String("DeleteDLQ"), &awssqs.QueueProps{
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
@@ -62,6 +66,7 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 	}), 1024, deleteTimeoutSec)
 	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
 		s.Table.GrantReadWriteData(fn)
+		s.Bus.GrantPutEventsTo(fn, nil)
 	}
 	s.Warehouse.GrantRead(s.PlanFn, nil)
 	s.Warehouse.GrantRead(s.DeleteFn, nil)
@@ -92,11 +97,13 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 
 	machineEnv := withEnv(env, map[string]*string{lambdaenv.EnvStateMachine: s.PurgeMachine.StateMachineArn()})
 	s.DropFn = goFunction(st, "DropFn", filepath.Join(p.AssetsDir, "drop"), machineEnv, 512, 29)
+	s.Bus.GrantPutEventsTo(s.DropFn, nil)
 	s.Table.GrantReadWriteData(s.DropFn)
 	s.Warehouse.GrantRead(s.DropFn, nil)
 	s.PurgeMachine.GrantStartExecution(s.DropFn)
 
 	s.ReconcileFn = goFunction(st, "ReconcileFn", filepath.Join(p.AssetsDir, "reconcile"), machineEnv, 256, 300)
+	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil)
 	s.Table.GrantReadWriteData(s.ReconcileFn)
 	s.PurgeMachine.GrantStartExecution(s.ReconcileFn)
 	s.ReconcileFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -42,6 +43,8 @@ type Stack struct {
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
 	DeleteQueue, DeleteDLQ                            awssqs.Queue
 	PurgeMachine                                      awsstepfunctions.StateMachine
+	// Bus receives the lifecycle events (SPEC §4).
+	Bus awsevents.EventBus
 	// EnginePolicy is for engines (Spark, Trino, …): read and write the
 	// warehouse, never delete (soft delete and purge own deletion).
 	EnginePolicy awsiam.ManagedPolicy

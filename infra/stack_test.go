@@ -137,3 +137,17 @@ func TestAlarmsScheduleAndDropRoute(t *testing.T) {
 		"HttpMethod": "DELETE", "AuthorizationType": "AWS_IAM",
 	})
 }
+
+func TestLifecycleEventBus(t *testing.T) {
+	template.ResourceCountIs(jsii.String("AWS::Events::EventBus"), jsii.Number(1))
+	template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+		"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+			"ICEHOLD_EVENT_BUS": assertions.Match_AnyValue(),
+		})},
+	})
+	template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+		"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(&map[string]any{"Action": "events:PutEvents", "Effect": "Allow"}),
+		})},
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -20,6 +21,7 @@ type Endpoints struct {
 	S3       string
 	SQS      string
 	SFN      string
+	Events   string
 	Region   string
 	// Static keys for emulators; empty uses the default credential chain.
 	AccessKey, SecretKey string
@@ -75,6 +77,15 @@ func SFN(cfg aws.Config, ep Endpoints) *sfn.Client {
 	return sfn.NewFromConfig(cfg, func(o *sfn.Options) {
 		if ep.SFN != "" {
 			o.BaseEndpoint = aws.String(ep.SFN)
+		}
+	})
+}
+
+// EventBridge returns an EventBridge client, at ep.Events when set.
+func EventBridge(cfg aws.Config, ep Endpoints) *eventbridge.Client {
+	return eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
+		if ep.Events != "" {
+			o.BaseEndpoint = aws.String(ep.Events)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -39,6 +40,7 @@ const (
 	EnvDeleteQueue  = "ICEHOLD_DELETE_QUEUE_URL"
 	EnvVisibility   = "ICEHOLD_DELETE_VISIBILITY_SECONDS"
 	EnvMaxReceives  = "ICEHOLD_DELETE_MAX_RECEIVES"
+	EnvEventBus     = "ICEHOLD_EVENT_BUS" // EventBridge bus of the lifecycle events
 )
 
 // Env is a function's configuration.
@@ -49,6 +51,7 @@ type Env struct {
 	Endpoints             awsconfig.Endpoints
 	StateMachineARN       string
 	Queue                 purge.QueueConfig
+	EventBus              string
 	// IOProps configure iceberg-go's FileIO (locally: S3 endpoint and keys).
 	IOProps map[string]string
 }
@@ -67,6 +70,7 @@ func FromEnv() (Env, error) {
 			SFN:      os.Getenv(EnvSFNEndpoint),
 		},
 		StateMachineARN: os.Getenv(EnvStateMachine),
+		EventBus:        os.Getenv(EnvEventBus),
 		Queue:           purge.QueueConfig{URL: os.Getenv(EnvDeleteQueue)},
 	}
 	if v := os.Getenv(EnvVisibility); v != "" {
@@ -145,7 +149,15 @@ func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) 
 		Store: st, Catalog: cat, S3: awsconfig.S3(cfg, e.Endpoints),
 		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
 		Metrics: os.Stdout, // CloudWatch reads embedded-metric-format lines from the logs
+		Events:  busOf(cfg, e),
 	}
+}
+
+func busOf(cfg aws.Config, e Env) *eventbus.Bus {
+	if e.EventBus == "" {
+		return nil
+	}
+	return eventbus.New(awsconfig.EventBridge(cfg, e.Endpoints), e.EventBus)
 }
 
 // SQS returns the SQS client of the environment (the delete function's lease).

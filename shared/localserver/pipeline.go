@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/purge"
@@ -98,6 +99,13 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		}
 		svc.Metrics = f
 		s.closers = append(s.closers, f)
+		ev, err := os.OpenFile(filepath.Join(s.dir, "events.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		// The local event bus: one JSON line per EventBridge entry.
+		svc.Events = eventbus.New(&eventbus.JSONLines{W: ev}, "icehold")
+		s.closers = append(s.closers, ev)
 	}
 	s.Purge = svc
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{

@@ -16,6 +16,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -50,8 +51,12 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 	err = s.runBatch(ctx, j, b)
 	if err != nil && maxReceives > 0 && receiveCount >= maxReceives {
 		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
-		if derr := s.Store.MarkBatchDead(ctx, j, b, reason); derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
+		derr := s.Store.MarkBatchDead(ctx, j, b, reason)
+		if derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
 			return errors.Join(err, derr)
+		}
+		if derr == nil {
+			s.publish(ctx, eventbus.PurgeDeadLettered, j, map[string]any{"batch": b.Number, "reason": reason})
 		}
 	}
 	if err == nil {

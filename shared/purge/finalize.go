@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -118,6 +119,9 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if err == nil {
 		if j, err := s.job(ctx, in); err == nil {
 			s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(j.FilesDeleted)})
+			s.publish(ctx, eventbus.PurgeCompleted, j, map[string]any{
+				"files-deleted": j.FilesDeleted, "files-missing": j.FilesMissing, "files-skipped": j.FilesSkipped, "bytes": j.Bytes,
+			})
 		}
 	}
 	return FinalizeResult{Done: true}, nil

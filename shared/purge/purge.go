@@ -26,6 +26,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -67,6 +68,8 @@ type Service struct {
 	MaxAttempts int
 	// Metrics receives CloudWatch EMF lines (stdout in Lambda); nil: none.
 	Metrics Writer
+	// Events publishes the purge's lifecycle events; nil: none.
+	Events *eventbus.Bus
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
 	crashHook                  atomic.Pointer[func(string) error]
@@ -135,6 +138,8 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		}
 		return store.Job{}, fmt.Errorf("drop %s: %w", id, err)
 	}
+	s.publish(ctx, eventbus.TablePermanentlyDeleted, j, nil)
+	s.publish(ctx, eventbus.PurgeStarted, j, nil)
 	// The job is durable already: if this fails, the reconcile sweep starts it.
 	if err := s.crash("drop.before-start"); err != nil {
 		return j, nil
@@ -201,6 +206,19 @@ func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	}
 	if err == nil {
 		s.emit(map[string]float64{"JobsFailed": 1})
+		s.publish(ctx, eventbus.PurgeFailed, j, map[string]any{"reason": reason})
 	}
 	return err
+}
+
+// publish sends a job's event. Events are a notification, not the record:
+// a failed publish is logged and the step goes on (the job is the record).
+func (s *Service) publish(ctx context.Context, typ string, j store.Job, detail map[string]any) {
+	err := s.Events.Publish(ctx, eventbus.Event{
+		Type: typ, Actor: j.CreatedBy, Catalog: j.Catalog, Namespace: j.Namespace, Table: j.Table,
+		TableUUID: j.TableUUID, JobID: j.ID, Detail: detail,
+	})
+	if err != nil {
+		slog.Warn("publish event", "type", typ, "job", j.ID, "error", err)
+	}
 }

@@ -1,0 +1,105 @@
+// Package eventbus publishes icehold's lifecycle events (SPEC §4: table and
+// purge events with actor, catalog, identifier, table uuid, time and ids) to
+// an EventBridge bus; locally the same calls land in a JSON-lines log.
+package eventbus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+)
+
+// Event types.
+const (
+	TablePermanentlyDeleted = "TablePermanentlyDeleted"
+	PurgeStarted            = "PurgeStarted"
+	PurgeCompleted          = "PurgeCompleted"
+	PurgeDeadLettered       = "PurgeDeadLettered"
+	PurgeFailed             = "PurgeFailed"
+)
+
+// Source is the EventBridge source of every icehold event.
+const Source = "icehold"
+
+// PutEvents is the EventBridge call the bus makes; *eventbridge.Client and
+// JSONLines satisfy it.
+type PutEvents interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// Event is one lifecycle event's detail.
+type Event struct {
+	Type      string         `json:"-"`
+	Actor     string         `json:"actor,omitempty"`
+	Catalog   string         `json:"catalog"`
+	Namespace []string       `json:"namespace"`
+	Table     string         `json:"table"`
+	TableUUID string         `json:"table-uuid"`
+	JobID     string         `json:"job-id,omitempty"`
+	Time      time.Time      `json:"time"`
+	Detail    map[string]any `json:"detail,omitempty"`
+}
+
+// Bus publishes to one event bus.
+type Bus struct {
+	api  PutEvents
+	name string
+}
+
+// New returns a bus; a nil *Bus publishes nothing.
+func New(api PutEvents, busName string) *Bus { return &Bus{api: api, name: busName} }
+
+// Publish sends one event.
+func (b *Bus) Publish(ctx context.Context, e Event) error {
+	if b == nil || b.api == nil {
+		return nil
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	detail, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	out, err := b.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		EventBusName: aws.String(b.name), Source: aws.String(Source), DetailType: aws.String(e.Type),
+		Detail: aws.String(string(detail)), Time: aws.Time(e.Time),
+	}}})
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", e.Type, err)
+	}
+	if out.FailedEntryCount > 0 {
+		return fmt.Errorf("publish %s: %s", e.Type, aws.ToString(out.Entries[0].ErrorMessage))
+	}
+	return nil
+}
+
+// JSONLines is the local event bus: every entry becomes one JSON line
+// {"detail-type", "source", "bus", "detail"}.
+type JSONLines struct {
+	mu sync.Mutex
+	W  io.Writer
+}
+
+// PutEvents writes the entries.
+func (j *JSONLines) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range in.Entries {
+		line, _ := json.Marshal(map[string]any{
+			"detail-type": aws.ToString(e.DetailType), "source": aws.ToString(e.Source),
+			"bus": aws.ToString(e.EventBusName), "detail": json.RawMessage(aws.ToString(e.Detail)),
+		})
+		if _, err := j.W.Write(append(line, '\n')); err != nil {
+			return nil, err
+		}
+	}
+	return &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}, nil
+}
