@@ -127,23 +127,10 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 
 func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
 	dlqDepth := s.DeleteDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1))})
-	awscloudwatch.NewAlarm(st, jsii.String("DeleteDLQNotEmpty"), &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String("Purge batches are dead-lettered: fix the cause, then redrive the DLQ from the SQS console"),
-		Metric:             dlqDepth,
-		Threshold:          jsii.Number(1),
-		EvaluationPeriods:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
+	atLeastOne(st, "DeleteDLQNotEmpty", dlqDepth,
+		"Purge batches are dead-lettered: fix the cause, then redrive the DLQ from the SQS console")
 	failed := s.PurgeMachine.MetricFailed(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5))})
-	awscloudwatch.NewAlarm(st, jsii.String("PurgeJobsFailed"), &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String("A purge job failed; its last-error says why (icehold jobs show)"),
-		Metric:             failed,
-		Threshold:          jsii.Number(1),
-		EvaluationPeriods:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
+	atLeastOne(st, "PurgeJobsFailed", failed, "A purge job failed; its last-error says why (icehold jobs show)")
 	jobs := func(name string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String("icehold"), MetricName: jsii.String(name), Statistic: jsii.String("Maximum")})
 	}
@@ -156,4 +143,16 @@ func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
 		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Oldest pending job (s) and files deleted"),
 			Left: &[]awscloudwatch.IMetric{jobs("OldestPendingAgeSeconds")}, Right: &[]awscloudwatch.IMetric{jobs("FilesDeleted")}}),
 	)
+}
+
+// atLeastOne alarms when a metric reaches 1 in one period.
+func atLeastOne(st awscdk.Stack, id string, metric awscloudwatch.IMetric, why string) {
+	awscloudwatch.NewAlarm(st, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String(why),
+		Metric:             metric,
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
 }
