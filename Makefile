@@ -4,7 +4,9 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 # Counted, not timed: a timed -fuzztime trips golang/go#75804 on Go 1.26
 # ("context deadline exceeded" at the deadline, no failing input).
 FUZZTIME ?= 3000x
-FUZZ_TARGETS := FuzzCommitTable FuzzCreateTable FuzzNamespaceRequests FuzzTransaction FuzzNamespacePath
+# target:package
+FUZZ_TARGETS := FuzzCommitTable:./shared/router/ FuzzCreateTable:./shared/router/ FuzzNamespaceRequests:./shared/router/ \
+	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/
 
 export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
@@ -26,9 +28,10 @@ vet:
 	$(GO) vet ./...
 
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $$t ($(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) ./shared/router/ || exit 1; \
+	@for tp in $(FUZZ_TARGETS); do \
+		t=$${tp%%:*}; p=$${tp#*:}; \
+		echo "fuzz $$t in $$p ($(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$p || exit 1; \
 	done
 
 ## bench: the SPEC §8 figures beside their baselines

@@ -19,14 +19,21 @@ func newFixture(t *testing.T, admin string) fixture {
 	t.Helper()
 	ns := uniq("authz")
 	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces", admin, map[string]any{"namespace": []string{ns}})
-	out := mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", admin, map[string]any{
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", admin, map[string]any{
 		"name":   "t",
+		"schema": map[string]any{"type": "struct", "schema-id": 0, "fields": []any{map[string]any{"id": 1, "name": "x", "type": "long", "required": false}}},
+	})
+	// A dropped table's metadata: nobody owns its location, so it can be
+	// registered (a live table's metadata is refused: its location is owned).
+	out := mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", admin, map[string]any{
+		"name":   "r",
 		"schema": map[string]any{"type": "struct", "schema-id": 0, "fields": []any{map[string]any{"id": 1, "name": "x", "type": "long", "required": false}}},
 	})
 	var res struct {
 		Loc string `json:"metadata-location"`
 	}
 	mustDecode(t, out, &res)
+	mustCall(t, 204, "DELETE", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/r", admin, nil)
 	return fixture{ns: ns, meta: res.Loc}
 }
 
@@ -79,7 +86,8 @@ var routes = []route{
 		}},
 	{name: "create catalog", method: "POST", path: "/lifecycle/v1/catalogs", privs: []authz.Privilege{authz.CatalogManage}, system: true, want: 201,
 		body: func(fixture) any {
-			return map[string]any{"name": uniq("cat"), "warehouse": "s3://icehold-warehouse/other"}
+			name := uniq("cat")
+			return map[string]any{"name": name, "warehouse": "s3://icehold-warehouse/" + name}
 		}},
 	{name: "get catalog", method: "GET", path: "/lifecycle/v1/catalogs/{c}", privs: []authz.Privilege{authz.CatalogManage}, want: 200},
 	{name: "catalog properties", method: "POST", path: "/lifecycle/v1/catalogs/{c}/properties", privs: []authz.Privilege{authz.CatalogManage}, want: 200,

@@ -142,6 +142,12 @@ func TestTableLifeThroughRESTCatalog(t *testing.T) {
 		t.Errorf("rename changed the metadata pointer")
 	}
 
+	// Register takes a table's metadata back into the catalog: here after a
+	// drop that kept the files (a live table's location is its own: a copy
+	// of it is refused, see ownership_test.go).
+	if err := cat.DropTable(ctx, renamed); err != nil {
+		t.Fatalf("drop: %v", err)
+	}
 	copyIdent := table.Identifier{ns[0], "events_copy"}
 	reg, err := cat.RegisterTable(ctx, copyIdent, afterRename.MetadataLocation())
 	if err != nil {
@@ -149,6 +155,10 @@ func TestTableLifeThroughRESTCatalog(t *testing.T) {
 	}
 	if n := countRows(t, reg); n != 25 {
 		t.Errorf("registered table scans %d rows, want 25", n)
+	}
+	renamed = table.Identifier{ns[0], "events_b"}
+	if _, err := cat.CreateTable(ctx, renamed, eventSchema, catalog.WithPartitionSpec(&eventSpec)); err != nil {
+		t.Fatalf("create b: %v", err)
 	}
 
 	t.Run("multi-table commit is atomic", func(t *testing.T) {
@@ -180,10 +190,10 @@ func TestTableLifeThroughRESTCatalog(t *testing.T) {
 		// A stale transaction on one table fails the whole commit.
 		staleA, _ := cat.LoadTable(ctx, renamed)
 		freshB, _ := cat.LoadTable(ctx, copyIdent)
-		appendRows(t, staleA, rows(t, 100, 2, true)) // moves a's main branch
+		appendRows(t, staleA, rows(t, 100, 2, false)) // moves a's main branch
 		mt, _ = catalog.NewMultiTableTransaction(cat)
 		txA := staleA.NewTransaction()
-		_ = txA.AppendTable(ctx, rows(t, 200, 2, true), 1000, nil)
+		_ = txA.AppendTable(ctx, rows(t, 200, 2, false), 1000, nil)
 		txB := freshB.NewTransaction()
 		_ = txB.SetProperties(iceberg.Properties{"owner": "only-b"})
 		_ = mt.AddTransaction(txA)
@@ -196,8 +206,8 @@ func TestTableLifeThroughRESTCatalog(t *testing.T) {
 			t.Errorf("table b changed although the transaction failed")
 		}
 		a2, _ := cat.LoadTable(ctx, renamed)
-		if n := countRows(t, a2); n != 27 {
-			t.Errorf("table a has %d rows, want 27 (only the separate append)", n)
+		if n := countRows(t, a2); n != 2 {
+			t.Errorf("table a has %d rows, want 2 (only the separate append)", n)
 		}
 	})
 }

@@ -125,6 +125,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.purgePipeline(st, p, env)
 
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})
+	awscdk.NewCfnOutput(st, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: s.Table.TableName(), Description: jsii.String("the DynamoDB table (icehold migrate --table)")})
 	awscdk.NewCfnOutput(st, jsii.String("WarehouseBucket"), &awscdk.CfnOutputProps{Value: s.Warehouse.BucketName()})
 	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
 	return s

@@ -13,6 +13,7 @@ usage:
   icehold invoke FUNCTION EVENT.json    run a function's handler on a sample event (make invoke)
   icehold local redrive                 move the local delete DLQ back to its queue (the console's redrive)
   icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
+  icehold migrate ownership --table T   claim the locations of what predates the ownership index (AWS)
 
 run "icehold local -h" for its flags.
 `
@@ -34,6 +35,8 @@ func main() {
 		err = runJobs(os.Args[2:], os.Stdout)
 	case "invoke":
 		err = runInvoke(os.Args[2:])
+	case "migrate":
+		err = runMigrate(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

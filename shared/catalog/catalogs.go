@@ -105,16 +105,24 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 	if err := validateCatalogProperties(props); err != nil {
 		return CatalogInfo{}, err
 	}
+	claim, err := warehouseClaim(name, warehouse)
+	if err != nil {
+		return CatalogInfo{}, err
+	}
 	c := store.Catalog{
-		Name: name, Warehouse: strings.TrimRight(warehouse, "/"), Properties: props,
+		Name: name, Warehouse: claim.Hold.URI(), Properties: props,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339), CreatedBy: authz.Principal(ctx),
 	}
-	if err := s.store.CreateCatalog(ctx, c); err != nil {
-		if errors.Is(err, store.ErrExists) {
+	if err := s.store.CreateCatalog(ctx, c, &claim); err != nil {
+		switch {
+		case errors.Is(err, store.ErrExists):
 			return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, ErrCatalogExists)
+		case errors.Is(err, store.ErrLocationTaken):
+			return CatalogInfo{}, fmt.Errorf("create catalog %s: warehouse %w", name, s.ownedBy(ctx, claim.Hold))
 		}
 		return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, err)
 	}
+	c.Hold = &claim.Hold
 	return infoOf(c), nil
 }
 

@@ -25,6 +25,9 @@ var (
 	ErrNotFound          = errors.New("not found")
 	// ErrPurging: the name is held by a purge job that has not finished.
 	ErrPurging = errors.New("table is being purged")
+	// ErrLocationOwned: a location equals, contains or lies inside a prefix
+	// another table or catalog owns.
+	ErrLocationOwned = errors.New("location owned by another table or catalog")
 )
 
 // MaxNameBytes bounds one identifier level (DynamoDB keys and S3 keys stay small).

@@ -68,7 +68,7 @@ func tableErr(op string, id Ident, err error) error {
 		return fmt.Errorf("%s table %s: %w", op, id, ErrTableExists)
 	case errors.Is(err, store.ErrConditionFailed):
 		return fmt.Errorf("%s table %s: the table changed concurrently: %w", op, id, ErrCommitFailed)
-	case errors.Is(err, store.ErrBadPageToken):
+	case errors.Is(err, store.ErrBadPageToken), errors.Is(err, store.ErrTooManyItems):
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	return fmt.Errorf("%s table %s: %w", op, id, err)
@@ -78,10 +78,18 @@ func tableErr(op string, id Ident, err error) error {
 // purge deletes under its table's location, so a table must not be able to
 // claim a location elsewhere (another bucket, another catalog).
 func checkLocation(warehouse, loc string) error {
-	if _, _, err := objects.Split(loc + "/x"); err != nil {
-		return fmt.Errorf("%w: location %q must be an s3:// location", ErrBadRequest, loc)
+	l, err := tablePrefix(loc)
+	if err != nil {
+		return err
 	}
-	if !strings.HasPrefix(strings.TrimRight(loc, "/")+"/", strings.TrimRight(warehouse, "/")+"/") || strings.Contains(loc, "/../") {
+	w, err := objects.Prefix(warehouse)
+	if err != nil {
+		return fmt.Errorf("catalog warehouse %q: %w", warehouse, err)
+	}
+	if w == l {
+		return fmt.Errorf("%w: location %q is the catalog's warehouse root", ErrBadRequest, loc)
+	}
+	if !w.Contains(l) {
 		return fmt.Errorf("%w: location %q is outside the catalog's warehouse %s", ErrBadRequest, loc, warehouse)
 	}
 	return nil
@@ -128,6 +136,13 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	} else if err := checkLocation(c.Warehouse, loc); err != nil {
 		return TableResult{}, err
 	}
+	claim, err := tableClaim(c, id, loc)
+	if err != nil {
+		return TableResult{}, err
+	}
+	if err := s.checkFree(ctx, claim.Hold); err != nil {
+		return TableResult{}, err
+	}
 	spec := iceberg.UnpartitionedSpec
 	if req.PartitionSpec != nil {
 		spec = req.PartitionSpec
@@ -149,12 +164,15 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 		return TableResult{}, tableErr("create", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
-	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry}}); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+	entry.Hold = &claim.Hold
+	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim}}); err != nil {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			return TableResult{}, nsErr("create table in", ns, err)
-		}
-		if errors.Is(err, store.ErrTombstoned) {
+		case errors.Is(err, store.ErrTombstoned):
 			return TableResult{}, s.purging(ctx, cat, id)
+		case errors.Is(err, store.ErrLocationTaken):
+			return TableResult{}, fmt.Errorf("create table %s: %w", id, s.ownedBy(ctx, claim.Hold))
 		}
 		return TableResult{}, tableErr("create", id, err)
 	}
@@ -293,6 +311,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
+	var claim *store.Claim
 	if base == nil || meta.Location() != base.Location() {
 		c, err := s.catalog(ctx, cat)
 		if err != nil {
@@ -300,6 +319,16 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		}
 		if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
 			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
+		if creating || !sameLocation(current.Hold, meta.Location()) {
+			cl, err := tableClaim(c, id, meta.Location())
+			if err != nil {
+				return staged{}, fmt.Errorf("commit %s: %w", id, err)
+			}
+			if err := s.checkFree(ctx, cl.Hold); err != nil {
+				return staged{}, fmt.Errorf("commit %s: %w", id, err)
+			}
+			claim = &cl
 		}
 	}
 	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation)
@@ -311,7 +340,12 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		next = s.newEntry(ctx, id, metaLoc, meta)
 	}
 	next.MetadataLocation = metaLoc
-	return staged{id: id, write: store.TableWrite{Entry: next, Expected: current.MetadataLocation}, raw: raw}, nil
+	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation}
+	if claim != nil {
+		// A new location: the entry claims it and lets its old one go.
+		w.Claim, w.Release, w.Entry.Hold = claim, current.Hold, &claim.Hold
+	}
+	return staged{id: id, write: w, raw: raw}, nil
 }
 
 func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (table.Metadata, error) {
@@ -338,12 +372,14 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 	if err != nil {
 		return TableResult{}, err
 	}
-	if st.write.Expected == "" {
+	if st.write.Expected == "" || st.write.Claim != nil {
 		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
-		if errors.Is(err, store.ErrTombstoned) {
+		switch {
+		case errors.Is(err, store.ErrTombstoned):
 			return TableResult{}, s.purging(ctx, cat, id)
-		}
-		if errors.Is(err, store.ErrExists) {
+		case errors.Is(err, store.ErrLocationTaken):
+			return TableResult{}, fmt.Errorf("commit %s: %w", id, s.ownedBy(ctx, st.write.Claim.Hold))
+		case errors.Is(err, store.ErrExists):
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
 		}
 	} else {
@@ -390,6 +426,16 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 	if errors.Is(err, store.ErrTombstoned) {
 		return s.purging(ctx, cat, ids[i])
 	}
+	if errors.Is(err, store.ErrLocationTaken) {
+		for j, w := range writes {
+			if w.Claim != nil {
+				if cerr := s.checkFree(ctx, w.Claim.Hold); cerr != nil {
+					return fmt.Errorf("commit transaction: %s: %w", ids[j], cerr)
+				}
+			}
+		}
+		return fmt.Errorf("commit transaction: two tables claim overlapping locations: %w", ErrLocationOwned)
+	}
 	if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
 		err = store.ErrConditionFailed
 	}
@@ -399,14 +445,21 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 	return nil
 }
 
-// DropTable removes a table's entry. Files are left alone here; the purge and
-// soft-delete pipelines own what happens to them.
+// DropTable removes a table's entry and releases its location. Files are
+// left alone here; the purge and soft-delete pipelines own what happens to
+// them.
 func (s *Service) DropTable(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
-	if _, err := s.entry(ctx, cat, id); err != nil {
-		return store.TableEntry{}, err
+	for attempt := 0; ; attempt++ {
+		e, err := s.entry(ctx, cat, id)
+		if err != nil {
+			return store.TableEntry{}, err
+		}
+		err = s.store.DeleteTable(ctx, cat, e)
+		if errors.Is(err, store.ErrConditionFailed) && attempt < 5 {
+			continue // a commit moved the pointer: drop what is there now
+		}
+		return e, tableErr("drop", id, err)
 	}
-	e, err := s.store.DeleteTable(ctx, cat, id.Namespace, id.Name)
-	return e, tableErr("drop", id, err)
 }
 
 // RenameTable moves a table to another identifier (same catalog).
@@ -424,6 +477,8 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	switch {
 	case nsMissing:
 		return nsErr("rename to", to.Namespace, err)
+	case errors.Is(err, store.ErrTombstoned):
+		return s.purging(ctx, cat, to)
 	case errors.Is(err, store.ErrExists):
 		return tableErr("rename to", to, err)
 	case errors.Is(err, store.ErrNotFound):
@@ -432,12 +487,16 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	return tableErr("rename", from, err)
 }
 
-// RegisterTable creates an entry for an existing metadata file.
+// RegisterTable creates an entry for an existing metadata file. The entry
+// owns the table location the metadata names; a location another table or
+// catalog owns is refused (409): a registered copy of a live table could
+// otherwise purge that table's files.
 func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaLoc string, overwrite bool) (TableResult, error) {
 	if err := id.Validate(); err != nil {
 		return TableResult{}, err
 	}
-	if _, err := s.catalog(ctx, cat); err != nil {
+	c, err := s.catalog(ctx, cat)
+	if err != nil {
 		return TableResult{}, err
 	}
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
@@ -454,13 +513,46 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
-	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Overwrite: overwrite}}); err != nil {
-		if errors.Is(err, store.ErrTombstoned) {
+	w := store.TableWrite{Entry: entry}
+	if !overwrite {
+		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
+			return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+		}
+	}
+	if overwrite {
+		if old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
+			w.Expected = old.MetadataLocation
+			if sameLocation(old.Hold, meta.Location()) {
+				w.Entry.Hold = old.Hold // the same table moving on: it keeps its claim
+			} else {
+				w.Release = old.Hold
+			}
+		}
+	}
+	if w.Entry.Hold == nil {
+		claim, err := tableClaim(c, id, meta.Location())
+		if err != nil {
+			return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+		}
+		if w.Release == nil { // with a release, only the transaction can tell
+			if err := s.checkFree(ctx, claim.Hold); err != nil {
+				return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+			}
+		}
+		w.Claim, w.Entry.Hold = &claim, &claim.Hold
+	}
+	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {
+		switch {
+		case errors.Is(err, store.ErrTombstoned):
 			return TableResult{}, s.purging(ctx, cat, id)
+		case errors.Is(err, store.ErrLocationTaken):
+			return TableResult{}, fmt.Errorf("register %s: %w", id, s.ownedBy(ctx, w.Claim.Hold))
+		case errors.Is(err, store.ErrNotFound):
+			return TableResult{}, nsErr("register in", id.Namespace, err)
 		}
 		return TableResult{}, tableErr("register", id, err)
 	}
-	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
+	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: w.Entry}, nil
 }
 
 // recover is register as recovery: registering a purged table's own metadata

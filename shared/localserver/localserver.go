@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -205,6 +206,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	warehouse := "s3://" + o.Bucket + "/" + o.Catalog
 	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, nil); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
 		return nil, fmt.Errorf("bootstrap catalog: %w", err)
+	}
+	// State from before the ownership index: claim what exists, once.
+	if rep, ran, err := s.Catalog.EnsureOwnership(ctx); err != nil {
+		return nil, fmt.Errorf("ownership backfill: %w", err)
+	} else if ran && (rep.Tables+rep.Jobs > 0 || len(rep.Conflicts) > 0) {
+		slog.Info("ownership index backfilled", "warehouses", rep.Warehouses, "tables", rep.Tables, "jobs", rep.Jobs, "conflicts", rep.Conflicts)
 	}
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,17 +37,16 @@ type Store struct{ s3 S3 }
 // New returns a Store over an S3 client.
 func New(c S3) *Store { return &Store{s3: c} }
 
-// Split parses s3://bucket/key (s3a and s3n too, as engines write them).
+// Split parses the URI of one object (see Parse): its bucket and exact key.
 func Split(uri string) (bucket, key string, err error) {
-	u, err := url.Parse(uri)
-	if err != nil || (u.Scheme != "s3" && u.Scheme != "s3a" && u.Scheme != "s3n") || u.Host == "" {
-		return "", "", fmt.Errorf("%w: %q", ErrBadURI, uri)
+	l, err := Parse(uri)
+	if err != nil {
+		return "", "", err
 	}
-	key = strings.TrimPrefix(u.Path, "/")
-	if key == "" {
-		return "", "", fmt.Errorf("%w: %q has no key", ErrBadURI, uri)
+	if l.Key == "" || strings.HasSuffix(l.Key, "/") {
+		return "", "", fmt.Errorf("%w: %q names no object", ErrBadURI, uri)
 	}
-	return u.Host, key, nil
+	return l.Bucket, l.Key, nil
 }
 
 // Get reads a whole object.

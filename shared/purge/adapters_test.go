@@ -60,7 +60,7 @@ func s3Client(url string) *s3.Client {
 func objs(n int) []object {
 	out := make([]object, n)
 	for i := range out {
-		out[i] = object{path: fmt.Sprintf("s3://b/t/data/k%04d.parquet", i), size: 10}
+		out[i] = object{key: fmt.Sprintf("t/data/k%04d.parquet", i), size: 10}
 	}
 	return out
 }
@@ -87,7 +87,7 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	pacer.Start = 1000
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer}
 
-	deleted, missing, bytes, err := s.deleteObjects(context.Background(), "s3://b/t/", objs(1000))
+	deleted, missing, bytes, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,53 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	if r := pacer.Rate("s3://b/t/"); r >= 1000 {
 		t.Errorf("pacer rate %v did not back off after SlowDown", r)
 	}
-	if _, _, _, err := s.deleteObjects(context.Background(), "s3://b/t/", objs(1001)); err == nil {
+	if _, _, _, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1001)); err == nil {
 		t.Errorf("1001 keys in one call were accepted")
+	}
+}
+
+// Keys reach DeleteObjects exactly as the manifest spells them: escaped
+// partition values stay escaped (the decoded key is another object), and
+// s3a:// paths are the same objects as s3:// ones.
+func TestDeleteSendsExactKeys(t *testing.T) {
+	stub := &stubS3{answer: func(int, []string) (int, string) { return 200, `<DeleteResult></DeleteResult>` }}
+	srv := httptest.NewServer(stub)
+	defer srv.Close()
+	s := &Service{S3: s3Client(srv.URL), Pacer: NewPacer()}
+	j := store.Job{Catalog: "c", Scope: "s3://b1x/wh/t/", Hold: &store.Hold{Bucket: "b1x", Prefix: "wh/t"}}
+	g := newGuard(nil, j)
+	paths := map[string]string{
+		"s3://b1x/wh/t/data/city=M%C3%BCnchen/f.parquet": "wh/t/data/city=M%C3%BCnchen/f.parquet",
+		"s3a://b1x/wh/t/data/city=New+York/f.parquet":    "wh/t/data/city=New+York/f.parquet",
+		"s3n://b1x/wh/t/data/city=a%2Fb/f.parquet":       "wh/t/data/city=a%2Fb/f.parquet",
+		"s3://b1x/wh/t/data/city=50%25off/f.parquet":     "wh/t/data/city=50%25off/f.parquet",
+		"s3://b1x/wh/t/data/p=a b/f.parquet":             "wh/t/data/p=a b/f.parquet",
+	}
+	var batch []object
+	want := map[string]bool{}
+	for p, k := range paths {
+		obj, ok, err := g.allows(context.Background(), p)
+		if err != nil || !ok || obj.Key != k {
+			t.Fatalf("%s: key %q allowed %v (%v), want %q", p, obj.Key, ok, err, k)
+		}
+		batch = append(batch, object{key: obj.Key})
+		want[k] = true
+	}
+	for _, p := range []string{"s3://b1x/wh/t2/data/f", "s3://other/wh/t/f", "s3://b1x/wh/t", "http://b1x/wh/t/f"} {
+		if _, ok, err := g.allows(context.Background(), p); ok || err != nil {
+			t.Errorf("%s is allowed (%v)", p, err)
+		}
+	}
+	if _, _, _, err := s.deleteObjects(context.Background(), g.bucket(), j.Scope, batch); err != nil {
+		t.Fatal(err)
+	}
+	if len(stub.calls) != 1 || len(stub.calls[0]) != len(want) {
+		t.Fatalf("calls %v", stub.calls)
+	}
+	for _, k := range stub.calls[0] {
+		if !want[k] {
+			t.Errorf("S3 was asked to delete %q", k)
+		}
 	}
 }
 
@@ -126,7 +171,7 @@ func TestPersistentSlowDownFailsTheBatch(t *testing.T) {
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer, Backoff: time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, _, _, err := s.deleteObjects(ctx, "s3://b/t/", objs(3))
+	_, _, _, err := s.deleteObjects(ctx, "b", "s3://b/t/", objs(3))
 	if err == nil || !strings.Contains(err.Error(), "throttled") {
 		t.Errorf("err = %v, want throttled", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/icehold/icehold/shared/eventbus"
-	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -120,9 +118,9 @@ func manifestOf(r store.ManifestRef) iceberg.ManifestFile {
 		Content(iceberg.ManifestContent(r.Content)).Build()
 }
 
-// object is one key to delete and its size.
+// object is one key to delete (exact, never decoded) and its size.
 type object struct {
-	path string
+	key  string
 	size int64
 }
 
@@ -138,11 +136,12 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	if err != nil {
 		return fmt.Errorf("file io: %w", err)
 	}
+	g := newGuard(s.Store, j)
 	cp := [2]int{b.Manifest, b.Entry}
 	var chunk []object
 	skipped := int64(0)
 	step := func(to [2]int, done bool) error {
-		deleted, missing, bytes, err := s.deleteObjects(ctx, j.Scope, chunk)
+		deleted, missing, bytes, err := s.deleteObjects(ctx, g.bucket(), j.Scope, chunk)
 		if err != nil {
 			return err
 		}
@@ -175,10 +174,14 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 				return nil
 			}
 			df := e.DataFile()
-			if !inScope(j.Scope, df.FilePath()) {
+			obj, ok, err := g.allows(ctx, df.FilePath())
+			if err != nil {
+				return err
+			}
+			if !ok {
 				skipped++
 			} else {
-				chunk = append(chunk, object{path: df.FilePath(), size: df.FileSizeBytes()})
+				chunk = append(chunk, object{key: obj.Key, size: df.FileSizeBytes()})
 			}
 			if len(chunk) == MaxKeysPerCall {
 				return step([2]int{mi, idx + 1}, false)
@@ -237,17 +240,17 @@ func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start i
 	}
 }
 
-// deleteObjects deletes up to 1000 objects in one DeleteObjects call (paced,
-// retried on SlowDown without the SDK's own retries). A key S3 reports as
-// NoSuchKey counts as missing; on AWS a missing key is reported deleted.
-func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object) (deleted, missing, bytes int64, err error) {
+// deleteObjects deletes up to 1000 objects of a bucket in one DeleteObjects
+// call (paced per scope, retried on SlowDown without the SDK's own retries).
+// A key S3 reports as NoSuchKey counts as missing; on AWS a missing key is
+// reported deleted.
+func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (deleted, missing, bytes int64, err error) {
 	if len(objs) == 0 {
 		return 0, 0, 0, nil
 	}
 	if len(objs) > MaxKeysPerCall {
 		return 0, 0, 0, fmt.Errorf("%d keys in one call, at most %d", len(objs), MaxKeysPerCall)
 	}
-	bucket, _, _ := strings.Cut(strings.TrimPrefix(scope, "s3://"), "/")
 	pacer := s.Pacer
 	if pacer == nil {
 		pacer = defaultPacer
@@ -255,10 +258,7 @@ func (s *Service) deleteObjects(ctx context.Context, scope string, objs []object
 	sizes := map[string]int64{}
 	var ids []s3types.ObjectIdentifier
 	for _, o := range objs {
-		_, k, err := objects.Split(o.path)
-		if err != nil {
-			return 0, 0, 0, err
-		}
+		k := o.key
 		if _, dup := sizes[k]; dup {
 			continue
 		}

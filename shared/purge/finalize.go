@@ -48,13 +48,14 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if err := s.crash("finalize.start"); err != nil {
 		return FinalizeResult{}, err
 	}
+	g := newGuard(s.Store, j)
 	if j.BatchesDone < j.BatchesTotal {
 		return FinalizeResult{}, fmt.Errorf("finalize %s: %d of %d batches still running", j.ID, j.BatchesTotal-j.BatchesDone, j.BatchesTotal)
 	}
 	// finalize_total is the list's length plus one for the current metadata
 	// file, fixed once (with the skipped count) when the list is first made.
 	if j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
-		objs, skipped, err := s.metadataLayer(ctx, j)
+		objs, skipped, err := s.metadataLayer(ctx, j, g)
 		if err != nil {
 			return FinalizeResult{}, err
 		}
@@ -75,7 +76,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 				return FinalizeResult{}, nil // continue in the next invocation
 			}
 			end := min(j.FinalizeOffset+MaxKeysPerCall, j.FinalizeTotal-1, len(objs))
-			deleted, missing, bytes, err := s.deleteObjects(ctx, j.Scope, objs[j.FinalizeOffset:end])
+			deleted, missing, bytes, err := s.deleteObjects(ctx, g.bucket(), j.Scope, objs[j.FinalizeOffset:end])
 			if err != nil {
 				return FinalizeResult{}, err
 			}
@@ -97,8 +98,12 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	}
 	// Last, the current metadata file: until now it was there to resume from.
 	counters := map[string]int64{}
-	if inScope(j.Scope, j.MetadataLocation) {
-		deleted, missing, _, err := s.deleteObjects(ctx, j.Scope, []object{{path: j.MetadataLocation}})
+	cur, ok, err := g.allows(ctx, j.MetadataLocation)
+	if err != nil {
+		return FinalizeResult{}, err
+	}
+	if ok {
+		deleted, missing, _, err := s.deleteObjects(ctx, g.bucket(), j.Scope, []object{{key: cur.Key}})
 		if err != nil {
 			return FinalizeResult{}, err
 		}
@@ -129,7 +134,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 
 // metadataLayer lists, in a fixed order and each once, the objects finalize
 // deletes before the current metadata file, and counts those out of scope.
-func (s *Service) metadataLayer(ctx context.Context, j store.Job) ([]object, int64, error) {
+func (s *Service) metadataLayer(ctx context.Context, j store.Job, g *guard) ([]object, int64, error) {
 	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read metadata: %w", err)
@@ -137,16 +142,22 @@ func (s *Service) metadataLayer(ctx context.Context, j store.Job) ([]object, int
 	seen := map[string]bool{j.MetadataLocation: true}
 	var out []object
 	var skipped int64
+	var gerr error
 	add := func(path string, size int64) {
-		if path == "" || seen[path] {
+		if path == "" || seen[path] || gerr != nil {
 			return
 		}
 		seen[path] = true
-		if !inScope(j.Scope, path) {
+		obj, ok, err := g.allows(ctx, path)
+		if err != nil {
+			gerr = err
+			return
+		}
+		if !ok {
 			skipped++
 			return
 		}
-		out = append(out, object{path: path, size: size})
+		out = append(out, object{key: obj.Key, size: size})
 	}
 	token := ""
 	for {
@@ -176,5 +187,5 @@ func (s *Service) metadataLayer(ctx context.Context, j store.Job) ([]object, int
 	for e := range meta.PreviousFiles() {
 		add(e.MetadataFile, 0)
 	}
-	return out, skipped, nil
+	return out, skipped, gerr
 }

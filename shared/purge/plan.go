@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -94,9 +93,17 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	if err != nil {
 		return j, err
 	}
-	scope := strings.TrimRight(meta.Location(), "/") + "/"
-	if c, err := s.Catalog.GetCatalog(ctx, j.Catalog); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
-		scope = strings.TrimRight(c.Warehouse, "/") + "/"
+	// The purge deletes under the location the table owns (its claim),
+	// never under the location its metadata names: a registered copy of
+	// another table's metadata names that table's location.
+	scope := ""
+	if j.Hold != nil {
+		scope = j.Hold.URI() + "/"
+		if c, err := s.Catalog.GetCatalog(ctx, j.Catalog); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
+			if w, err := objects.Prefix(c.Warehouse); err == nil && w.Contains(objects.Location{Bucket: j.Hold.Bucket, Key: j.Hold.Prefix}) {
+				scope = w.URI() + "/"
+			}
+		}
 	}
 	gc := meta.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault)
 	manifests, err := s.distinctManifests(ctx, meta)

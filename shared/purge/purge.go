@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -174,17 +173,6 @@ func (s *Service) job(ctx context.Context, in Input) (store.Job, error) {
 		return j, fmt.Errorf("job %s/%s: %w", in.Catalog, in.JobID, err)
 	}
 	return j, nil
-}
-
-// inScope reports whether an object may be deleted by this job: only under
-// the table's own location (or the warehouse when the catalog widens it).
-func inScope(scope, path string) bool {
-	for _, alt := range []string{"s3a://", "s3n://"} {
-		if rest, ok := strings.CutPrefix(path, alt); ok {
-			path = "s3://" + rest
-		}
-	}
-	return scope != "" && strings.HasPrefix(path, scope)
 }
 
 // Fail marks a job FAILED with the reason (the workflow's catch path, or

@@ -55,6 +55,7 @@ func statusOf(err error) (int, string) {
 		{catalog.ErrNamespaceNotEmpty, http.StatusConflict, "NamespaceNotEmptyException"},
 		{catalog.ErrCommitFailed, http.StatusConflict, "CommitFailedException"},
 		{catalog.ErrPurging, http.StatusConflict, "AlreadyExistsException"},
+		{catalog.ErrLocationOwned, http.StatusConflict, "LocationOwnedException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},
 	}

@@ -39,13 +39,16 @@ type Job struct {
 	MetadataLocation string   `dynamodbav:"metadata_location"`
 	State            string   `dynamodbav:"state"`
 	// Tombstoned: the job holds the name (a drop with purge; not a hold expiry).
-	Tombstoned bool   `dynamodbav:"tombstoned"`
-	Execution  string `dynamodbav:"execution"`
-	Attempts   int    `dynamodbav:"attempts"`
-	LastError  string `dynamodbav:"last_error"`
-	CreatedBy  string `dynamodbav:"created_by"`
-	CreatedAt  string `dynamodbav:"created_at"`
-	UpdatedAt  string `dynamodbav:"updated_at"`
+	Tombstoned bool `dynamodbav:"tombstoned"`
+	// Hold: the table's location claim, held by the job until it ends. The
+	// purge deletes only under it; nil: the table owned nothing.
+	Hold      *Hold  `dynamodbav:"hold,omitempty"`
+	Execution string `dynamodbav:"execution"`
+	Attempts  int    `dynamodbav:"attempts"`
+	LastError string `dynamodbav:"last_error"`
+	CreatedBy string `dynamodbav:"created_by"`
+	CreatedAt string `dynamodbav:"created_at"`
+	UpdatedAt string `dynamodbav:"updated_at"`
 	// Plan results.
 	Planned      bool   `dynamodbav:"planned"`
 	Location     string `dynamodbav:"location"`
@@ -107,11 +110,13 @@ type Tombstone struct {
 }
 
 // DropForPurge removes a table entry and creates its purge job and (when
-// tombstone) the tombstone, in one transaction. ErrNotFound if the entry
-// moved or vanished since it was read.
+// tombstone) the tombstone, in one transaction; the entry's location claim
+// passes to the job. ErrNotFound if the entry moved or vanished since it was
+// read; ErrTombstoned if a job already holds the name.
 func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone bool) error {
 	j.CreatedAt, j.UpdatedAt = now(), now()
 	j.Tombstoned = tombstone
+	j.Hold = e.Hold
 	items, err := s.jobCreateItems(j)
 	if err != nil {
 		return err
@@ -122,16 +127,32 @@ func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone
 		ConditionExpression:       aws.String("metadata_location = :m"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
 	}})
+	tombAt := -1
 	if tombstone {
 		xpk, xsk := tombKey(j.Catalog, e.Namespace, e.Name)
 		item, err := withKey(Tombstone{JobID: j.ID}, xpk, xsk)
 		if err != nil {
 			return err
 		}
-		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item}})
+		tombAt = len(items)
+		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		}})
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	if cancelReasons(err) != nil {
+	if e.Hold != nil {
+		var lc locChange
+		lc.Retag(*e.Hold, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name, JobID: j.ID})
+		loc, err := s.locItems(&lc)
+		if err != nil {
+			return err
+		}
+		items = append(items, loc...)
+	}
+	err = s.transactWrite(ctx, items)
+	if reasons := cancelReasons(err); reasons != nil {
+		if tombAt >= 0 && tombAt < len(reasons) && reasons[tombAt] {
+			return ErrTombstoned
+		}
 		return ErrNotFound
 	}
 	return err
@@ -144,7 +165,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	err = s.transactWrite(ctx, items)
 	if cancelReasons(err) != nil {
 		return ErrExists
 	}
@@ -232,8 +253,11 @@ type JobUpdate struct {
 	Set    map[string]any   // attribute → new value
 	Add    map[string]int64 // counter → delta
 	States []string
-	// Finish: the job becomes terminal: its tombstone and active marker go too.
-	Finish bool
+	// Finish: the job becomes terminal: its tombstone and active marker go
+	// too, and its location claim is released (unless KeepHold: the claim
+	// goes back to a restored entry).
+	Finish   bool
+	KeepHold bool
 	// Extra guard on the job, e.g. "finalize_offset = :fo" with its values.
 	Cond       string
 	CondValues map[string]any
@@ -312,6 +336,15 @@ func (s *Store) jobUpdateItems(j Job, u JobUpdate) ([]ddbtypes.TransactWriteItem
 				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":jid": &ddbtypes.AttributeValueMemberS{Value: j.ID}},
 			}})
 		}
+		if j.Hold != nil && !u.KeepHold {
+			var lc locChange
+			lc.Release(*j.Hold)
+			loc, err := s.locItems(&lc)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, loc...)
+		}
 	}
 	return items, nil
 }
@@ -327,7 +360,7 @@ func (s *Store) UpdateJob(ctx context.Context, j Job, u JobUpdate) error {
 }
 
 func (s *Store) transact(ctx context.Context, items []ddbtypes.TransactWriteItem) error {
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	err := s.transactWrite(ctx, items)
 	if cancelReasons(err) != nil {
 		return ErrConditionFailed
 	}
@@ -451,18 +484,37 @@ func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string
 }
 
 // RestoreFromJob cancels a PENDING job and puts its table entry back, lifting
-// the tombstone: register as recovery. ErrConditionFailed when the job is
-// no longer PENDING or the name was taken.
+// the tombstone: register as recovery. The job's location claim goes back to
+// the entry. ErrConditionFailed when the job is no longer PENDING or the name
+// was taken.
 func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
-	items, err := s.jobUpdateItems(j, JobUpdate{Set: map[string]any{"state": JobCancelled}, States: []string{JobPending}, Finish: true})
+	items, err := s.jobUpdateItems(j, JobUpdate{Set: map[string]any{"state": JobCancelled}, States: []string{JobPending}, Finish: true, KeepHold: true})
 	if err != nil {
 		return err
 	}
+	e.Hold = j.Hold
 	put, err := s.tablePut(j.Catalog, TableWrite{Entry: e})
 	if err != nil {
 		return err
 	}
-	return s.transact(ctx, append(items, s.nsCheck(j.Catalog, e.Namespace), put))
+	items = append(items, s.nsCheck(j.Catalog, e.Namespace), put)
+	if j.Hold != nil {
+		var lc locChange
+		lc.Retag(*j.Hold, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name})
+		loc, err := s.locItems(&lc)
+		if err != nil {
+			return err
+		}
+		items = append(items, loc...)
+	}
+	return s.transact(ctx, items)
+}
+
+// SetJobHold records a backfilled claim on an active job, taking it in the
+// same transaction.
+func (s *Store) SetJobHold(ctx context.Context, j Job, claim Claim) error {
+	pk, sk := jobKey(j.Catalog, j.ID)
+	return s.setHold(ctx, pk, sk, "attribute_exists(pk)", nil, claim)
 }
 
 func num(n int) ddbtypes.AttributeValue {

@@ -27,6 +27,8 @@ type Catalog struct {
 	CreatedAt  string            `dynamodbav:"created_at"`
 	CreatedBy  string            `dynamodbav:"created_by"`
 	Version    int64             `dynamodbav:"version"`
+	// Hold is the catalog's claim on its warehouse (the ownership index).
+	Hold *Hold `dynamodbav:"hold,omitempty"`
 }
 
 // Namespace is one namespace of a catalog.
@@ -46,6 +48,9 @@ type TableEntry struct {
 	CreatedAt        string   `dynamodbav:"created_at"`
 	CreatedBy        string   `dynamodbav:"created_by"`
 	UpdatedAt        string   `dynamodbav:"updated_at"`
+	// Hold is the entry's claim on its location; nil when it owns nothing
+	// (an entry that predates the ownership index and overlaps an owner).
+	Hold *Hold `dynamodbav:"hold,omitempty"`
 }
 
 // Grant holds the privileges of one principal (or principal pattern) on a catalog.
@@ -96,14 +101,43 @@ func withKey(v any, pk, sk string) (map[string]ddbtypes.AttributeValue, error) {
 
 // ---- catalogs ----
 
-// CreateCatalog stores a new catalog; ErrExists if the name is taken.
-func (s *Store) CreateCatalog(ctx context.Context, c Catalog) error {
+// CreateCatalog stores a new catalog and, with claim, its warehouse claim in
+// the same transaction; ErrExists if the name is taken, ErrLocationTaken if
+// the warehouse overlaps another owner's prefix.
+func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim) error {
 	pk, sk := catalogKey(c.Name)
+	if claim != nil {
+		c.Hold = &claim.Hold
+	}
 	item, err := withKey(c, pk, sk)
 	if err != nil {
 		return err
 	}
-	return s.putNew(ctx, item)
+	if claim == nil {
+		return s.putNew(ctx, item)
+	}
+	var lc locChange
+	if err := lc.Take(*claim); err != nil {
+		return err
+	}
+	loc, err := s.locItems(&lc)
+	if err != nil {
+		return err
+	}
+	items := append([]ddbtypes.TransactWriteItem{{Put: &ddbtypes.Put{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}}}, loc...)
+	err = s.runLoc(ctx, items, 1)
+	if errors.Is(err, ErrConditionFailed) {
+		return ErrExists
+	}
+	return err
+}
+
+// SetCatalogHold records a backfilled warehouse claim on a catalog.
+func (s *Store) SetCatalogHold(ctx context.Context, name string, claim Claim) error {
+	pk, sk := catalogKey(name)
+	return s.setHold(ctx, pk, sk, "attribute_exists(pk)", nil, claim)
 }
 
 // GetCatalog loads a catalog; ErrNotFound if unknown.

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -105,6 +107,43 @@ func cancelReasons(err error) []bool {
 		failed[i] = aws.ToString(r.Code) == "ConditionalCheckFailed"
 	}
 	return failed
+}
+
+// transactWrite runs a transaction. DynamoDB cancels a transaction that
+// collides with another one in flight on the same items (reason
+// TransactionConflict, no condition failed); that is retried here, so
+// callers see only the outcome of their own conditions.
+func (s *Store) transactWrite(ctx context.Context, items []ddbtypes.TransactWriteItem) error {
+	for attempt := 0; ; attempt++ {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if attempt >= 8 || !conflictOnly(err) {
+			return err
+		}
+		d := time.Duration(5<<attempt)*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// conflictOnly: a cancellation for a conflicting transaction, no failed condition.
+func conflictOnly(err error) bool {
+	var tce *ddbtypes.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	conflict := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			return false
+		case "TransactionConflict":
+			conflict = true
+		}
+	}
+	return conflict
 }
 
 func (s *Store) get(ctx context.Context, pk, sk string, out any) error {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,14 +40,23 @@ type TableWrite struct {
 	// Expected is the metadata location the entry must still point at; empty
 	// means the entry must not exist yet (a create).
 	Expected string
-	// Overwrite (register with overwrite) replaces whatever entry is there.
-	Overwrite bool
+	// Claim is a location claim the write takes (create, register,
+	// set-location); Release a hold it lets go (the old location).
+	Claim   *Claim
+	Release *Hold
 }
 
 func (s *Store) nsCheck(cat string, ns []string) ddbtypes.TransactWriteItem {
 	pk, sk := nsKey(cat, ns)
 	return ddbtypes.TransactWriteItem{ConditionCheck: &ddbtypes.ConditionCheck{
 		TableName: aws.String(s.table), Key: key(pk, sk), ConditionExpression: aws.String("attribute_exists(pk)"),
+	}}
+}
+
+func (s *Store) tombCheck(cat string, ns []string, name string) ddbtypes.TransactWriteItem {
+	tpk, tsk := tombKey(cat, ns, name)
+	return ddbtypes.TransactWriteItem{ConditionCheck: &ddbtypes.ConditionCheck{
+		TableName: aws.String(s.table), Key: key(tpk, tsk), ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	}}
 }
 
@@ -59,7 +69,6 @@ func (s *Store) tablePut(cat string, w TableWrite) (ddbtypes.TransactWriteItem, 
 	}
 	put := &ddbtypes.Put{TableName: aws.String(s.table), Item: item}
 	switch {
-	case w.Overwrite:
 	case w.Expected == "":
 		put.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	default:
@@ -71,16 +80,19 @@ func (s *Store) tablePut(cat string, w TableWrite) (ddbtypes.TransactWriteItem, 
 
 // WriteTables applies table writes atomically (one DynamoDB transaction): the
 // compare-and-swap of every metadata pointer, creates guarded by the
-// namespace's existence and the absence of a purge tombstone. On a lost guard
-// it returns ErrNotFound (a namespace of a create is gone), ErrTombstoned,
-// ErrExists (a create found the name taken) or ErrConditionFailed (a pointer
-// moved), with the index of the failed write.
+// namespace's existence and the absence of a purge tombstone, and the
+// location claims the writes take and release. On a lost guard it returns
+// ErrNotFound (a namespace of a create is gone), ErrTombstoned, ErrExists (a
+// create found the name taken), ErrConditionFailed (a pointer moved) or
+// ErrLocationTaken, with the index of the failed write.
 func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite) (int, error) {
 	var items []ddbtypes.TransactWriteItem
 	owner := []int{} // which write each transaction item belongs to
 	isNS := []bool{} // whether the item is a namespace guard
 	isTomb := []bool{}
 	checked := map[string]bool{} // one guard per namespace: DynamoDB refuses two operations on one item
+	var lc locChange
+	firstClaim := -1
 	for i, w := range writes {
 		if nsk := strings.Join(w.Entry.Namespace, levelSep); w.Expected == "" && !checked[nsk] {
 			checked[nsk] = true
@@ -89,10 +101,7 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 		}
 		if w.Expected == "" {
 			// A name held by a purge job cannot be created or registered.
-			tpk, tsk := tombKey(cat, w.Entry.Namespace, w.Entry.Name)
-			items = append(items, ddbtypes.TransactWriteItem{ConditionCheck: &ddbtypes.ConditionCheck{
-				TableName: aws.String(s.table), Key: key(tpk, tsk), ConditionExpression: aws.String("attribute_not_exists(pk)"),
-			}})
+			items = append(items, s.tombCheck(cat, w.Entry.Namespace, w.Entry.Name))
 			owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, true)
 		}
 		it, err := s.tablePut(cat, w)
@@ -101,12 +110,35 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 		}
 		items = append(items, it)
 		owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
+		if w.Release != nil {
+			lc.Release(*w.Release)
+		}
+		if w.Claim != nil {
+			if firstClaim < 0 {
+				firstClaim = i
+			}
+			if err := lc.Take(*w.Claim); err != nil {
+				return i, err
+			}
+		}
 	}
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	first := len(items)
+	loc, err := s.locItems(&lc)
+	if err != nil {
+		return max(firstClaim, 0), err
+	}
+	items = append(items, loc...)
+	if len(items) > MaxTransactItems {
+		return 0, fmt.Errorf("%w: %d items, at most %d", ErrTooManyItems, len(items), MaxTransactItems)
+	}
+	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
 		for j, failed := range reasons {
-			if !failed || j >= len(owner) {
+			if !failed {
 				continue
+			}
+			if j >= first {
+				return max(firstClaim, 0), ErrLocationTaken
 			}
 			w := writes[owner[j]]
 			switch {
@@ -152,52 +184,80 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 	return err
 }
 
-// RenameTable moves an entry to a new identifier atomically. ErrNotFound:
-// the source is gone or the destination namespace is missing (second value
-// tells which: true for the namespace); ErrExists: destination taken.
+// RenameTable moves an entry to a new identifier atomically; its location
+// claim follows it. ErrNotFound: the source is gone or the destination
+// namespace is missing (second value tells which: true for the namespace);
+// ErrExists: destination taken; ErrTombstoned: a purge job holds the
+// destination name.
 func (s *Store) RenameTable(ctx context.Context, cat string, from TableEntry, to TableEntry) (bool, error) {
 	fpk, fsk := tableKey(cat, from.Namespace, from.Name)
 	put, err := s.tablePut(cat, TableWrite{Entry: to})
 	if err != nil {
 		return false, err
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+	items := []ddbtypes.TransactWriteItem{
 		{Delete: &ddbtypes.Delete{
 			TableName: aws.String(s.table), Key: key(fpk, fsk),
 			ConditionExpression:       aws.String("metadata_location = :old"),
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":old": &ddbtypes.AttributeValueMemberS{Value: from.MetadataLocation}},
 		}},
 		s.nsCheck(cat, to.Namespace),
+		s.tombCheck(cat, to.Namespace, to.Name),
 		put,
-	}})
+	}
+	if from.Hold != nil {
+		var lc locChange
+		lc.Retag(*from.Hold, Owner{Kind: OwnerTable, Catalog: cat, Namespace: to.Namespace, Name: to.Name})
+		loc, err := s.locItems(&lc)
+		if err != nil {
+			return false, err
+		}
+		items = append(items, loc...)
+	}
+	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
 		switch {
 		case reasons[0]:
 			return false, ErrNotFound
 		case len(reasons) > 1 && reasons[1]:
 			return true, ErrNotFound
-		default:
+		case len(reasons) > 2 && reasons[2]:
+			return false, ErrTombstoned
+		case len(reasons) > 3 && reasons[3]:
 			return false, ErrExists
+		default:
+			return false, ErrConditionFailed
 		}
 	}
 	return false, err
 }
 
-// DeleteTable removes an entry and returns it; ErrNotFound if missing.
-func (s *Store) DeleteTable(ctx context.Context, cat string, ns []string, name string) (TableEntry, error) {
-	pk, sk := tableKey(cat, ns, name)
-	res, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 key(pk, sk),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
-		ReturnValues:        ddbtypes.ReturnValueAllOld,
-	})
-	if conditionFailed(err) {
-		return TableEntry{}, ErrNotFound
+// DeleteTable removes an entry still at the pointer it was read with and
+// releases its location claim (a drop that keeps the files: nobody owns them
+// any more). ErrConditionFailed when the entry moved or vanished.
+func (s *Store) DeleteTable(ctx context.Context, cat string, e TableEntry) error {
+	pk, sk := tableKey(cat, e.Namespace, e.Name)
+	items := []ddbtypes.TransactWriteItem{{Delete: &ddbtypes.Delete{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		ConditionExpression:       aws.String("metadata_location = :m"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
+	}}}
+	if e.Hold != nil {
+		var lc locChange
+		lc.Release(*e.Hold)
+		loc, err := s.locItems(&lc)
+		if err != nil {
+			return err
+		}
+		items = append(items, loc...)
 	}
-	if err != nil {
-		return TableEntry{}, err
-	}
-	var e TableEntry
-	return e, unmarshal(res.Attributes, &e)
+	return s.transact(ctx, items)
+}
+
+// SetTableHold records a backfilled claim on an entry still at the pointer
+// it was read with, taking the claim in the same transaction.
+func (s *Store) SetTableHold(ctx context.Context, cat string, e TableEntry, claim Claim) error {
+	pk, sk := tableKey(cat, e.Namespace, e.Name)
+	return s.setHold(ctx, pk, sk, "metadata_location = :m",
+		map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}}, claim)
 }

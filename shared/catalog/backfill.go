@@ -1,0 +1,171 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/icehold/icehold/shared/store"
+)
+
+// OwnershipMigration names the one-time step that fills the ownership index
+// with the owners that existed before it.
+const OwnershipMigration = "ownership-index-v1"
+
+// OwnershipReport says what the backfill claimed and what it could not.
+type OwnershipReport struct {
+	Warehouses int      `json:"warehouses"`
+	Tables     int      `json:"tables"`
+	Jobs       int      `json:"jobs"`
+	Conflicts  []string `json:"conflicts,omitempty"`
+}
+
+// EnsureOwnership runs the ownership backfill once (make run calls it at
+// every start; in AWS `icehold migrate ownership` does).
+func (s *Service) EnsureOwnership(ctx context.Context) (OwnershipReport, bool, error) {
+	done, err := s.store.Marked(ctx, OwnershipMigration)
+	if err != nil || done {
+		return OwnershipReport{}, false, err
+	}
+	rep, err := s.BackfillOwnership(ctx)
+	if err != nil {
+		return rep, true, err
+	}
+	return rep, true, s.store.Mark(ctx, OwnershipMigration)
+}
+
+// BackfillOwnership claims, for every catalog, table entry and unfinished
+// purge job that has no claim yet, the location it owns, oldest first: where
+// two overlap (a registered copy of a live table), the older keeps it and
+// the younger owns nothing (its purge then deletes nothing under that
+// prefix). Idempotent: what already holds a claim is skipped.
+func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error) {
+	var rep OwnershipReport
+	cats, err := s.store.ListCatalogs(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list catalogs: %w", err)
+	}
+	slices.SortFunc(cats, func(a, b store.Catalog) int { return compareTimes(a.CreatedAt, b.CreatedAt) })
+	byName := map[string]store.Catalog{}
+	for i, c := range cats {
+		if c.Hold == nil {
+			claim, err := warehouseClaim(c.Name, c.Warehouse)
+			if err == nil {
+				err = s.store.SetCatalogHold(ctx, c.Name, claim)
+			}
+			switch {
+			case err == nil:
+				rep.Warehouses++
+				cats[i].Hold = &claim.Hold
+			case errors.Is(err, store.ErrLocationTaken):
+				rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("catalog %s: %v", c.Name, s.ownedBy(ctx, claim.Hold)))
+			default:
+				rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("catalog %s: %v", c.Name, err))
+			}
+		}
+		byName[c.Name] = cats[i]
+	}
+	type pending struct {
+		cat   string
+		entry store.TableEntry
+	}
+	var entries []pending
+	for _, c := range cats {
+		nss, err := s.store.AllNamespaces(ctx, c.Name)
+		if err != nil {
+			return rep, err
+		}
+		for _, ns := range nss {
+			token := ""
+			for {
+				page, next, err := s.store.ListTables(ctx, c.Name, ns.Levels, token, 100)
+				if err != nil {
+					return rep, err
+				}
+				for _, e := range page {
+					if e.Hold == nil {
+						entries = append(entries, pending{c.Name, e})
+					}
+				}
+				if next == "" {
+					break
+				}
+				token = next
+			}
+		}
+	}
+	slices.SortStableFunc(entries, func(a, b pending) int { return compareTimes(a.entry.CreatedAt, b.entry.CreatedAt) })
+	for _, p := range entries {
+		id := Ident{Namespace: p.entry.Namespace, Name: p.entry.Name}
+		what := fmt.Sprintf("table %s of catalog %s", id, p.cat)
+		meta, err := s.ReadMetadata(ctx, p.entry.MetadataLocation)
+		if err != nil {
+			rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s owns nothing: %v", what, err))
+			continue
+		}
+		claim, err := tableClaim(byName[p.cat], id, meta.Location())
+		if err == nil {
+			err = s.store.SetTableHold(ctx, p.cat, p.entry, claim)
+		}
+		switch {
+		case err == nil:
+			rep.Tables++
+		case errors.Is(err, store.ErrLocationTaken):
+			rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s owns nothing: %v", what, s.ownedBy(ctx, claim.Hold)))
+		default:
+			rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s owns nothing: %v", what, err))
+		}
+	}
+	token := ""
+	for {
+		active, next, err := s.store.ActiveJobs(ctx, token, 100)
+		if err != nil {
+			return rep, err
+		}
+		for _, a := range active {
+			j, err := s.store.GetJob(ctx, a.Catalog, a.ID)
+			if err != nil || j.Hold != nil || store.Terminal(j.State) {
+				continue
+			}
+			loc := j.Location
+			if loc == "" {
+				meta, err := s.ReadMetadata(ctx, j.MetadataLocation)
+				if err != nil {
+					rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("purge job %s owns nothing: %v", j.ID, err))
+					continue
+				}
+				loc = meta.Location()
+			}
+			id := Ident{Namespace: j.Namespace, Name: j.Table}
+			claim, err := tableClaim(byName[j.Catalog], id, loc)
+			if err == nil {
+				claim.Owner.JobID = j.ID
+				err = s.store.SetJobHold(ctx, j, claim)
+			}
+			switch {
+			case err == nil:
+				rep.Jobs++
+			case errors.Is(err, store.ErrLocationTaken):
+				rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("purge job %s owns nothing (it deletes only unowned files): %v", j.ID, s.ownedBy(ctx, claim.Hold)))
+			default:
+				rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("purge job %s owns nothing: %v", j.ID, err))
+			}
+		}
+		if next == "" {
+			return rep, nil
+		}
+		token = next
+	}
+}
+
+// compareTimes orders RFC 3339 timestamps (the store writes them in UTC).
+func compareTimes(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,87 @@
+package objects
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Location is an object, or a prefix of objects, in S3: a bucket and the
+// exact text of a key. Keys are never URL-decoded: Iceberg writers put
+// escaped partition values in paths (city=M%C3%BCnchen), and the object's
+// key is that text, not its decoded form.
+type Location struct {
+	Bucket string
+	Key    string
+}
+
+// schemes are the URI schemes that name S3 objects (s3a and s3n are how
+// Hadoop-based engines write them).
+var schemes = []string{"s3://", "s3a://", "s3n://"}
+
+// bucketName is S3's rule for (general purpose) bucket names.
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// Parse splits an s3://, s3a:// or s3n:// URI into bucket and key: the key is
+// every character after "bucket/", exactly as written. The key may be empty
+// (a bucket root). It is the one place where icehold turns a URI into a key.
+func Parse(uri string) (Location, error) {
+	rest, ok := "", false
+	for _, s := range schemes {
+		if rest, ok = strings.CutPrefix(uri, s); ok {
+			break
+		}
+	}
+	if !ok {
+		return Location{}, fmt.Errorf("%w: %q is not an s3:// URI", ErrBadURI, uri)
+	}
+	bucket, key, _ := strings.Cut(rest, "/")
+	if !bucketName.MatchString(bucket) {
+		return Location{}, fmt.Errorf("%w: %q does not name a valid bucket", ErrBadURI, uri)
+	}
+	return Location{Bucket: bucket, Key: key}, nil
+}
+
+// URI is the location as s3://bucket/key.
+func (l Location) URI() string {
+	if l.Key == "" {
+		return "s3://" + l.Bucket
+	}
+	return "s3://" + l.Bucket + "/" + l.Key
+}
+
+// Contains reports whether obj lies under the prefix l (l's key plus "/";
+// the whole bucket when l's key is empty). A prefix does not contain itself.
+func (l Location) Contains(obj Location) bool {
+	if obj.Bucket != l.Bucket {
+		return false
+	}
+	if l.Key == "" {
+		return obj.Key != ""
+	}
+	return strings.HasPrefix(obj.Key, l.Key+"/")
+}
+
+// Prefix parses a location that names a prefix (a table location or a
+// warehouse): trailing slashes are dropped, and a path with an empty, "." or
+// ".." segment is refused, since it would name a different prefix in S3 than
+// it appears to. The key may be empty (a whole bucket).
+func Prefix(uri string) (Location, error) {
+	l, err := Parse(uri)
+	if err != nil {
+		return l, err
+	}
+	if strings.HasPrefix(l.Key, "/") {
+		return Location{}, fmt.Errorf("%w: %q has an empty path segment", ErrBadURI, uri)
+	}
+	l.Key = strings.TrimRight(l.Key, "/")
+	if l.Key == "" {
+		return l, nil
+	}
+	for _, seg := range strings.Split(l.Key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return Location{}, fmt.Errorf("%w: %q has an empty, '.' or '..' path segment", ErrBadURI, uri)
+		}
+	}
+	return l, nil
+}
