@@ -38,8 +38,13 @@ var All = []Privilege{
 	TableDropWithPurge, TableUndrop, TableListSoftDeleted, PartitionDrop, CatalogManage,
 }
 
-// SystemCatalog is the grant scope of rights over all catalogs (creating one).
+// SystemCatalog is the grant scope of the right to create catalogs. It holds
+// only CATALOG_MANAGE and grants nothing inside any existing catalog: a
+// catalog's rights are its own grants (its creator gets its CATALOG_MANAGE).
 const SystemCatalog = "*"
+
+// SystemPrivileges are the only privileges a grant on SystemCatalog may hold.
+var SystemPrivileges = []Privilege{CatalogManage}
 
 var (
 	// ErrUnauthenticated: the request carries no identity.
@@ -86,7 +91,20 @@ func New(g Grants, admins []string) *Authorizer {
 // matches reports whether principal fits pattern. As in IAM policies, '*'
 // matches any run of characters ('/' included) and '?' any one, so
 // arn:aws:sts::123:assumed-role/etl-* covers every session of the etl roles.
+// A pattern naming an IAM role (arn:aws:iam::123:role/path/name) also covers
+// the role's sessions (arn:aws:sts::123:assumed-role/name/*): API Gateway
+// reports a caller who assumed the role by its session ARN.
 func matches(pattern, principal string) bool {
+	if glob(pattern, principal) {
+		return true
+	}
+	if sessions, ok := roleSessions(pattern); ok {
+		return glob(sessions, principal)
+	}
+	return false
+}
+
+func glob(pattern, principal string) bool {
 	if pattern == principal {
 		return true
 	}
@@ -97,6 +115,31 @@ func matches(pattern, principal string) bool {
 	expr = strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(expr)
 	ok, err := regexp.MatchString("^"+expr+"$", principal)
 	return err == nil && ok
+}
+
+var roleARN = regexp.MustCompile(`^arn:(aws[a-z-]*):iam::([0-9]{12}|\*):role/(.+)$`)
+
+// roleSessions turns a role ARN (pattern) into the pattern of its sessions'
+// ARNs: the session ARN carries the role's name without its path.
+func roleSessions(pattern string) (string, bool) {
+	m := roleARN.FindStringSubmatch(pattern)
+	if m == nil {
+		return "", false
+	}
+	name := m[3]
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		// Role names are unique in an account whatever their path, so an
+		// exact role with a path maps to its sessions; a wildcard with a
+		// path would not (the session ARN has no path to check it against).
+		if strings.ContainsAny(name, "*?") {
+			return "", false
+		}
+		name = name[i+1:]
+	}
+	if name == "" {
+		return "", false
+	}
+	return "arn:" + m[1] + ":sts::" + m[2] + ":assumed-role/" + name + "/*", true
 }
 
 // IsAdmin reports whether principal is a bootstrap admin.
@@ -152,18 +195,21 @@ func (a *Authorizer) CheckAny(ctx context.Context, catalog string, privs ...Priv
 	return fmt.Errorf("%w: %s holds none of %v on catalog %s", ErrForbidden, principal, privs, catalog)
 }
 
-func (a *Authorizer) held(ctx context.Context, catalog, principal string) (map[Privilege]bool, error) {
+// held reads the privileges the principal holds on one scope: the catalog's
+// own grants only (the system scope's grants are not merged into a catalog),
+// and on the system scope only what it may hold.
+func (a *Authorizer) held(ctx context.Context, scope, principal string) (map[Privilege]bool, error) {
 	held := map[Privilege]bool{}
-	for _, scope := range []string{catalog, SystemCatalog} {
-		grants, err := a.grants.ListGrants(ctx, scope)
-		if err != nil {
-			return nil, fmt.Errorf("read grants of %s: %w", scope, err)
+	grants, err := a.grants.ListGrants(ctx, scope)
+	if err != nil {
+		return nil, fmt.Errorf("read grants of %s: %w", scope, err)
+	}
+	for _, g := range grants {
+		if !matches(g.Principal, principal) {
+			continue
 		}
-		for _, g := range grants {
-			if !matches(g.Principal, principal) {
-				continue
-			}
-			for _, p := range g.Privileges {
+		for _, p := range g.Privileges {
+			if scope != SystemCatalog || slices.Contains(SystemPrivileges, Privilege(p)) {
 				held[Privilege(p)] = true
 			}
 		}

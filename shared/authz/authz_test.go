@@ -15,6 +15,17 @@ func TestPrincipalPatterns(t *testing.T) {
 		{"arn:aws:iam::000000000000:*", "arn:aws:iam::000000000001:user/x", false},
 		{"user:?ob", "user:bob", true},
 		{"a.b", "axb", false}, // regexp metacharacters are literal
+		// A role ARN covers its sessions (API Gateway's userArn for an assumed role).
+		{"arn:aws:iam::123456789012:role/admin", "arn:aws:sts::123456789012:assumed-role/admin/alice", true},
+		{"arn:aws:iam::123456789012:role/admin", "arn:aws:sts::123456789012:assumed-role/admin2/alice", false},
+		{"arn:aws:iam::123456789012:role/admin", "arn:aws:sts::210987654321:assumed-role/admin/alice", false},
+		{"arn:aws:iam::123456789012:role/admin", "arn:aws:iam::123456789012:role/admin", true},
+		{"arn:aws:iam::123456789012:role/ops/admin", "arn:aws:sts::123456789012:assumed-role/admin/s", true},
+		{"arn:aws:iam::123456789012:role/etl-*", "arn:aws:sts::123456789012:assumed-role/etl-nightly/s", true},
+		{"arn:aws:iam::123456789012:role/etl-*", "arn:aws:sts::123456789012:assumed-role/bi/s", false},
+		{"arn:aws:iam::123456789012:role/team/*", "arn:aws:sts::123456789012:assumed-role/other/s", false},
+		{"arn:aws-us-gov:iam::123456789012:role/admin", "arn:aws-us-gov:sts::123456789012:assumed-role/admin/s", true},
+		{"arn:aws:iam::123456789012:role/admin", "arn:aws:iam::123456789012:user/admin", false},
 	}
 	for _, c := range cases {
 		t.Run(c.pattern+" "+c.principal, func(t *testing.T) {

@@ -113,7 +113,13 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 		Name: name, Warehouse: claim.Hold.URI(), Properties: props,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339), CreatedBy: authz.Principal(ctx),
 	}
-	if err := s.store.CreateCatalog(ctx, c, &claim); err != nil {
+	// Its creator manages it: the system scope's right to create catalogs
+	// reaches into none of them.
+	var creator *store.Grant
+	if p := authz.Principal(ctx); p != "" {
+		creator = &store.Grant{Principal: p, Privileges: []string{string(authz.CatalogManage)}}
+	}
+	if err := s.store.CreateCatalog(ctx, c, &claim, creator); err != nil {
 		switch {
 		case errors.Is(err, store.ErrExists):
 			return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, ErrCatalogExists)

@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
@@ -29,8 +30,46 @@ func jsonOf(meta table.Metadata) ([]byte, error) {
 	return raw, nil
 }
 
-// maxMetadataBytes bounds what icehold will read as one metadata file.
-const maxMetadataBytes = 512 << 20
+// Bounds on metadata reads, well inside the 1 GB the catalog and pipeline
+// functions have: a metadata file as stored (gzip or not), the JSON it
+// inflates to, and all metadata one request reads (a 50-table transaction).
+// Parsed metadata takes a few times its JSON size in memory.
+const (
+	MaxMetadataFileBytes = 64 << 20
+	MaxMetadataJSONBytes = 128 << 20
+	MaxRequestReadBytes  = 192 << 20
+)
+
+// ErrTooLarge: metadata beyond what one request may read.
+var ErrTooLarge = errors.New("metadata too large")
+
+type budgetKey struct{}
+
+// readBudget is what a request may still read of metadata.
+type readBudget struct {
+	mu   sync.Mutex
+	left int64
+}
+
+// WithReadBudget bounds all metadata one request reads (a multi-table
+// commit stages a metadata file per table in memory).
+func WithReadBudget(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, budgetKey{}, &readBudget{left: n})
+}
+
+func spend(ctx context.Context, loc string, n int) error {
+	b, ok := ctx.Value(budgetKey{}).(*readBudget)
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if int64(n) > b.left {
+		return fmt.Errorf("%w: reading %s passes the %d MiB of metadata one request may read", ErrTooLarge, loc, MaxRequestReadBytes>>20)
+	}
+	b.left -= int64(n)
+	return nil
+}
 
 // ReadMetadata reads and parses a metadata file.
 func (s *Service) ReadMetadata(ctx context.Context, loc string) (table.Metadata, error) {
@@ -41,7 +80,10 @@ func (s *Service) ReadMetadata(ctx context.Context, loc string) (table.Metadata,
 // readMetadata reads and parses a metadata file (plain or gzip-compressed),
 // returning the parsed metadata and the JSON as stored.
 func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata, []byte, error) {
-	raw, err := s.objects.Get(ctx, loc)
+	raw, err := s.objects.Get(ctx, loc, MaxMetadataFileBytes)
+	if errors.Is(err, objects.ErrTooLarge) {
+		return nil, nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -50,9 +92,15 @@ func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata,
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
 		}
-		if raw, err = io.ReadAll(io.LimitReader(zr, maxMetadataBytes)); err != nil {
+		if raw, err = io.ReadAll(io.LimitReader(zr, MaxMetadataJSONBytes+1)); err != nil {
 			return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
 		}
+		if len(raw) > MaxMetadataJSONBytes {
+			return nil, nil, fmt.Errorf("%w: %s inflates to more than %d MiB", ErrTooLarge, loc, MaxMetadataJSONBytes>>20)
+		}
+	}
+	if err := spend(ctx, loc, len(raw)); err != nil {
+		return nil, nil, err
 	}
 	meta, err := table.ParseMetadataBytes(raw)
 	if err != nil {
@@ -66,6 +114,9 @@ func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata,
 func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previous string) (string, []byte, error) {
 	raw, err := jsonOf(meta)
 	if err != nil {
+		return "", nil, err
+	}
+	if err := spend(ctx, meta.Location(), len(raw)); err != nil {
 		return "", nil, err
 	}
 	loc := fmt.Sprintf("%s/metadata/%05d-%s.metadata.json",

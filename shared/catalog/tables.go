@@ -403,6 +403,7 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 	if len(changes) > MaxTablesPerTransaction {
 		return fmt.Errorf("%w: %d table changes, at most %d", ErrBadRequest, len(changes), MaxTablesPerTransaction)
 	}
+	ctx = WithReadBudget(ctx, MaxRequestReadBytes)
 	seen := map[string]bool{}
 	writes := make([]store.TableWrite, 0, len(changes))
 	ids := make([]Ident, 0, len(changes))
@@ -504,7 +505,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
 	switch {
-	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata):
+	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata), errors.Is(err, ErrTooLarge):
 		return TableResult{}, fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
 	case err != nil:
 		return TableResult{}, err

@@ -29,6 +29,8 @@ var (
 	ErrExists = errors.New("object exists")
 	// ErrBadURI: not an s3:// URI with a bucket and a key.
 	ErrBadURI = errors.New("not an s3 uri")
+	// ErrTooLarge: the object is larger than the reader's limit.
+	ErrTooLarge = errors.New("object too large")
 )
 
 // Store reads and writes objects.
@@ -49,8 +51,11 @@ func Split(uri string) (bucket, key string, err error) {
 	return l.Bucket, l.Key, nil
 }
 
-// Get reads a whole object.
-func (s *Store) Get(ctx context.Context, uri string) ([]byte, error) {
+// Get reads a whole object of at most limit bytes: a larger one is
+// ErrTooLarge, refused from its Content-Length before any byte is read (and
+// the read stops at limit+1 bytes whatever the header says), so a
+// multi-gigabyte object named by mistake never fills a function's memory.
+func (s *Store) Get(ctx context.Context, uri string, limit int64) ([]byte, error) {
 	bucket, k, err := Split(uri)
 	if err != nil {
 		return nil, err
@@ -63,7 +68,17 @@ func (s *Store) Get(ctx context.Context, uri string) ([]byte, error) {
 		return nil, fmt.Errorf("get %s: %w", uri, err)
 	}
 	defer out.Body.Close()
-	return io.ReadAll(out.Body)
+	if n := aws.ToInt64(out.ContentLength); n > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrTooLarge, uri, n, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", uri, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s is more than %d bytes", ErrTooLarge, uri, limit)
+	}
+	return b, nil
 }
 
 // PutNew writes an object that must not exist yet (If-None-Match: *), so a

@@ -56,6 +56,8 @@ func statusOf(err error) (int, string) {
 		{catalog.ErrCommitFailed, http.StatusConflict, "CommitFailedException"},
 		{catalog.ErrPurging, http.StatusConflict, "AlreadyExistsException"},
 		{catalog.ErrLocationOwned, http.StatusConflict, "LocationOwnedException"},
+		{catalog.ErrTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
+		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},
 	}

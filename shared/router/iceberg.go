@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 
-	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 )
 
@@ -31,69 +30,10 @@ var endpoints = []string{
 	"POST /v1/{prefix}/transactions/commit",
 }
 
-func (s *server) routes() {
-	m := s.mux
-	m.HandleFunc("GET /v1/config", s.getConfig)
-	m.HandleFunc("GET /v1/{prefix}/namespaces", s.listNamespaces)
-	m.HandleFunc("POST /v1/{prefix}/namespaces", s.createNamespace)
-	m.HandleFunc("GET /v1/{prefix}/namespaces/{namespace}", s.loadNamespace)
-	m.HandleFunc("HEAD /v1/{prefix}/namespaces/{namespace}", s.namespaceExists)
-	m.HandleFunc("DELETE /v1/{prefix}/namespaces/{namespace}", s.dropNamespace)
-	m.HandleFunc("POST /v1/{prefix}/namespaces/{namespace}/properties", s.updateNamespace)
-	m.HandleFunc("GET /v1/{prefix}/namespaces/{namespace}/tables", s.listTables)
-	m.HandleFunc("POST /v1/{prefix}/namespaces/{namespace}/tables", s.createTable)
-	m.HandleFunc("GET /v1/{prefix}/namespaces/{namespace}/tables/{table}", s.loadTable)
-	m.HandleFunc("HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}", s.tableExists)
-	m.HandleFunc("POST /v1/{prefix}/namespaces/{namespace}/tables/{table}", s.commitTable)
-	m.HandleFunc("DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", s.dropTable)
-	m.HandleFunc("POST /v1/{prefix}/namespaces/{namespace}/register", s.registerTable)
-	m.HandleFunc("POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", s.reportMetrics)
-	m.HandleFunc("POST /v1/{prefix}/tables/rename", s.renameTable)
-	m.HandleFunc("POST /v1/{prefix}/transactions/commit", s.commitTransaction)
-	s.lifecycleRoutes()
-}
-
-// catalogFor authorizes the caller on the request's catalog and checks that
-// the catalog exists; it answers the error itself and returns "" on failure.
-func (s *server) catalogFor(w http.ResponseWriter, r *http.Request, cat string, privs ...authz.Privilege) bool {
-	if err := s.Authz.Check(r.Context(), cat, privs...); err != nil {
-		writeError(w, err)
-		return false
-	}
-	if _, err := s.Catalog.GetCatalog(r.Context(), cat); err != nil {
-		writeError(w, err)
-		return false
-	}
-	return true
-}
-
-// readAny is what any read of a catalog needs: one of its privileges.
-func (s *server) readAny(w http.ResponseWriter, r *http.Request, cat string) bool {
-	if err := s.Authz.CheckAny(r.Context(), cat, authz.All...); err != nil {
-		writeError(w, err)
-		return false
-	}
-	if _, err := s.Catalog.GetCatalog(r.Context(), cat); err != nil {
-		writeError(w, err)
-		return false
-	}
-	return true
-}
-
 func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
-	cat := r.URL.Query().Get("warehouse")
-	if cat == "" {
-		cat = s.DefaultCatalog
-	}
-	if cat == "" {
-		writeError(w, fmt.Errorf("%w: the warehouse parameter names the catalog", catalog.ErrBadRequest))
-		return
-	}
-	if err := catalog.ValidateCatalogName(cat); err != nil {
+	cat, err := catalogOf(r, s.DefaultCatalog)
+	if err != nil {
 		writeError(w, err)
-		return
-	}
-	if !s.readAny(w, r, cat) {
 		return
 	}
 	defaults := maps.Clone(s.ClientDefaults)
@@ -114,9 +54,6 @@ func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	cat := r.PathValue("prefix")
-	if !s.readAny(w, r, cat) {
-		return
-	}
 	token, size, err := paging(r)
 	if err != nil {
 		writeError(w, err)
@@ -139,9 +76,6 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) {
 	cat := r.PathValue("prefix")
-	if !s.catalogFor(w, r, cat, authz.NamespaceCreate) {
-		return
-	}
 	var req catalog.NamespaceInfo
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
@@ -155,18 +89,10 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ns)
 }
 
-// withNamespace parses the namespace path parameter and checks the caller.
-func (s *server) withNamespace(w http.ResponseWriter, r *http.Request, read bool, privs ...authz.Privilege) (string, []string, bool) {
+// withNamespace parses the namespace path parameter (the guard has
+// authorized the caller already).
+func (s *server) withNamespace(w http.ResponseWriter, r *http.Request) (string, []string, bool) {
 	cat := r.PathValue("prefix")
-	ok := false
-	if read {
-		ok = s.readAny(w, r, cat)
-	} else {
-		ok = s.catalogFor(w, r, cat, privs...)
-	}
-	if !ok {
-		return "", nil, false
-	}
 	ns, err := namespaceParam(r.PathValue("namespace"))
 	if err != nil {
 		writeError(w, err)
@@ -176,7 +102,7 @@ func (s *server) withNamespace(w http.ResponseWriter, r *http.Request, read bool
 }
 
 func (s *server) loadNamespace(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, true)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -189,7 +115,7 @@ func (s *server) loadNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) namespaceExists(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, true)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -201,7 +127,7 @@ func (s *server) namespaceExists(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) dropNamespace(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, false, authz.NamespaceDrop)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -213,7 +139,7 @@ func (s *server) dropNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) updateNamespace(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, false, authz.NamespaceCreate)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -234,7 +160,7 @@ func (s *server) updateNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, false, authz.TableRead)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -264,7 +190,7 @@ func (s *server) writeTable(w http.ResponseWriter, res catalog.TableResult) {
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, false, authz.TableCreate)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -281,9 +207,9 @@ func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
 	s.writeTable(w, res)
 }
 
-// withTable parses namespace and table and checks the caller.
-func (s *server) withTable(w http.ResponseWriter, r *http.Request, privs ...authz.Privilege) (string, catalog.Ident, bool) {
-	cat, ns, ok := s.withNamespace(w, r, false, privs...)
+// withTable parses namespace and table.
+func (s *server) withTable(w http.ResponseWriter, r *http.Request) (string, catalog.Ident, bool) {
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return "", catalog.Ident{}, false
 	}
@@ -296,7 +222,7 @@ func (s *server) withTable(w http.ResponseWriter, r *http.Request, privs ...auth
 }
 
 func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r, authz.TableRead)
+	cat, id, ok := s.withTable(w, r)
 	if !ok {
 		return
 	}
@@ -314,7 +240,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r, authz.TableRead)
+	cat, id, ok := s.withTable(w, r)
 	if !ok {
 		return
 	}
@@ -326,7 +252,7 @@ func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r, authz.TableWrite)
+	cat, id, ok := s.withTable(w, r)
 	if !ok {
 		return
 	}
@@ -334,16 +260,6 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 	if err := decode(r, &ch); err != nil {
 		writeError(w, err)
 		return
-	}
-	for _, req := range ch.Requirements {
-		if req.GetType() != "assert-create" {
-			continue
-		}
-		// Finishing a staged create creates the table.
-		if err := s.Authz.Check(r.Context(), cat, authz.TableCreate); err != nil {
-			writeError(w, err)
-			return
-		}
 	}
 	res, err := s.Catalog.CommitTable(r.Context(), cat, id, ch)
 	if err != nil {
@@ -354,11 +270,7 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
-	privs := []authz.Privilege{authz.TableDrop}
-	if r.URL.Query().Get("purgeRequested") == "true" {
-		privs = []authz.Privilege{authz.TableDropWithPurge}
-	}
-	cat, id, ok := s.withTable(w, r, privs...)
+	cat, id, ok := s.withTable(w, r)
 	if !ok {
 		return
 	}
@@ -382,7 +294,7 @@ func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r, false, authz.TableCreate)
+	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
 	}
@@ -395,13 +307,6 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.Overwrite {
-		// Overwriting replaces an existing table's history: a write right.
-		if err := s.Authz.Check(r.Context(), cat, authz.TableWrite); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
 	res, err := s.Catalog.RegisterTable(r.Context(), cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
 	if err != nil {
 		writeError(w, err)
@@ -411,7 +316,7 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r, authz.TableRead)
+	cat, id, ok := s.withTable(w, r)
 	if !ok {
 		return
 	}
@@ -429,9 +334,6 @@ func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) renameTable(w http.ResponseWriter, r *http.Request) {
 	cat := r.PathValue("prefix")
-	if !s.catalogFor(w, r, cat, authz.TableWrite, authz.TableCreate) {
-		return
-	}
 	var req struct {
 		Source      *catalog.Ident `json:"source"`
 		Destination *catalog.Ident `json:"destination"`
@@ -453,9 +355,6 @@ func (s *server) renameTable(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) commitTransaction(w http.ResponseWriter, r *http.Request) {
 	cat := r.PathValue("prefix")
-	if !s.catalogFor(w, r, cat, authz.TableWrite) {
-		return
-	}
 	var req struct {
 		TableChanges []catalog.TableChange `json:"table-changes"`
 	}

@@ -29,21 +29,29 @@ const ReceiptLifetime = 24 * time.Hour
 // ReceiptLifetimeISO is ReceiptLifetime in ISO-8601.
 const ReceiptLifetimeISO = "PT24H"
 
-const receiptScope = "api"
+// receiptScope keeps each principal's keys apart: one caller's key never
+// answers, blocks or replays another's request.
+func receiptScope(principal string) string {
+	sum := sha256.Sum256([]byte(principal))
+	return "api#" + hex.EncodeToString(sum[:16])
+}
 
 // claimLease bounds how long an in-flight claim blocks its key: a request
 // whose Lambda died mid-way frees the key after it (longer than API Gateway's
 // 29 s integration timeout), instead of after the receipt's 24 hours.
 const claimLease = 2 * time.Minute
 
-// replayable: answers that the same request would get again. 5xx, auth
-// failures and throttling are never stored: a retry must run for real.
+// replayable: answers that are deterministic for the request: its success
+// (what happened), or a refusal of the request itself (malformed, too large,
+// unprocessable). 404 and 409 depend on the state of the catalog at the
+// time (a table that appears, a commit that loses a race), and 401/403,
+// throttling and 5xx on things outside the request: none is stored, so a
+// retry with the key runs for real.
 func replayable(status int) bool {
 	switch {
 	case status >= 200 && status < 300:
 		return true
-	case status == http.StatusBadRequest, status == http.StatusNotFound,
-		status == http.StatusConflict, status == http.StatusUnprocessableEntity,
+	case status == http.StatusBadRequest, status == http.StatusUnprocessableEntity,
 		status == http.StatusRequestEntityTooLarge, status == http.StatusMethodNotAllowed:
 		return true
 	}
@@ -62,25 +70,27 @@ func validKey(k string) bool {
 	return true
 }
 
-// idempotent runs a mutating request once per Idempotency-Key: the same key
-// with the same request replays the stored answer, with another request is a
-// 422, and while the first is still running a 409.
-func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
+// idempotent runs a mutating request once per Idempotency-Key of its
+// principal: the same key with the same request replays the stored answer,
+// with another request is a 422, and while the first is still running a 409.
+// The guard has authorized the request before it gets here.
+func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, h http.HandlerFunc) {
 	if !validKey(key) {
 		writeError(w, fmt.Errorf("%w: Idempotency-Key must be 1 to 128 visible ASCII characters", catalog.ErrBadRequest))
 		return
 	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	h := sha256.New()
-	for _, part := range []string{authz.Principal(r.Context()), r.Method, r.URL.RequestURI(), string(body)} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
+	body := peekBody(r)
+	sum := sha256.New()
+	principal := authz.Principal(r.Context())
+	for _, part := range []string{principal, r.Method, r.URL.RequestURI(), string(body)} {
+		sum.Write([]byte(part))
+		sum.Write([]byte{0})
 	}
-	fp := hex.EncodeToString(h.Sum(nil))
+	fp := hex.EncodeToString(sum.Sum(nil))
+	scope := receiptScope(principal)
 	now := time.Now()
 	claim := store.Receipt{Key: key, Fingerprint: fp, ExpiresAt: now.Add(claimLease).Unix()}
-	prev, err := s.store.ClaimReceipt(r.Context(), receiptScope, claim, now)
+	prev, err := s.store.ClaimReceipt(r.Context(), scope, claim, now)
 	if err != nil {
 		writeError(w, fmt.Errorf("claim idempotency key: %w", err))
 		return
@@ -105,7 +115,7 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 		return
 	}
 	rec := &bufferedWriter{header: http.Header{}}
-	s.route(rec, r)
+	h(rec, r)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
@@ -114,9 +124,9 @@ func (s *server) idempotent(w *bufferedWriter, r *http.Request, key string) {
 		// DynamoDB item holds 400 KB.
 		claim.Status, claim.Body, claim.ContentType = rec.status, zip(rec.body.Bytes()), rec.header.Get("Content-Type")
 		claim.ExpiresAt = time.Now().Add(ReceiptLifetime).Unix()
-		err = s.store.CompleteReceipt(r.Context(), receiptScope, claim)
+		err = s.store.CompleteReceipt(r.Context(), scope, claim)
 	} else {
-		err = s.store.ReleaseReceipt(r.Context(), receiptScope, key)
+		err = s.store.ReleaseReceipt(r.Context(), scope, key)
 	}
 	if err != nil {
 		// The request itself is done; a lost receipt only weakens a retry.

@@ -20,8 +20,27 @@ import (
 	"github.com/icehold/icehold/shared/store"
 )
 
-// MaxBodyBytes is API Gateway's payload limit; larger bodies are refused.
-const MaxBodyBytes = 10 << 20
+// Payload limits of the path a request takes in AWS: API Gateway (REST,
+// Lambda proxy, binaryMediaTypes */*) hands the Lambda an event of at most
+// 6 MiB (Lambda's synchronous invoke limit, 6,291,456 bytes) with the body
+// base64-encoded (4/3) inside a JSON envelope of headers and request
+// context; the answer goes back the same way. A body past these limits never
+// reaches a handler in AWS (API Gateway answers, with the gateway responses
+// the stack shapes as ErrorModel); locally and in Lambda the router refuses
+// it with a 413 ErrorModel, so both places draw the line in one spot.
+const (
+	lambdaPayloadBytes = 6 << 20
+	envelopeBytes      = 64 << 10 // headers, request context, JSON framing
+	// MaxBodyBytes is the largest request body that reaches the handler.
+	MaxBodyBytes = (lambdaPayloadBytes - envelopeBytes) / 4 * 3
+	// MaxAnswerBytes bounds an answer as sent: base64 for a compressed
+	// (binary) one, as is for text.
+	maxBinaryAnswerBytes = (lambdaPayloadBytes - envelopeBytes) / 4 * 3
+	maxTextAnswerBytes   = lambdaPayloadBytes - envelopeBytes
+)
+
+// errAnswerTooLarge: the answer would not pass Lambda and API Gateway.
+var errAnswerTooLarge = errors.New("answer too large")
 
 // Config holds what the router is built from.
 type Config struct {
@@ -54,7 +73,11 @@ func New(cfg Config) http.Handler {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf := &bufferedWriter{header: http.Header{}}
 	s.serve(buf, r)
-	buf.flushTo(w, r)
+	if err := buf.flushTo(w, r); err != nil {
+		over := &bufferedWriter{header: http.Header{}}
+		writeError(over, err)
+		_ = over.flushTo(w, r)
+	}
 }
 
 // serve authenticates, bounds the body and applies idempotency before routing.
@@ -77,10 +100,6 @@ func (s *server) serve(w *bufferedWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		s.idempotent(w, r, key)
-		return
 	}
 	s.route(w, r)
 }
@@ -126,21 +145,33 @@ func (b *bufferedWriter) Write(p []byte) (int, error) {
 // accept it: a large table's metadata shrinks well below Lambda's 6 MB.
 const gzipMin = 1024
 
-func (b *bufferedWriter) flushTo(w http.ResponseWriter, r *http.Request) {
-	for k, v := range b.header {
-		w.Header()[k] = v
-	}
+// flushTo sends the answer, compressed when the client accepts it. An answer
+// that would not fit through Lambda and API Gateway (a 502 there) is not
+// sent: the error says how to get one that fits.
+func (b *bufferedWriter) flushTo(w http.ResponseWriter, r *http.Request) error {
 	status := b.status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	body := b.body.Bytes()
-	if len(body) >= gzipMin && acceptsGzip(r) {
+	gz := len(body) >= gzipMin && acceptsGzip(r.Header.Get("Accept-Encoding"))
+	if gz {
 		var z bytes.Buffer
 		zw := gzip.NewWriter(&z)
 		_, _ = zw.Write(body)
 		_ = zw.Close()
 		body = z.Bytes()
+	}
+	switch {
+	case gz && len(body) > maxBinaryAnswerBytes:
+		return fmt.Errorf("%w: the answer is %d bytes compressed, more than the %d an AWS Lambda answer through API Gateway holds; load the table with snapshots=refs", errAnswerTooLarge, len(body), maxBinaryAnswerBytes)
+	case !gz && len(body) > maxTextAnswerBytes:
+		return fmt.Errorf("%w: the answer is %d bytes, more than the %d an AWS Lambda answer through API Gateway holds; send Accept-Encoding: gzip, or load the table with snapshots=refs", errAnswerTooLarge, len(body), maxTextAnswerBytes)
+	}
+	for k, v := range b.header {
+		w.Header()[k] = v
+	}
+	if gz {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Add("Vary", "Accept-Encoding")
 	}
@@ -151,16 +182,38 @@ func (b *bufferedWriter) flushTo(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+	return nil
 }
 
-func acceptsGzip(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		enc := strings.TrimSpace(strings.SplitN(part, ";", 2)[0])
-		if enc == "gzip" && !strings.Contains(part, "q=0") {
-			return true
+// acceptsGzip reads an Accept-Encoding header (RFC 9110 §12.5.3): gzip (or
+// x-gzip) with a q-value above 0, or "*" above 0 when gzip is not named.
+func acceptsGzip(header string) bool {
+	named, star := -1.0, -1.0
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(part, ";")
+		coding = strings.ToLower(strings.TrimSpace(coding))
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil || f < 0 || f > 1 {
+					f = 0 // a malformed weight counts as a refusal
+				}
+				q = f
+			}
+		}
+		switch coding {
+		case "gzip", "x-gzip":
+			named = max(named, q)
+		case "*":
+			star = max(star, q)
 		}
 	}
-	return false
+	if named >= 0 {
+		return named > 0
+	}
+	return star > 0
 }
 
 // decode reads a JSON body into v; any malformed body is a 400.

@@ -101,10 +101,11 @@ func withKey(v any, pk, sk string) (map[string]ddbtypes.AttributeValue, error) {
 
 // ---- catalogs ----
 
-// CreateCatalog stores a new catalog and, with claim, its warehouse claim in
-// the same transaction; ErrExists if the name is taken, ErrLocationTaken if
-// the warehouse overlaps another owner's prefix.
-func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim) error {
+// CreateCatalog stores a new catalog and, in the same transaction, its
+// warehouse claim (with claim) and its creator's grant (with creator);
+// ErrExists if the name is taken, ErrLocationTaken if the warehouse overlaps
+// another owner's prefix.
+func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim, creator *Grant) error {
 	pk, sk := catalogKey(c.Name)
 	if claim != nil {
 		c.Hold = &claim.Hold
@@ -113,21 +114,30 @@ func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim) erro
 	if err != nil {
 		return err
 	}
-	if claim == nil {
-		return s.putNew(ctx, item)
-	}
-	var lc locChange
-	if err := lc.Take(*claim); err != nil {
-		return err
-	}
-	loc, err := s.locItems(&lc)
-	if err != nil {
-		return err
-	}
-	items := append([]ddbtypes.TransactWriteItem{{Put: &ddbtypes.Put{
+	items := []ddbtypes.TransactWriteItem{{Put: &ddbtypes.Put{
 		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	}}}, loc...)
-	err = s.runLoc(ctx, items, 1)
+	}}}
+	if creator != nil {
+		gpk, gsk := grantKey(c.Name, creator.Principal)
+		g, err := withKey(*creator, gpk, gsk)
+		if err != nil {
+			return err
+		}
+		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: g}})
+	}
+	first := len(items)
+	if claim != nil {
+		var lc locChange
+		if err := lc.Take(*claim); err != nil {
+			return err
+		}
+		loc, err := s.locItems(&lc)
+		if err != nil {
+			return err
+		}
+		items = append(items, loc...)
+	}
+	err = s.runLoc(ctx, items, first)
 	if errors.Is(err, ErrConditionFailed) {
 		return ErrExists
 	}

@@ -1,0 +1,230 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+)
+
+// The route table is the one place that says what each endpoint needs: the
+// guard authorizes every request from it before anything else runs (the
+// idempotency claim included), and the authorization matrix test walks it,
+// so a new route without a row there fails.
+
+// RouteSpec is what a route needs, as the tests and docs read it.
+type RouteSpec struct {
+	Method, Pattern string
+	// Variant names a form of the request that needs other privileges
+	// ("" for the plain form), e.g. "purgeRequested=true".
+	Variant string
+	// Privileges are all needed; Any: any one privilege on the catalog.
+	Privileges []authz.Privilege
+	Any        bool
+	// System: checked on the system scope "*" (creating catalogs).
+	System bool
+}
+
+type route struct {
+	method, path string
+	privs        []authz.Privilege
+	any          bool // any privilege on the catalog (reads of namespaces, config)
+	system       bool // always the system scope
+	variants     []variant
+	h            http.HandlerFunc
+}
+
+// variant is a form of a request that needs other privileges than the
+// plain one: the whole set it needs replaces the route's.
+type variant struct {
+	name    string
+	privs   []authz.Privilege
+	applies func(r *http.Request, body []byte) bool
+}
+
+func (s *server) table() []route {
+	var (
+		create   = variant{"assert-create", []authz.Privilege{authz.TableWrite, authz.TableCreate}, commitCreates}
+		txCreate = variant{"assert-create", []authz.Privilege{authz.TableWrite, authz.TableCreate}, transactionCreates}
+		purge    = variant{"purgeRequested=true", []authz.Privilege{authz.TableDropWithPurge}, func(r *http.Request, _ []byte) bool {
+			return r.URL.Query().Get("purgeRequested") == "true"
+		}}
+		overwrite = variant{"overwrite", []authz.Privilege{authz.TableCreate, authz.TableWrite}, registerOverwrites}
+		ns        = "/v1/{prefix}/namespaces/{namespace}"
+		tbl       = ns + "/tables/{table}"
+		lc        = "/lifecycle/v1/catalogs/{c}"
+		p         = func(ps ...authz.Privilege) []authz.Privilege { return ps }
+	)
+	return []route{
+		{method: "GET", path: "/v1/config", any: true, h: s.getConfig},
+		{method: "GET", path: "/v1/{prefix}/namespaces", any: true, h: s.listNamespaces},
+		{method: "POST", path: "/v1/{prefix}/namespaces", privs: p(authz.NamespaceCreate), h: s.createNamespace},
+		{method: "GET", path: ns, any: true, h: s.loadNamespace},
+		{method: "HEAD", path: ns, any: true, h: s.namespaceExists},
+		{method: "DELETE", path: ns, privs: p(authz.NamespaceDrop), h: s.dropNamespace},
+		{method: "POST", path: ns + "/properties", privs: p(authz.NamespaceCreate), h: s.updateNamespace},
+		{method: "GET", path: ns + "/tables", privs: p(authz.TableRead), h: s.listTables},
+		{method: "POST", path: ns + "/tables", privs: p(authz.TableCreate), h: s.createTable},
+		{method: "GET", path: tbl, privs: p(authz.TableRead), h: s.loadTable},
+		{method: "HEAD", path: tbl, privs: p(authz.TableRead), h: s.tableExists},
+		{method: "POST", path: tbl, privs: p(authz.TableWrite), variants: []variant{create}, h: s.commitTable},
+		{method: "DELETE", path: tbl, privs: p(authz.TableDrop), variants: []variant{purge}, h: s.dropTable},
+		{method: "POST", path: ns + "/register", privs: p(authz.TableCreate), variants: []variant{overwrite}, h: s.registerTable},
+		{method: "POST", path: tbl + "/metrics", privs: p(authz.TableRead), h: s.reportMetrics},
+		{method: "POST", path: "/v1/{prefix}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameTable},
+		{method: "POST", path: "/v1/{prefix}/transactions/commit", privs: p(authz.TableWrite), variants: []variant{txCreate}, h: s.commitTransaction},
+
+		{method: "POST", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), system: true, h: s.createCatalog},
+		{method: "GET", path: lc, privs: p(authz.CatalogManage), h: s.getCatalog},
+		{method: "POST", path: lc + "/properties", privs: p(authz.CatalogManage), h: s.updateCatalog},
+		{method: "GET", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.getGrant},
+		{method: "PUT", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.putGrant},
+		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
+		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), h: s.listJobs},
+		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
+	}
+}
+
+// Routes lists every route and variant with what it needs.
+func Routes() []RouteSpec {
+	var out []RouteSpec
+	for _, rt := range (&server{}).table() {
+		out = append(out, RouteSpec{Method: rt.method, Pattern: rt.path, Privileges: rt.privs, Any: rt.any, System: rt.system})
+		for _, v := range rt.variants {
+			out = append(out, RouteSpec{Method: rt.method, Pattern: rt.path, Variant: v.name, Privileges: v.privs, System: rt.system})
+		}
+	}
+	return out
+}
+
+func (s *server) routes() {
+	for _, rt := range s.table() {
+		s.mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt))
+	}
+}
+
+// guard authorizes a request from the route table, checks that its catalog
+// exists, and only then claims an Idempotency-Key and runs the handler.
+func (s *server) guard(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cat, err := catalogOf(r, s.DefaultCatalog)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		body := peekBody(r)
+		privs := rt.privs
+		for _, v := range rt.variants {
+			if v.applies(r, body) {
+				privs = v.privs
+			}
+		}
+		scope := cat
+		if rt.system {
+			scope = authz.SystemCatalog
+		}
+		if rt.any {
+			err = s.Authz.CheckAny(r.Context(), scope, authz.All...)
+		} else {
+			err = s.Authz.Check(r.Context(), scope, privs...)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !rt.system && !(cat == authz.SystemCatalog && isGrantRoute(rt.path)) {
+			if _, err := s.Catalog.GetCatalog(r.Context(), cat); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.idempotent(w, r, key, rt.h)
+			return
+		}
+		rt.h(w, r)
+	}
+}
+
+func isGrantRoute(path string) bool { return strings.Contains(path, "/grants/") }
+
+// catalogOf names the catalog a request acts on: the {prefix} or {c} path
+// parameter, or for /v1/config the warehouse query (or the default).
+func catalogOf(r *http.Request, def string) (string, error) {
+	cat := r.PathValue("prefix")
+	if cat == "" {
+		cat = r.PathValue("c")
+	}
+	if cat == "" && r.URL.Path == "/v1/config" {
+		if cat = r.URL.Query().Get("warehouse"); cat == "" {
+			cat = def
+		}
+		if cat == "" {
+			return "", fmt.Errorf("%w: the warehouse parameter names the catalog", catalog.ErrBadRequest)
+		}
+	}
+	if cat == "" || cat == authz.SystemCatalog {
+		return cat, nil
+	}
+	return cat, catalog.ValidateCatalogName(cat)
+}
+
+// peekBody returns the (already size-bounded) body and leaves it readable.
+func peekBody(r *http.Request) []byte {
+	if r.Body == nil {
+		return nil
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
+type requirementTypes struct {
+	Requirements []struct {
+		Type string `json:"type"`
+	} `json:"requirements"`
+}
+
+func (c requirementTypes) creates() bool {
+	for _, r := range c.Requirements {
+		if r.Type == "assert-create" {
+			return true
+		}
+	}
+	return false
+}
+
+// commitCreates: a commit finishing a staged create creates a table.
+func commitCreates(_ *http.Request, body []byte) bool {
+	var c requirementTypes
+	return json.Unmarshal(body, &c) == nil && c.creates()
+}
+
+// transactionCreates: any table change of a transaction creates a table.
+func transactionCreates(_ *http.Request, body []byte) bool {
+	var t struct {
+		Changes []requirementTypes `json:"table-changes"`
+	}
+	if json.Unmarshal(body, &t) != nil {
+		return false
+	}
+	for _, c := range t.Changes {
+		if c.creates() {
+			return true
+		}
+	}
+	return false
+}
+
+// registerOverwrites: overwriting replaces an existing table's history.
+func registerOverwrites(_ *http.Request, body []byte) bool {
+	var reg struct {
+		Overwrite bool `json:"overwrite"`
+	}
+	return json.Unmarshal(body, &reg) == nil && reg.Overwrite
+}
