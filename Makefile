@@ -23,7 +23,9 @@ test: vet
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
+## vet: gofmt, go.mod/go.sum tidy (go mod tidy -diff prints nothing), go vet
 vet:
+	@d=$$($(GO) mod tidy -diff 2>&1) || { echo "$$d"; echo "go.mod/go.sum are not tidy (the diff above): run go mod tidy and commit the result"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (gofmt -l . ; echo "gofmt needed"; exit 1)
 	$(GO) vet ./...
 

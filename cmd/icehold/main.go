@@ -12,6 +12,7 @@ usage:
   icehold local [flags]                 run the whole product on this machine (make run)
   icehold invoke FUNCTION EVENT.json    run a function's handler on a sample event (make invoke)
   icehold local redrive                 move the local delete DLQ back to its queue (the console's redrive)
+  icehold local token add|list|revoke   local bearer tokens (a running server sees changes at once)
   icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
   icehold migrate ownership --table T   claim the locations of what predates the ownership index (AWS)
 
@@ -28,6 +29,8 @@ func main() {
 	case "local":
 		if len(os.Args) > 2 && os.Args[2] == "redrive" {
 			err = runRedrive(os.Args[3:])
+		} else if len(os.Args) > 2 && os.Args[2] == "token" {
+			err = runToken(os.Args[3:], os.Stdout, os.Stderr)
 		} else {
 			err = runLocal(os.Args[2:])
 		}

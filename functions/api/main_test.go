@@ -74,8 +74,34 @@ func httpRequest(t *testing.T, base, token string, ev events.APIGatewayProxyRequ
 	return req
 }
 
+// expected is what each sample in events/api/ must answer, on the Lambda path
+// and on the HTTP path alike, when the samples run in file-name order on a
+// fresh server (make invoke runs them the same way against make run). A
+// sample without an entry here, or an entry without its sample, fails the
+// test. replayed: the answer carries Idempotent-Replayed: true.
+var expected = map[string]struct {
+	status   int
+	replayed bool
+}{
+	"01-config.json":           {status: 200},
+	"02-create-namespace.json": {status: 200},
+	"03-list-namespaces.json":  {status: 200},
+	"04-create-table.json":     {status: 200},
+	"05-load-table-gzip.json":  {status: 200},
+	"06-commit-table.json":     {status: 200},
+	"07-commit-replayed.json":  {status: 200, replayed: true},
+	"08-list-tables.json":      {status: 200},
+	"09-rename-table.json":     {status: 204},
+	"10-table-exists.json":     {status: 204},
+	"11-drop-table.json":       {status: 204},
+	"12-malformed-body.json":   {status: 400},
+	"13-unauthenticated.json":  {status: 401},
+	"14-grant.json":            {status: 200},
+}
+
 // The sample events go through the Lambda handler and give the same answers
-// as the same requests sent to the HTTP server.
+// as the same requests sent to the HTTP server, and each answers the status
+// it is there to show (expected): both paths being wrong alike fails too.
 func TestSampleEventsMatchHTTPServer(t *testing.T) {
 	ctx := context.Background()
 	lambdaSide, err := localserver.Start(ctx, localserver.Options{})
@@ -98,9 +124,22 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 	if len(files) < 10 {
 		t.Fatalf("found %d sample events", len(files))
 	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[filepath.Base(f)] = true
+	}
+	for name := range expected {
+		if !seen[name] {
+			t.Errorf("expected lists %s, but events/api/ has no such sample", name)
+		}
+	}
 	var token string
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			want, ok := expected[filepath.Base(f)]
+			if !ok {
+				t.Errorf("events/api/%s has no expected status in this test: add it to expected", filepath.Base(f))
+			}
 			raw, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -139,6 +178,23 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 			hBody, _ := io.ReadAll(hres.Body)
 			hBody = gunzipIf(t, hres.Header.Get("Content-Encoding"), hBody)
 
+			lReplayed := len(res.MultiValueHeaders["Idempotent-Replayed"]) > 0 && res.MultiValueHeaders["Idempotent-Replayed"][0] == "true"
+			hReplayed := hres.Header.Get("Idempotent-Replayed") == "true"
+			if ok {
+				for _, side := range []struct {
+					name     string
+					status   int
+					replayed bool
+					body     []byte
+				}{{"lambda", res.StatusCode, lReplayed, lBody}, {"http", hres.StatusCode, hReplayed, hBody}} {
+					if side.status != want.status {
+						t.Errorf("%s: status %d, want %d\n%s", side.name, side.status, want.status, side.body)
+					}
+					if side.replayed != want.replayed {
+						t.Errorf("%s: Idempotent-Replayed %v, want %v", side.name, side.replayed, want.replayed)
+					}
+				}
+			}
 			if res.StatusCode != hres.StatusCode {
 				t.Fatalf("status: lambda %d, http %d\nlambda: %s\nhttp: %s", res.StatusCode, hres.StatusCode, lBody, hBody)
 			}

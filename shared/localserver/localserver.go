@@ -5,8 +5,6 @@ package localserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,8 +109,12 @@ type Server struct {
 	// to run the Lambda path over the same store).
 	RouterConfig router.Config
 
-	mu      sync.RWMutex
-	tokens  map[string]string
+	mu     sync.RWMutex      // guards tokens
+	tokens map[string]string // token → principal, as tokens.json last read
+	// reload serializes refreshTokens and guards stamp.
+	reload sync.Mutex
+	stamp  tokensStamp
+
 	servers []*http.Server
 	dynamo  *localaws.DynamoDB
 	queues  *localaws.SQS
@@ -256,46 +258,86 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// loadTokens reads tokens.json (token → principal), creating it with an admin
-// token on first start; it returns the admin token.
+// loadTokens reads tokens.json (token → principal), adding an admin token
+// when it has none (first start); it returns an admin token.
 func (s *Server) loadTokens() (string, error) {
-	path := ""
-	if s.dir != "" {
-		path = filepath.Join(s.dir, "tokens.json")
-		b, err := os.ReadFile(path)
-		if err == nil {
-			if err := json.Unmarshal(b, &s.tokens); err != nil {
-				return "", fmt.Errorf("%s: %w", path, err)
+	if s.dir == "" {
+		return s.AddToken(AdminPrincipal)
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return "", err
+	}
+	var admin string
+	err := updateTokens(s.dir, func(m map[string]string) (bool, error) {
+		for _, t := range sortedTokens(m) {
+			if t.Principal == AdminPrincipal {
+				admin = t.Token
+				return false, nil
 			}
-		} else if !os.IsNotExist(err) {
-			return "", err
 		}
+		admin = NewToken()
+		m[admin] = AdminPrincipal
+		return true, nil
+	})
+	if err != nil {
+		return "", err
 	}
-	for tok, p := range s.tokens {
-		if p == AdminPrincipal {
-			return tok, nil
-		}
+	if err := s.refreshTokens(); err != nil {
+		return "", err
 	}
-	tok, err := s.AddToken(AdminPrincipal)
-	return tok, err
+	return admin, nil
 }
 
-// AddToken creates a bearer token for principal (kept in tokens.json).
+// AddToken creates a bearer token for principal: in tokens.json (the same as
+// `icehold local token add`), or only in memory for a server without Dir.
 func (s *Server) AddToken(principal string) (string, error) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	tok := "ih_" + hex.EncodeToString(b)
+	if s.dir != "" {
+		tok, err := AddTokenTo(s.dir, principal)
+		if err != nil {
+			return "", err
+		}
+		return tok, s.refreshTokens()
+	}
+	if err := ValidatePrincipal(principal); err != nil {
+		return "", err
+	}
+	tok := NewToken()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[tok] = principal
-	if s.dir == "" {
-		return tok, nil
-	}
-	data, _ := json.MarshalIndent(s.tokens, "", "  ")
-	if err := os.WriteFile(filepath.Join(s.dir, "tokens.json"), data, 0o600); err != nil {
-		return "", err
-	}
 	return tok, nil
+}
+
+// refreshTokens reloads tokens.json when it is not the version last read: one
+// stat per call, a read only after a change (see tokensStamp). A missing or
+// unreadable file keeps the tokens last read (and says so once).
+func (s *Server) refreshTokens() error {
+	if s.dir == "" {
+		return nil
+	}
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	path := tokensPath(s.dir)
+	fi, err := os.Stat(path)
+	if err == nil && s.stamp.unchanged(fi) {
+		return nil
+	}
+	var m map[string]string
+	if err == nil {
+		m, fi, err = readTokensFile(path)
+	}
+	if err != nil {
+		if !s.stamp.failed { // said once, until a read succeeds again
+			slog.Warn("tokens.json not reloaded, keeping the tokens last read", "err", err)
+		}
+		s.stamp = tokensStamp{failed: true}
+		return err
+	}
+	s.mu.Lock()
+	s.tokens = m
+	s.mu.Unlock()
+	s.stamp = tokensStamp{fi: fi, racy: time.Since(fi.ModTime()) < racyWindow}
+	return nil
 }
 
 func (s *Server) authenticate(r *http.Request) string {
@@ -304,9 +346,7 @@ func (s *Server) authenticate(r *http.Request) string {
 	if !ok {
 		return ""
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.tokens[strings.TrimSpace(tok)]
+	return s.PrincipalOf(strings.TrimSpace(tok))
 }
 
 // Close stops the pipeline and serving.
@@ -332,8 +372,11 @@ func (s *Server) Close() {
 	}
 }
 
-// PrincipalOf returns the principal of a bearer token, "" if unknown.
+// PrincipalOf returns the principal of a bearer token, "" if unknown. With a
+// state directory it first reloads tokens.json if it changed, so tokens added
+// or revoked by `icehold local token` count from the next request on.
 func (s *Server) PrincipalOf(token string) string {
+	_ = s.refreshTokens() // on failure: the tokens last read
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.tokens[token]
