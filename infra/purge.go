@@ -7,11 +7,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
@@ -63,21 +63,18 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 		lambdaenv.EnvDeleteQueue: s.DeleteQueue.QueueUrl(),
 		lambdaenv.EnvVisibility:  jsii.String(fmt.Sprint(deleteVisibilitySec)),
 		lambdaenv.EnvMaxReceives: jsii.String(fmt.Sprint(maxReceiveCount)),
-	}), 1024, deleteTimeoutSec)
-	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
-		s.Table.GrantReadWriteData(fn)
-		s.Bus.GrantPutEventsTo(fn, nil)
-	}
-	s.Warehouse.GrantRead(s.PlanFn, nil)
-	s.Warehouse.GrantRead(s.DeleteFn, nil)
-	// The one grant of deletion in the stack.
-	s.Warehouse.GrantDelete(s.DeleteFn, nil)
-	s.DeleteQueue.GrantConsumeMessages(s.DeleteFn)
-	s.DeleteFn.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.DeleteQueue, &awslambdaeventsources.SqsEventSourceProps{
+	}), 1024, deleteTimeoutSec, func(p *awslambda.FunctionProps) {
+		p.ReservedConcurrentExecutions = jsii.Number(deleteReservedConcurrency)
+	})
+	// The mapping keeps the construct id SqsEventSource gave it (no
+	// replacement on upgrade); unlike SqsEventSource it grants nothing by
+	// itself: the role's queue actions are in grantAccess.
+	s.DeleteFn.AddEventSourceMapping(jsii.String("SqsEventSource:"+*awscdk.Names_NodeUniqueId(s.DeleteQueue.Node())), &awslambda.EventSourceMappingOptions{
+		EventSourceArn:          s.DeleteQueue.QueueArn(),
 		BatchSize:               jsii.Number(1),
 		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(50),
-	}))
+		MaxConcurrency:          jsii.Number(deleteMaxConcurrency),
+	})
 
 	s.PurgeMachine = awsstepfunctions.NewStateMachine(st, jsii.String("PurgeMachine"), &awsstepfunctions.StateMachineProps{
 		DefinitionBody: awsstepfunctions.DefinitionBody_FromString(jsii.String(purge.Definition)),
@@ -90,26 +87,10 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 		StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
 		TracingEnabled:   jsii.Bool(true),
 	})
-	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
-		fn.GrantInvoke(s.PurgeMachine)
-	}
-	s.DeleteQueue.GrantSendMessages(s.PurgeMachine)
 
 	machineEnv := withEnv(env, map[string]*string{lambdaenv.EnvStateMachine: s.PurgeMachine.StateMachineArn()})
 	s.DropFn = goFunction(st, "DropFn", filepath.Join(p.AssetsDir, "drop"), machineEnv, 512, 29)
-	s.Bus.GrantPutEventsTo(s.DropFn, nil)
-	s.Table.GrantReadWriteData(s.DropFn)
-	s.Warehouse.GrantRead(s.DropFn, nil)
-	s.PurgeMachine.GrantStartExecution(s.DropFn)
-
 	s.ReconcileFn = goFunction(st, "ReconcileFn", filepath.Join(p.AssetsDir, "reconcile"), machineEnv, 256, 300)
-	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil)
-	s.Table.GrantReadWriteData(s.ReconcileFn)
-	s.PurgeMachine.GrantStartExecution(s.ReconcileFn)
-	s.ReconcileFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("states:DescribeExecution"),
-		Resources: jsii.Strings(fmt.Sprintf("arn:%s:states:%s:%s:execution:*", *st.Partition(), *st.Region(), *st.Account())),
-	}))
 	awsevents.NewRule(st, jsii.String("ReconcileSchedule"), &awsevents.RuleProps{
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(5))),
 		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.ReconcileFn, nil)},
@@ -126,11 +107,15 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 }
 
 func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
+	// The alarms notify one topic (output AlarmTopicArn); who listens is the
+	// operator's choice (an email, a chat integration, an incident tool).
+	s.AlarmTopic = awssns.NewTopic(st, jsii.String("AlarmTopic"), &awssns.TopicProps{DisplayName: jsii.String("icehold alarms")})
+	notify := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
 	dlqDepth := s.DeleteDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1))})
 	atLeastOne(st, "DeleteDLQNotEmpty", dlqDepth,
-		"Purge batches are dead-lettered: fix the cause, then redrive the DLQ from the SQS console")
+		"Purge batches are dead-lettered: fix the cause, then redrive the DLQ from the SQS console").AddAlarmAction(notify)
 	failed := s.PurgeMachine.MetricFailed(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5))})
-	atLeastOne(st, "PurgeJobsFailed", failed, "A purge job failed; its last-error says why (icehold jobs show)")
+	atLeastOne(st, "PurgeJobsFailed", failed, "A purge job failed; its last-error says why (icehold jobs show)").AddAlarmAction(notify)
 	jobs := func(name string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String("icehold"), MetricName: jsii.String(name), Statistic: jsii.String("Maximum")})
 	}
@@ -146,8 +131,8 @@ func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
 }
 
 // atLeastOne alarms when a metric reaches 1 in one period.
-func atLeastOne(st awscdk.Stack, id string, metric awscloudwatch.IMetric, why string) {
-	awscloudwatch.NewAlarm(st, jsii.String(id), &awscloudwatch.AlarmProps{
+func atLeastOne(st awscdk.Stack, id string, metric awscloudwatch.IMetric, why string) awscloudwatch.Alarm {
+	return awscloudwatch.NewAlarm(st, jsii.String(id), &awscloudwatch.AlarmProps{
 		AlarmDescription:   jsii.String(why),
 		Metric:             metric,
 		Threshold:          jsii.Number(1),

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -45,8 +46,11 @@ type Stack struct {
 	PurgeMachine                                      awsstepfunctions.StateMachine
 	// Bus receives the lifecycle events (SPEC §4).
 	Bus awsevents.EventBus
+	// AlarmTopic is what the alarms notify.
+	AlarmTopic awssns.Topic
 	// EnginePolicy is for engines (Spark, Trino, …): read and write the
-	// warehouse, never delete (soft delete and purge own deletion).
+	// warehouse, never delete (soft delete and purge own deletion), never
+	// write metadata files (the catalog's).
 	EnginePolicy awsiam.ManagedPolicy
 }
 
@@ -71,6 +75,11 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		EnforceSSL:        jsii.Bool(true),
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		// Unversioned, by choice: a purge must remove the bytes it reports
+		// deleted. In a versioned bucket DeleteObjects only adds delete
+		// markers and the data stays as noncurrent versions; recovery is
+		// the catalog's (soft delete, SPEC §4), not S3's (docs/design.md).
+		Versioned: jsii.Bool(false),
 	})
 
 	env := map[string]*string{
@@ -79,10 +88,6 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		lambdaenv.EnvDefaultCatalog: jsii.String(p.DefaultCatalog),
 	}
 	s.APIFn = goFunction(st, "ApiFn", filepath.Join(p.AssetsDir, "api"), env, 1024, 29)
-	s.Table.GrantReadWriteData(s.APIFn)
-	// Metadata files: read and write, never delete.
-	s.Warehouse.GrantRead(s.APIFn, nil)
-	s.Warehouse.GrantPut(s.APIFn, nil)
 
 	s.API = awsapigateway.NewLambdaRestApi(st, jsii.String("Api"), &awsapigateway.LambdaRestApiProps{
 		Handler: s.APIFn,
@@ -100,40 +105,25 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
-		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete"),
-		Statements: &[]awsiam.PolicyStatement{
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("execute-api:Invoke"),
-				Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
-				Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String("*"))),
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings("s3:ListBucket", "s3:GetBucketLocation"),
-				Resources: jsii.Strings(*s.Warehouse.BucketArn()),
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Effect:    awsiam.Effect_DENY,
-				Actions:   jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
-				Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String("*"))),
-			}),
-		},
+		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete, never write metadata files"),
+		Statements:  s.engineStatements(),
 	})
 
 	s.purgePipeline(st, p, env)
+	s.grantAccess()
 
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})
 	awscdk.NewCfnOutput(st, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: s.Table.TableName(), Description: jsii.String("the DynamoDB table (icehold migrate --table)")})
 	awscdk.NewCfnOutput(st, jsii.String("WarehouseBucket"), &awscdk.CfnOutputProps{Value: s.Warehouse.BucketName()})
 	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
+	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: s.AlarmTopic.TopicArn(), Description: jsii.String("the SNS topic the alarms notify: subscribe the on-call to it")})
 	return s
 }
 
-// goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap folder.
-func goFunction(scope constructs.Construct, id, dir string, env map[string]*string, memoryMB, timeoutSec float64) awslambda.Function {
-	return awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+// goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap
+// folder; opts adjust its props (e.g. reserved concurrency).
+func goFunction(scope constructs.Construct, id, dir string, env map[string]*string, memoryMB, timeoutSec float64, opts ...func(*awslambda.FunctionProps)) awslambda.Function {
+	props := &awslambda.FunctionProps{
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
@@ -142,5 +132,9 @@ func goFunction(scope constructs.Construct, id, dir string, env map[string]*stri
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
 		Environment:  &env,
 		Tracing:      awslambda.Tracing_ACTIVE,
-	})
+	}
+	for _, o := range opts {
+		o(props)
+	}
+	return awslambda.NewFunction(scope, jsii.String(id), props)
 }

@@ -2,8 +2,13 @@ package infra_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,4 +155,346 @@ func TestLifecycleEventBus(t *testing.T) {
 			assertions.Match_ObjectLike(&map[string]any{"Action": "events:PutEvents", "Effect": "Allow"}),
 		})},
 	})
+}
+
+// resources returns the template's resources of one type, by logical id.
+func resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range *template.FindResources(jsii.String(typ), nil) {
+		out[id] = *r
+	}
+	return out
+}
+
+// logicalID is the one resource of a type whose logical id starts with prefix.
+func logicalID(t *testing.T, typ, prefix string) string {
+	t.Helper()
+	var found []string
+	for id := range resources(typ) {
+		if strings.HasPrefix(id, prefix) {
+			found = append(found, id)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s %s*: found %v", typ, prefix, found)
+	}
+	return found[0]
+}
+
+// render writes a CloudFormation value as text: a logical id loses its
+// hash ("Catalog742F25FD" → "Catalog"), pseudo parameters read ${Region}.
+func render(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = render(e)
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		if ref, ok := x["Ref"].(string); ok {
+			if p, ok := strings.CutPrefix(ref, "AWS::"); ok {
+				return "${" + p + "}"
+			}
+			return "${" + unhash(ref) + "}"
+		}
+		if ga, ok := x["Fn::GetAtt"].([]any); ok {
+			return "${" + unhash(ga[0].(string)) + "." + ga[1].(string) + "}"
+		}
+		if j, ok := x["Fn::Join"].([]any); ok {
+			parts := []string{}
+			for _, e := range j[1].([]any) {
+				parts = append(parts, render(e))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+		if sel, ok := x["Fn::Select"].([]any); ok {
+			if sp, ok := sel[1].(map[string]any)["Fn::Split"].([]any); ok {
+				return fmt.Sprintf("${Select %v of %s split by %s}", sel[0], render(sp[1]), sp[0])
+			}
+		}
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+func unhash(id string) string {
+	if len(id) > 8 {
+		if _, err := strconv.ParseUint(id[len(id)-8:], 16, 64); err == nil {
+			return id[:len(id)-8]
+		}
+	}
+	return id
+}
+
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := []string{}
+		for _, e := range x {
+			out = append(out, strs(e)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// roleStatements are the statements of the inline policies on the role of
+// the function whose logical id starts with fn.
+func roleStatements(t *testing.T, fn string) []map[string]any {
+	t.Helper()
+	fnID := logicalID(t, "AWS::Lambda::Function", fn)
+	role := resources("AWS::Lambda::Function")[fnID]["Properties"].(map[string]any)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	var out []map[string]any
+	for _, p := range resources("AWS::IAM::Policy") {
+		props := p["Properties"].(map[string]any)
+		for _, r := range props["Roles"].([]any) {
+			if r.(map[string]any)["Ref"] == role {
+				for _, st := range props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					out = append(out, st.(map[string]any))
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no policy on the role of %s", fn)
+	}
+	return out
+}
+
+// grants is a role's allowed actions: action → "resource" (plus " if
+// LeadingKeys ⊆ [...]" where a condition holds it to some partition keys).
+func grants(t *testing.T, fn string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, st := range roleStatements(t, fn) {
+		if st["Effect"] != "Allow" {
+			t.Errorf("%s: a %v statement", fn, st["Effect"])
+			continue
+		}
+		cond := ""
+		if c, ok := st["Condition"]; ok {
+			lk, ok := c.(map[string]any)["ForAllValues:StringLike"].(map[string]any)["dynamodb:LeadingKeys"]
+			if !ok || len(c.(map[string]any)) != 1 {
+				t.Errorf("%s: unexpected condition %v", fn, c)
+			}
+			cond = " if LeadingKeys ⊆ [" + strings.Join(strs(lk), " ") + "]"
+		}
+		res := []string{}
+		if list, ok := st["Resource"].([]any); ok {
+			for _, r := range list {
+				res = append(res, render(r))
+			}
+		} else {
+			res = append(res, render(st["Resource"]))
+		}
+		for _, a := range strs(st["Action"]) {
+			for _, r := range res {
+				out[a] = append(out[a], r+cond)
+			}
+		}
+	}
+	for a := range out {
+		sort.Strings(out[a])
+	}
+	return out
+}
+
+const (
+	tableArn   = "${Catalog.Arn}"
+	objectsArn = "${Warehouse.Arn}/*"
+	bucketArn  = "${Warehouse.Arn}"
+	busArn     = "${LifecycleBus.Arn}"
+	machineArn = "${PurgeMachine}"
+	queueArn   = "${DeleteQueue.Arn}"
+)
+
+func tableGrants(keys string, acts ...string) map[string][]string {
+	out := map[string][]string{}
+	for _, a := range acts {
+		r := tableArn
+		if keys != "" {
+			r += " if LeadingKeys ⊆ [" + keys + "]"
+		}
+		out["dynamodb:"+a] = []string{r}
+	}
+	return out
+}
+
+func merge(ms ...map[string][]string) map[string][]string {
+	out := map[string][]string{"xray:PutTelemetryRecords": {"*"}, "xray:PutTraceSegments": {"*"}} // Tracing: ACTIVE
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = append(out[k], v...)
+		}
+	}
+	return out
+}
+
+// Each function's role grants exactly what its code calls (docs/design.md,
+// "Least privilege"); infra/oracle_test.go checks the calls themselves.
+func TestRoleGrantsPerFunction(t *testing.T) {
+	router := tableGrants("", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem")
+	want := map[string]map[string][]string{
+		"ApiFn": merge(router, map[string][]string{
+			"s3:GetObject":  {"${Warehouse.Arn}/*.metadata.json", "${Warehouse.Arn}/*.metadata.json.gz"},
+			"s3:PutObject":  {"${Warehouse.Arn}/*.metadata.json"},
+			"s3:ListBucket": {bucketArn},
+		}),
+		"DropFn": merge(router, map[string][]string{
+			"states:StartExecution": {machineArn},
+			"events:PutEvents":      {busArn},
+		}),
+		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#*", "GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+			"s3:GetObject":     {objectsArn},
+			"s3:ListBucket":    {bucketArn},
+			"events:PutEvents": {busArn},
+		}),
+		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem")),
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+			"s3:GetObject":                {objectsArn},
+			"s3:DeleteObject":             {objectsArn},
+			"sqs:ReceiveMessage":          {queueArn},
+			"sqs:DeleteMessage":           {queueArn},
+			"sqs:GetQueueAttributes":      {queueArn},
+			"sqs:ChangeMessageVisibility": {queueArn},
+			"events:PutEvents":            {busArn},
+		}),
+		"ReconcileFn": merge(tableGrants("JOB#* ACTIVEJOB TBL#* LOC#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+			"states:StartExecution":    {machineArn},
+			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
+			"events:PutEvents":         {busArn},
+		}),
+	}
+	for fn, w := range want {
+		got := grants(t, fn)
+		for a := range w {
+			sort.Strings(w[a])
+		}
+		if !reflect.DeepEqual(got, w) {
+			g, _ := json.MarshalIndent(got, "", "  ")
+			t.Errorf("%s grants:\n%s", fn, g)
+		}
+	}
+}
+
+// The drop function writes DynamoDB and starts an execution; it never
+// touches S3.
+func TestDropRoleHasNoS3(t *testing.T) {
+	for a := range grants(t, "DropFn") {
+		if strings.HasPrefix(a, "s3:") {
+			t.Errorf("the drop function's role holds %s", a)
+		}
+	}
+}
+
+// No role holds table-wide reads or table management: Scan, BatchGetItem,
+// DescribeTable, streams, wildcards.
+func TestNoRoleScansOrManagesTheTable(t *testing.T) {
+	for _, p := range resources("AWS::IAM::Policy") {
+		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			for _, a := range strs(st.(map[string]any)["Action"]) {
+				if strings.HasPrefix(a, "dynamodb:") && !slices.Contains([]string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem", "BatchWriteItem"}, strings.TrimPrefix(a, "dynamodb:")) {
+					t.Errorf("%v grants %s", p["Properties"].(map[string]any)["Roles"], a)
+				}
+				if strings.Contains(a, "*") {
+					t.Errorf("%v grants the wildcard action %s", p["Properties"].(map[string]any)["Roles"], a)
+				}
+			}
+		}
+	}
+}
+
+// DescribeExecution covers the purge state machine's executions only.
+func TestDescribeExecutionScopedToPurgeExecutions(t *testing.T) {
+	for _, p := range resources("AWS::IAM::Policy") {
+		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			if slices.Contains(strs(st["Action"]), "states:DescribeExecution") {
+				if r := render(st["Resource"]); r != "arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*" {
+					t.Errorf("DescribeExecution on %s", r)
+				}
+			}
+		}
+	}
+	if _, ok := grants(t, "ReconcileFn")["states:DescribeExecution"]; !ok {
+		t.Errorf("reconcile cannot describe executions")
+	}
+}
+
+// Engines write data files, manifests and manifest lists; metadata files
+// are the catalog's.
+func TestEnginePolicyDeniesMetadataWrites(t *testing.T) {
+	policies := resources("AWS::IAM::ManagedPolicy")
+	if len(policies) != 1 {
+		t.Fatalf("%d managed policies", len(policies))
+	}
+	var allowPut, denyMeta, denyDelete bool
+	for _, p := range policies {
+		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			acts, res := strs(st["Action"]), render(st["Resource"])
+			switch {
+			case st["Effect"] == "Allow" && slices.Contains(acts, "s3:PutObject") && res == objectsArn:
+				allowPut = true
+			case st["Effect"] == "Deny" && slices.Equal(acts, []string{"s3:PutObject"}) && res == "${Warehouse.Arn}/*.metadata.json":
+				denyMeta = true
+			case st["Effect"] == "Deny" && slices.Contains(acts, "s3:DeleteObject") && res == objectsArn:
+				denyDelete = true
+			case st["Effect"] == "Allow" && slices.ContainsFunc(acts, func(a string) bool { return strings.HasPrefix(a, "s3:Delete") }):
+				t.Errorf("engines may delete: %v", st)
+			}
+		}
+	}
+	if !allowPut || !denyMeta || !denyDelete {
+		t.Errorf("engine policy: put data %v, metadata denied %v, delete denied %v", allowPut, denyMeta, denyDelete)
+	}
+}
+
+// The warehouse is unversioned, by choice: a purge removes bytes.
+func TestWarehouseUnversioned(t *testing.T) {
+	template.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+		"VersioningConfiguration": assertions.Match_Absent(),
+		"BucketEncryption":        assertions.Match_AnyValue(),
+	})
+	template.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
+}
+
+// Both alarms notify the one topic, whose ARN is an output.
+func TestAlarmsNotifyTopic(t *testing.T) {
+	template.ResourceCountIs(jsii.String("AWS::SNS::Topic"), jsii.Number(1))
+	topic := logicalID(t, "AWS::SNS::Topic", "AlarmTopic")
+	alarms := resources("AWS::CloudWatch::Alarm")
+	if len(alarms) == 0 {
+		t.Fatal("no alarms")
+	}
+	for id, a := range alarms {
+		actions := a["Properties"].(map[string]any)["AlarmActions"]
+		if !reflect.DeepEqual(actions, []any{map[string]any{"Ref": topic}}) {
+			t.Errorf("%s notifies %v", id, actions)
+		}
+	}
+	template.HasOutput(jsii.String("AlarmTopicArn"), map[string]any{"Value": map[string]any{"Ref": topic}})
+}
+
+// The delete function has reserved concurrency above the mapping's maximum.
+func TestDeleteReservedConcurrency(t *testing.T) {
+	fn := resources("AWS::Lambda::Function")[logicalID(t, "AWS::Lambda::Function", "DeleteFn")]
+	reserved, _ := fn["Properties"].(map[string]any)["ReservedConcurrentExecutions"].(float64)
+	var max float64
+	for _, m := range resources("AWS::Lambda::EventSourceMapping") {
+		max, _ = m["Properties"].(map[string]any)["ScalingConfig"].(map[string]any)["MaximumConcurrency"].(float64)
+	}
+	if max != 50 || reserved != 60 {
+		t.Errorf("delete function: reserved %v, mapping maximum %v; want 60 = 50 + 10 for finalize", reserved, max)
+	}
+	for id, f := range resources("AWS::Lambda::Function") {
+		if _, ok := f["Properties"].(map[string]any)["ReservedConcurrentExecutions"]; ok && !strings.HasPrefix(id, "DeleteFn") {
+			t.Errorf("%s has reserved concurrency", id)
+		}
+	}
 }

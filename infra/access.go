@@ -1,0 +1,193 @@
+package infra
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// What each function's role may do, in one place. Every grant follows from
+// the function's code (docs/design.md, "Least privilege"); the stack tests
+// pin the exact set per role.
+
+// DynamoDB. IAM has no TransactWriteItems action: a transaction needs the
+// action of each of its items (Put → PutItem, Update → UpdateItem, Delete →
+// DeleteItem, ConditionCheck → ConditionCheckItem). The store
+// (shared/store.DynamoDB) calls GetItem, PutItem, UpdateItem, DeleteItem,
+// Query, TransactWriteItems and BatchWriteItem; Scan only in the one-off
+// migration run by the CLI, never by a function. No role holds Scan,
+// BatchGetItem, DescribeTable, the stream actions or any table management.
+var (
+	// routerTableActions: the api and drop functions serve the router,
+	// which reads and writes every record kind but never batch-writes.
+	routerTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// planTableActions: reads the job and its catalog, writes the batches
+	// (BatchWriteItem), moves the job (a transaction of updates; on a
+	// permanent failure also the deletes of its marker and tombstone and the
+	// release of its claim). No PutItem, no Query.
+	planTableActions = []string{"GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// progressTableActions: reads one job record.
+	progressTableActions = []string{"GetItem"}
+	// deleteTableActions: reads jobs, batches and location claims, lists a
+	// job's batches (finalize), moves checkpoints and counters, and ends the
+	// job (deletes its marker and tombstone, releases its claim).
+	deleteTableActions = []string{"GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// reconcileTableActions: lists the active-job markers, reads jobs,
+	// renames executions, fails jobs past their attempts.
+	reconcileTableActions = []string{"GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+)
+
+// Partition keys of the record kinds (docs/design.md, the record store),
+// as dynamodb:LeadingKeys patterns. The four pipeline functions are held
+// to the kinds they touch; the router functions touch every kind.
+const (
+	pkJob       = "JOB#*"     // purge jobs
+	pkBatch     = "BATCH#*"   // delete batches
+	pkActiveJob = "ACTIVEJOB" // markers of unfinished jobs
+	pkTable     = "TBL#*"     // tombstones (and table entries: one partition per namespace)
+	pkClaim     = "LOC#*"     // location claims
+	pkCatalog   = "CATALOG#*" // catalogs (the plan reads purge.delete-scope)
+)
+
+var (
+	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
+	progressKeys  = []string{pkJob}
+	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim}
+	reconcileKeys = []string{pkJob, pkActiveJob, pkTable, pkClaim}
+)
+
+// metadataObjects: the only objects the catalog writes, and the only ones
+// engines may not (`<location>/metadata/<version>-<uuid>.metadata.json`;
+// Iceberg's gzip codec names them `….gz.metadata.json`).
+const metadataObjects = "*.metadata.json"
+
+// legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
+const legacyGzipMetadata = "*.metadata.json.gz"
+
+// Delete function concurrency. The event source mapping runs at most
+// deleteMaxConcurrency batches at once (SPEC §3: it bounds the deleters on
+// one prefix); the reserved concurrency adds room for the state machine's
+// finalize and mark-failed invocations of the same function, so that the
+// mapping is never throttled by its own function (a throttled SQS
+// invocation counts a receive and could dead-letter a healthy batch), and
+// caps the function so a large purge cannot take the account's concurrency.
+const (
+	deleteMaxConcurrency      = 50
+	finalizeHeadroom          = 10
+	deleteReservedConcurrency = deleteMaxConcurrency + finalizeHeadroom
+)
+
+func actions(service string, names ...string) *[]*string {
+	out := make([]*string, len(names))
+	for i, n := range names {
+		out[i] = jsii.String(service + ":" + n)
+	}
+	return &out
+}
+
+// allow adds one Allow statement to a function's role.
+func allow(fn awslambda.Function, acts *[]*string, resources ...string) awsiam.PolicyStatement {
+	st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: acts, Resources: jsii.Strings(resources...)})
+	fn.AddToRolePolicy(st)
+	return st
+}
+
+// grantTable gives a function the DynamoDB actions on the one table,
+// limited to partition keys matching leadingKeys when given.
+func (s *Stack) grantTable(fn awslambda.Function, acts []string, leadingKeys []string) {
+	st := allow(fn, actions("dynamodb", acts...), *s.Table.TableArn())
+	if len(leadingKeys) > 0 {
+		st.AddCondition(jsii.String("ForAllValues:StringLike"), map[string]any{"dynamodb:LeadingKeys": leadingKeys})
+	}
+}
+
+// grantAccess is every function's role.
+func (s *Stack) grantAccess() {
+	objects := *s.Warehouse.ArnForObjects(jsii.String("*"))
+	bucket := *s.Warehouse.BucketArn()
+
+	// api: the catalog. Reads and writes metadata files only (load, commit,
+	// register); never a data file, manifest or manifest list, and never
+	// deletes. ListBucket makes a missing metadata file a 404 (register
+	// answers 400) instead of a 403.
+	metadata := *s.Warehouse.ArnForObjects(jsii.String(metadataObjects))
+	s.grantTable(s.APIFn, routerTableActions, nil)
+	allow(s.APIFn, actions("s3", "GetObject"), metadata, *s.Warehouse.ArnForObjects(jsii.String(legacyGzipMetadata)))
+	allow(s.APIFn, actions("s3", "PutObject"), metadata)
+	allow(s.APIFn, actions("s3", "ListBucket"), bucket)
+
+	// drop: one transaction, a StartExecution, two events. No S3 at all.
+	s.grantTable(s.DropFn, routerTableActions, nil)
+	s.PurgeMachine.GrantStartExecution(s.DropFn)
+	s.Bus.GrantPutEventsTo(s.DropFn, nil)
+
+	// purge-plan: reads the metadata and manifest lists (ListBucket: a
+	// missing metadata file fails the job at once, not after retries).
+	s.grantTable(s.PlanFn, planTableActions, planKeys)
+	allow(s.PlanFn, actions("s3", "GetObject"), objects)
+	allow(s.PlanFn, actions("s3", "ListBucket"), bucket)
+	s.Bus.GrantPutEventsTo(s.PlanFn, nil) // PurgeFailed (metadata unreadable)
+
+	// purge-progress: reads the job's counters, nothing else.
+	s.grantTable(s.ProgressFn, progressTableActions, progressKeys)
+
+	// delete: the only role that deletes objects. Reads manifests and
+	// metadata, deletes with DeleteObjects (authorized per key as
+	// s3:DeleteObject), extends its message's lease; the event source
+	// mapping polls with the function's role (ReceiveMessage,
+	// DeleteMessage, GetQueueAttributes).
+	s.grantTable(s.DeleteFn, deleteTableActions, deleteKeys)
+	allow(s.DeleteFn, actions("s3", "GetObject", "DeleteObject"), objects)
+	allow(s.DeleteFn, actions("sqs", "ReceiveMessage", "DeleteMessage", "GetQueueAttributes", "ChangeMessageVisibility"), *s.DeleteQueue.QueueArn())
+	s.Bus.GrantPutEventsTo(s.DeleteFn, nil) // PurgeCompleted, PurgeDeadLettered, PurgeFailed
+
+	// reconcile: starts and inspects executions of the purge state machine
+	// only (execution:<machine name>:*), fails jobs past their attempts.
+	s.grantTable(s.ReconcileFn, reconcileTableActions, reconcileKeys)
+	s.PurgeMachine.GrantStartExecution(s.ReconcileFn)
+	s.PurgeMachine.GrantExecution(s.ReconcileFn, jsii.String("states:DescribeExecution"))
+	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // PurgeFailed
+
+	// The state machine invokes the three step functions and sends batches.
+	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
+		fn.GrantInvoke(s.PurgeMachine)
+	}
+	s.PurgeMachine.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: actions("sqs", "SendMessage"), Resources: jsii.Strings(*s.DeleteQueue.QueueArn()),
+	}))
+}
+
+// engineStatements: the engines' policy (Spark, Trino, …). They read and
+// write data files, manifests and manifest lists; the catalog alone writes
+// metadata files (a commit is a REST call), and nothing but the delete
+// function deletes.
+func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
+	objects := *s.Warehouse.ArnForObjects(jsii.String("*"))
+	return &[]awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("execute-api:Invoke"),
+			Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
+			Resources: jsii.Strings(objects),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("s3:ListBucket", "s3:GetBucketLocation"),
+			Resources: jsii.Strings(*s.Warehouse.BucketArn()),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Effect:    awsiam.Effect_DENY,
+			Actions:   jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
+			Resources: jsii.Strings(objects),
+		}),
+		// A metadata file is the table: overwriting one would change a
+		// table behind the catalog's compare-and-swap and its grants.
+		// PutObject also authorizes multipart uploads and copies into a key.
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Effect:    awsiam.Effect_DENY,
+			Actions:   jsii.Strings("s3:PutObject"),
+			Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String(metadataObjects))),
+		}),
+	}
+}
