@@ -8,7 +8,9 @@ import (
 
 // What each function's role may do, in one place. Every grant follows from
 // the function's code (docs/design.md, "Least privilege"); the stack tests
-// pin the exact set per role.
+// pin the exact set per role, and infra/oracle_test.go runs each function's
+// code against the local emulators and checks every AWS call it makes
+// against the synthesized policy of its role.
 
 // DynamoDB. IAM has no TransactWriteItems action: a transaction needs the
 // action of each of its items (Put → PutItem, Update → UpdateItem, Delete →

@@ -1,0 +1,861 @@
+package infra_test
+
+// The IAM oracle: each function's own code (built as its main builds it)
+// runs a purge end to end against the local emulators, each function behind
+// its own recording proxy; every AWS call it makes is turned into the IAM
+// request AWS would authorize (action, resource ARN, dynamodb:LeadingKeys)
+// and evaluated against the synthesized policy of that function's role. A
+// grant narrowed too far fails here instead of as AccessDenied in AWS.
+//
+// What it cannot see: the event source mapping's own calls are replayed
+// by the test (ReceiveMessage, DeleteMessage, GetQueueAttributes, under the
+// delete role as in AWS), and the state machine's role is not exercised.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/router"
+)
+
+const (
+	oracleRegion  = "us-east-1"
+	oracleAccount = "000000000000"
+	oracleBus     = "icehold-lifecycle"
+	oracleMachine = "arn:aws:states:us-east-1:000000000000:stateMachine:" + localserver.PurgeMachine
+)
+
+// iamRequest is one authorization AWS makes for a call.
+type iamRequest struct {
+	Action, Resource string
+	LeadingKey       string // the item's partition key (DynamoDB), "" otherwise
+	Call             string // the API call it came from
+}
+
+func (r iamRequest) String() string {
+	s := r.Action + " on " + r.Resource
+	if r.LeadingKey != "" {
+		s += " (pk " + r.LeadingKey + ")"
+	}
+	return s + " [" + r.Call + "]"
+}
+
+// fakeSFN answers StartExecution and DescribeExecution (the local engine
+// would run the pipeline itself; here the test runs each step).
+type fakeSFN struct {
+	mu      sync.Mutex
+	started []struct{ Name, Input string }
+	status  map[string]string // execution ARN → status; absent: ExecutionDoesNotExist
+}
+
+// recorder is one function's view of AWS: a proxy to the emulators that
+// records what each request needs from IAM.
+type recorder struct {
+	dynamo, s3emu, sqsE *url.URL
+	sfn                 *fakeSFN
+	mu                  sync.Mutex
+	reqs                []iamRequest
+	errs                []string
+}
+
+func newRecorder(t *testing.T, info localserver.Info, sfn *fakeSFN) (*recorder, string) {
+	parse := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	r := &recorder{dynamo: parse(info.DynamoDB), s3emu: parse(info.S3Endpoint), sqsE: parse(info.SQS), sfn: sfn}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return r, srv.URL
+}
+
+func (r *recorder) record(reqs ...iamRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs = append(r.reqs, reqs...)
+}
+
+func (r *recorder) fail(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	target := req.Header.Get("X-Amz-Target")
+	service, op, _ := strings.Cut(target, ".")
+	switch service {
+	case "DynamoDB_20120810":
+		r.record(dynamoRequests(op, body)...)
+		httputil.NewSingleHostReverseProxy(r.dynamo).ServeHTTP(w, req)
+	case "AmazonSQS":
+		var in struct{ QueueUrl string }
+		_ = json.Unmarshal(body, &in)
+		r.record(iamRequest{Action: "sqs:" + op, Resource: queueARN(in.QueueUrl), Call: target})
+		httputil.NewSingleHostReverseProxy(r.sqsE).ServeHTTP(w, req)
+	case "AWSStepFunctions":
+		r.serveSFN(w, op, body)
+	case "AWSEvents":
+		var in struct {
+			Entries []struct{ EventBusName string }
+		}
+		_ = json.Unmarshal(body, &in)
+		out := []map[string]string{}
+		for _, e := range in.Entries {
+			bus := e.EventBusName
+			if !strings.HasPrefix(bus, "arn:") {
+				bus = "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + bus
+			}
+			r.record(iamRequest{Action: "events:" + op, Resource: bus, Call: target})
+			out = append(out, map[string]string{"EventId": "e"})
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_ = json.NewEncoder(w).Encode(map[string]any{"FailedEntryCount": 0, "Entries": out})
+	case "":
+		reqs, err := s3Requests(req, body)
+		if err != nil {
+			r.fail("%s %s: %v", req.Method, req.URL, err)
+		}
+		r.record(reqs...)
+		httputil.NewSingleHostReverseProxy(r.s3emu).ServeHTTP(w, req)
+	default:
+		r.fail("unexpected service call %s", target)
+		http.Error(w, "unknown service", http.StatusBadRequest)
+	}
+}
+
+func (r *recorder) serveSFN(w http.ResponseWriter, op string, body []byte) {
+	var in struct {
+		StateMachineArn string `json:"stateMachineArn"`
+		Name            string `json:"name"`
+		Input           string `json:"input"`
+		ExecutionArn    string `json:"executionArn"`
+	}
+	_ = json.Unmarshal(body, &in)
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	f := r.sfn
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch op {
+	case "StartExecution":
+		r.record(iamRequest{Action: "states:StartExecution", Resource: in.StateMachineArn, Call: "StartExecution"})
+		f.started = append(f.started, struct{ Name, Input string }{in.Name, in.Input})
+		exec := purge.ExecutionARN(in.StateMachineArn, in.Name)
+		f.status[exec] = "RUNNING"
+		_ = json.NewEncoder(w).Encode(map[string]any{"executionArn": exec, "startDate": time.Now().Unix()})
+	case "DescribeExecution":
+		r.record(iamRequest{Action: "states:DescribeExecution", Resource: in.ExecutionArn, Call: "DescribeExecution"})
+		st, ok := f.status[in.ExecutionArn]
+		if !ok {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]string{"__type": "ExecutionDoesNotExist", "message": "no such execution"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"executionArn": in.ExecutionArn, "stateMachineArn": oracleMachine,
+			"status": st, "startDate": time.Now().Unix(), "input": "{}"})
+	default:
+		r.record(iamRequest{Action: "states:" + op, Resource: "?", Call: op})
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"__type": "InvalidArn", "message": "not emulated"})
+	}
+}
+
+func queueARN(u string) string {
+	parts := strings.Split(strings.TrimRight(u, "/"), "/")
+	if len(parts) < 2 {
+		return "?" + u
+	}
+	return "arn:aws:sqs:" + oracleRegion + ":" + parts[len(parts)-2] + ":" + parts[len(parts)-1]
+}
+
+// dynamoRequests: IAM authorizes a transaction and a batch per item, with
+// the item's partition key as dynamodb:LeadingKeys.
+func dynamoRequests(op string, body []byte) []iamRequest {
+	type attr struct {
+		S string `json:"S"`
+	}
+	type keyed struct {
+		TableName string          `json:"TableName"`
+		Key       map[string]attr `json:"Key"`
+		Item      map[string]attr `json:"Item"`
+	}
+	var in struct {
+		keyed
+		KeyConditionExpression    string                        `json:"KeyConditionExpression"`
+		ExpressionAttributeValues map[string]attr               `json:"ExpressionAttributeValues"`
+		TransactItems             []map[string]keyed            `json:"TransactItems"`
+		RequestItems              map[string][]map[string]keyed `json:"RequestItems"`
+	}
+	_ = json.Unmarshal(body, &in)
+	tableARN := func(name string) string {
+		return "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + name
+	}
+	pk := func(k keyed) string {
+		if v, ok := k.Key["pk"]; ok {
+			return v.S
+		}
+		return k.Item["pk"].S
+	}
+	var out []iamRequest
+	switch op {
+	case "TransactWriteItems", "TransactGetItems":
+		action := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+		for _, it := range in.TransactItems {
+			for kind, k := range it {
+				out = append(out, iamRequest{Action: "dynamodb:" + action[kind], Resource: tableARN(k.TableName), LeadingKey: pk(k), Call: op})
+			}
+		}
+	case "BatchWriteItem", "BatchGetItem":
+		for table, reqs := range in.RequestItems {
+			for _, rq := range reqs {
+				for _, k := range rq {
+					out = append(out, iamRequest{Action: "dynamodb:" + op, Resource: tableARN(table), LeadingKey: pk(k), Call: op})
+				}
+			}
+		}
+	case "Query":
+		m := regexp.MustCompile(`\bpk = (:\w+)`).FindStringSubmatch(in.KeyConditionExpression)
+		key := "?"
+		if m != nil {
+			key = in.ExpressionAttributeValues[m[1]].S
+		}
+		out = append(out, iamRequest{Action: "dynamodb:Query", Resource: tableARN(in.TableName), LeadingKey: key, Call: op})
+	case "GetItem", "PutItem", "UpdateItem", "DeleteItem":
+		out = append(out, iamRequest{Action: "dynamodb:" + op, Resource: tableARN(in.TableName), LeadingKey: pk(in.keyed), Call: op})
+	default: // Scan, DescribeTable, …: no key
+		out = append(out, iamRequest{Action: "dynamodb:" + op, Resource: tableARN(in.TableName), Call: op})
+	}
+	return out
+}
+
+// s3Requests maps a path-style S3 request to what IAM authorizes.
+func s3Requests(req *http.Request, body []byte) ([]iamRequest, error) {
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
+	q := req.URL.Query()
+	obj := func(action, k string) iamRequest {
+		return iamRequest{Action: action, Resource: "arn:aws:s3:::" + bucket + "/" + k, Call: req.Method + " " + req.URL.RequestURI()}
+	}
+	switch {
+	case key == "" && req.Method == http.MethodPost && q.Has("delete"):
+		var d struct {
+			Objects []struct{ Key string } `xml:"Object"`
+		}
+		if err := xml.Unmarshal(body, &d); err != nil {
+			return nil, err
+		}
+		var out []iamRequest
+		for _, o := range d.Objects {
+			r := obj("s3:DeleteObject", o.Key)
+			r.Call = "DeleteObjects"
+			out = append(out, r)
+		}
+		return out, nil
+	case key == "" && (req.Method == http.MethodGet || req.Method == http.MethodHead):
+		action := "s3:ListBucket"
+		if q.Has("location") {
+			action = "s3:GetBucketLocation"
+		}
+		return []iamRequest{{Action: action, Resource: "arn:aws:s3:::" + bucket, Call: req.Method + " " + req.URL.RequestURI()}}, nil
+	case key == "":
+		return nil, fmt.Errorf("bucket-level %s not mapped", req.Method)
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+		return []iamRequest{obj("s3:GetObject", key)}, nil
+	case req.Method == http.MethodPut || req.Method == http.MethodPost:
+		return []iamRequest{obj("s3:PutObject", key)}, nil // PutObject, multipart create/part/complete
+	case req.Method == http.MethodDelete && q.Has("uploadId"):
+		return []iamRequest{obj("s3:AbortMultipartUpload", key)}, nil
+	case req.Method == http.MethodDelete:
+		return []iamRequest{obj("s3:DeleteObject", key)}, nil
+	}
+	return nil, fmt.Errorf("%s not mapped", req.Method)
+}
+
+// policy is a role's statements with their intrinsic functions resolved to
+// the local names of the resources.
+type policy []map[string]any
+
+func localPolicy(t *testing.T, statements []map[string]any) policy {
+	t.Helper()
+	byPrefix := map[string]string{
+		"Catalog.Arn":      "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName,
+		"Warehouse.Arn":    "arn:aws:s3:::" + localserver.DefaultBucket,
+		"DeleteQueue.Arn":  "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + localserver.DeleteQueue,
+		"PurgeMachine":     oracleMachine,
+		"LifecycleBus.Arn": "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
+		"Api":              "local-api", // the engines' execute-api:Invoke (not exercised here)
+		"AWS::Partition":   "aws",
+		"AWS::Region":      oracleRegion,
+		"AWS::AccountId":   oracleAccount,
+	}
+	var resolve func(v any) string
+	resolve = func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case map[string]any:
+			if ref, ok := x["Ref"].(string); ok {
+				if v, ok := byPrefix[ref]; ok {
+					return v
+				}
+				if v, ok := byPrefix[unhash(ref)]; ok {
+					return v
+				}
+			}
+			if ga, ok := x["Fn::GetAtt"].([]any); ok {
+				if v, ok := byPrefix[unhash(ga[0].(string))+"."+ga[1].(string)]; ok {
+					return v
+				}
+			}
+			if j, ok := x["Fn::Join"].([]any); ok {
+				parts := []string{}
+				for _, e := range j[1].([]any) {
+					parts = append(parts, resolve(e))
+				}
+				return strings.Join(parts, j[0].(string))
+			}
+			if sel, ok := x["Fn::Select"].([]any); ok {
+				if sp, ok := sel[1].(map[string]any)["Fn::Split"].([]any); ok {
+					parts := strings.Split(resolve(sp[1]), sp[0].(string))
+					if i := int(sel[0].(float64)); i < len(parts) {
+						return parts[i]
+					}
+				}
+			}
+		}
+		raw, _ := json.Marshal(v)
+		t.Fatalf("the oracle cannot resolve %s", raw)
+		return ""
+	}
+	var out policy
+	for _, st := range statements {
+		c := map[string]any{}
+		for k, v := range st {
+			c[k] = v
+		}
+		var res []string
+		if list, ok := st["Resource"].([]any); ok {
+			for _, r := range list {
+				res = append(res, resolve(r))
+			}
+		} else {
+			res = append(res, resolve(st["Resource"]))
+		}
+		c["Resource"] = res
+		out = append(out, c)
+	}
+	return out
+}
+
+// glob matches IAM's wildcards: * any run of characters, ? one.
+func glob(pattern, s string) bool {
+	re := "^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*"), `\?`, ".") + "$"
+	return regexp.MustCompile("(?s)" + re).MatchString(s)
+}
+
+func (p policy) matches(st map[string]any, r iamRequest) (bool, error) {
+	if !slices.ContainsFunc(strs(st["Action"]), func(a string) bool { return glob(strings.ToLower(a), strings.ToLower(r.Action)) }) {
+		return false, nil
+	}
+	if !slices.ContainsFunc(st["Resource"].([]string), func(res string) bool { return glob(res, r.Resource) }) {
+		return false, nil
+	}
+	cond, ok := st["Condition"].(map[string]any)
+	if !ok {
+		return true, nil
+	}
+	for op, kv := range cond {
+		for k, v := range kv.(map[string]any) {
+			if op != "ForAllValues:StringLike" || k != "dynamodb:LeadingKeys" {
+				return false, fmt.Errorf("the oracle does not evaluate %s %s", op, k)
+			}
+			if r.LeadingKey == "" {
+				continue // ForAllValues over no values holds
+			}
+			if !slices.ContainsFunc(strs(v), func(p string) bool { return glob(p, r.LeadingKey) }) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// allows is IAM's evaluation for one identity policy: an explicit deny
+// wins, then any allow.
+func (p policy) allows(r iamRequest) (bool, error) {
+	allowed := false
+	for _, st := range p {
+		ok, err := p.matches(st, r)
+		if err != nil {
+			return false, err
+		}
+		if ok && st["Effect"] == "Deny" {
+			return false, nil
+		}
+		allowed = allowed || ok
+	}
+	return allowed, nil
+}
+
+// check fails the test for every recorded request the policy does not
+// allow, and logs the granted actions the run never needed.
+func (p policy) check(t *testing.T, who string, reqs []iamRequest, errs []string) {
+	t.Helper()
+	for _, e := range errs {
+		t.Errorf("%s: %s", who, e)
+	}
+	if len(reqs) == 0 {
+		t.Errorf("%s made no AWS calls: the scenario did not run it", who)
+	}
+	seen := map[string]bool{}
+	denied := map[string]bool{}
+	for _, r := range reqs {
+		seen[r.Action] = true
+		ok, err := p.allows(r)
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		if !ok && !denied[r.String()] {
+			denied[r.String()] = true
+			t.Errorf("%s: denied %s", who, r)
+		}
+	}
+	var unused []string
+	for _, st := range p {
+		if st["Effect"] != "Allow" {
+			continue
+		}
+		for _, a := range strs(st["Action"]) {
+			if !seen[a] && !strings.HasPrefix(a, "xray:") {
+				unused = append(unused, a)
+			}
+		}
+	}
+	sort.Strings(unused)
+	t.Logf("%s: %d calls allowed; granted but not exercised here: %v", who, len(reqs), unused)
+}
+
+func (r *recorder) take() ([]iamRequest, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs), slices.Clone(r.errs)
+}
+
+// functionEnv is a function's environment with every AWS endpoint at its
+// recorder.
+func functionEnv(info localserver.Info, at string) lambdaenv.Env {
+	env := info.FunctionEnv()
+	env.Endpoints.DynamoDB, env.Endpoints.S3, env.Endpoints.SQS, env.Endpoints.SFN, env.Endpoints.Events = at, at, at, at, at
+	env.IOProps["s3.endpoint"] = at
+	env.EventBus = oracleBus
+	env.StateMachineARN = oracleMachine
+	return env
+}
+
+// enginePolicy is the managed policy engines attach.
+func enginePolicy(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, p := range resources("AWS::IAM::ManagedPolicy") {
+		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			out = append(out, st.(map[string]any))
+		}
+	}
+	return out
+}
+
+// The evaluator itself: what the roles must not be able to do.
+func TestOracleEvaluatorRefusals(t *testing.T) {
+	table := "arn:aws:dynamodb:us-east-1:000000000000:table/icehold"
+	obj := func(k string) string { return "arn:aws:s3:::" + localserver.DefaultBucket + "/" + k }
+	cases := []struct {
+		who   string
+		pol   []map[string]any
+		req   iamRequest
+		allow bool
+	}{
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:GetItem", Resource: table, LeadingKey: "JOB#demo"}, true},
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "GRANT#demo"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "GRANT#demo"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "IDEM#api"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "JOB#demo"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, true},
+		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "JOB#demo"}, false},
+		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:GetItem", Resource: table, LeadingKey: "BATCH#pj-1"}, false},
+		{"PurgePlanFn", nil, iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, false},
+		{"DropFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/00000-a.metadata.json")}, false},
+		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/data/x.parquet")}, false},
+		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
+		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
+		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/data/x.parquet")}, false},
+		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
+		{"ApiFn", nil, iamRequest{Action: "dynamodb:Scan", Resource: table}, false},
+		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:other-machine:x"}, false},
+		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:icehold-purge:pj-1"}, true},
+		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/data/x.parquet")}, true},
+		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true},
+		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00002-a.metadata.json")}, false},
+		{"engine", enginePolicy(t), iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, false},
+	}
+	for _, c := range cases {
+		stmts := c.pol
+		if stmts == nil {
+			stmts = roleStatements(t, c.who)
+		}
+		got, err := localPolicy(t, stmts).allows(c.req)
+		if err != nil || got != c.allow {
+			t.Errorf("%s %s: allowed %v (%v), want %v", c.who, c.req, got, err, c.allow)
+		}
+	}
+}
+
+// Every AWS call each function's code makes in a purge from create to
+// finalize (and reconcile's restart and failure, plan's failure) is allowed
+// by its role's synthesized policy.
+func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
+	ctx := context.Background()
+	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	info := srv.Info
+	sfn := &fakeSFN{status: map[string]string{}}
+	recs := map[string]*recorder{}
+	envs := map[string]lambdaenv.Env{}
+	for _, fn := range []string{"ApiFn", "DropFn", "PurgePlanFn", "PurgeProgressFn", "DeleteFn", "ReconcileFn", "engine"} {
+		r, at := newRecorder(t, info, sfn)
+		recs[fn], envs[fn] = r, functionEnv(info, at)
+	}
+
+	// The two router functions, as their mains build them; API Gateway
+	// authenticated the caller.
+	handler := func(fn string, withPurge bool) http.Handler {
+		cfg, err := lambdaenv.RouterConfig(ctx, envs[fn], withPurge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Authenticate = func(*http.Request) string { return localserver.AdminPrincipal }
+		return router.New(cfg)
+	}
+	api, drop := handler("ApiFn", false), handler("DropFn", true)
+	call := func(h http.Handler, method, path string, body any, want int, hdr ...string) []byte {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			raw, _ := json.Marshal(body)
+			rd = bytes.NewReader(raw)
+		}
+		req := httptest.NewRequest(method, path, rd)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != want {
+			t.Fatalf("%s %s: %d %s (want %d)", method, path, w.Code, w.Body, want)
+		}
+		return w.Body.Bytes()
+	}
+	schema := json.RawMessage(`{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"x","type":"long","required":false}]}`)
+	create := func(name string) string {
+		var out struct {
+			Metadata struct {
+				Location string `json:"location"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(call(api, "POST", "/v1/demo/namespaces/lp/tables", map[string]any{"name": name, "schema": schema}, 200), &out)
+		return out.Metadata.Location
+	}
+
+	// api: the catalog's routes.
+	call(api, "GET", "/v1/config?warehouse=demo", nil, 200)
+	call(api, "POST", "/v1/demo/namespaces", map[string]any{"namespace": []string{"lp"}}, 200, "Idempotency-Key", "k-ns")
+	call(api, "POST", "/v1/demo/namespaces", map[string]any{"namespace": []string{"lp"}}, 200, "Idempotency-Key", "k-ns")
+	call(api, "PUT", "/lifecycle/v1/catalogs/demo/grants/local:etl", map[string]any{"privileges": []string{"TABLE_READ"}}, 200)
+	loc := create("t1")
+	create("t2")
+	create("t3")
+	create("t4")
+
+	// engine: data files, a manifest and a manifest list, as an engine
+	// writes them (iceberg-go's writers), with the engine policy.
+	ecfg, err := awsconfig.Load(ctx, envs["engine"].Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := awsconfig.S3(ecfg, envs["engine"].Endpoints)
+	put := func(uri string, data []byte) {
+		t.Helper()
+		k := strings.TrimPrefix(uri, "s3://"+localserver.DefaultBucket+"/")
+		if _, err := engine.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(localserver.DefaultBucket), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sid := int64(1)
+	var mbuf bytes.Buffer
+	sch := iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int64})
+	mw, err := iceberg.NewManifestWriter(2, &mbuf, *iceberg.UnpartitionedSpec, sch, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		path := fmt.Sprintf("%s/data/%05d.parquet", loc, i)
+		df, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentData, path, iceberg.ParquetFile, nil, nil, nil, 1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mw.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &sid, nil, nil, df.Build())); err != nil {
+			t.Fatal(err)
+		}
+		put(path, []byte("data"))
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mpath := loc + "/metadata/m-00000.avro"
+	mf, err := mw.ToManifestFile(mpath, int64(mbuf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(mpath, mbuf.Bytes())
+	var lbuf bytes.Buffer
+	if err := iceberg.WriteManifestList(2, &lbuf, sid, nil, &sid, 0, []iceberg.ManifestFile{mf}); err != nil {
+		t.Fatal(err)
+	}
+	lpath := loc + "/metadata/snap-00001.avro"
+	put(lpath, lbuf.Bytes())
+
+	// api: the commit (the catalog writes the metadata file), reads.
+	call(api, "POST", "/v1/demo/namespaces/lp/tables/t1", map[string]any{"requirements": []any{}, "updates": []any{
+		map[string]any{"action": "add-snapshot", "snapshot": map[string]any{"snapshot-id": sid, "sequence-number": sid,
+			"timestamp-ms": time.Now().UnixMilli(), "manifest-list": lpath, "summary": map[string]string{"operation": "append"}, "schema-id": 0}},
+		map[string]any{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": sid},
+	}}, 200)
+	call(api, "GET", "/v1/demo/namespaces/lp/tables/t1", nil, 200)
+	call(api, "GET", "/v1/demo/namespaces/lp/tables", nil, 200)
+	call(api, "POST", "/v1/demo/tables/rename", map[string]any{
+		"source":      map[string]any{"namespace": []string{"lp"}, "name": "t3"},
+		"destination": map[string]any{"namespace": []string{"lp"}, "name": "t3b"}}, 204)
+	call(api, "POST", "/v1/demo/namespaces/lp/register", map[string]any{"name": "r", "metadata-location": loc + "/metadata/99999-missing.metadata.json"}, 400)
+
+	// drop: DELETE …/tables/{t} is the drop function's, with or without purge.
+	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t3b", nil, 204)
+	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t1?purgeRequested=true", nil, 204)
+	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t2?purgeRequested=true", nil, 204)
+	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t4?purgeRequested=true", nil, 204)
+	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t4?purgeRequested=true", nil, 404)
+	var jobs []purge.Input
+	sfn.mu.Lock()
+	started := slices.Clone(sfn.started)
+	sfn.mu.Unlock()
+	for _, s := range started {
+		var in purge.Input
+		if err := json.Unmarshal([]byte(s.Input), &in); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, in)
+	}
+	if len(jobs) != 3 {
+		t.Fatalf("%d executions started, want 3", len(jobs))
+	}
+	j1, j2, j4 := jobs[0], jobs[1], jobs[2]
+	call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+j1.JobID, nil, 200)
+
+	svc := func(fn string) *purge.Service {
+		s, err := lambdaenv.Purge(ctx, envs[fn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Metrics = io.Discard
+		return s
+	}
+	plan, progress, reconcile := svc("PurgePlanFn"), svc("PurgeProgressFn"), svc("ReconcileFn")
+
+	// purge-plan and purge-progress on t1's job.
+	var batches []int
+	for in := j1; ; {
+		res, err := plan.Plan(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches = append(batches, res.Batches...)
+		if res.Planned || res.Stop {
+			break
+		}
+		in.Cursor = res.Cursor
+	}
+	if len(batches) == 0 {
+		t.Fatal("no batches planned")
+	}
+	if _, err := progress.Progress(ctx, j1); err != nil {
+		t.Fatal(err)
+	}
+
+	// delete: each batch arrives as the event source mapping delivers it
+	// (its receive and delete run under the delete role too); one batch
+	// is held long enough for the lease to be extended.
+	denv := envs["DeleteFn"]
+	denv.Queue.Visibility = 3 * time.Second
+	del := svc("DeleteFn")
+	dcfg, err := awsconfig.Load(ctx, denv.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	esm := awsconfig.SQS(dcfg, denv.Endpoints)
+	lease, err := lambdaenv.SQS(ctx, denv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.Once
+	del.SetCrash(func(point string) error {
+		if point == "delete.before-checkpoint" {
+			held.Do(func() { time.Sleep(1500 * time.Millisecond) })
+		}
+		return nil
+	})
+	deleteFn := del.DeleteHandler(lease, denv.Queue)
+	for _, b := range batches {
+		body, _ := json.Marshal(purge.BatchMessage{Catalog: j1.Catalog, JobID: j1.JobID, Batch: b})
+		// The state machine's SendMessage (its own role, not recorded).
+		if _, err := srv.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(info.DeleteQueue), MessageBody: aws.String(string(body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := esm.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(info.DeleteQueue),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(info.DeleteQueue), MaxNumberOfMessages: 1,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+		if err != nil || len(got.Messages) != 1 {
+			t.Fatalf("receive: %v %v", got, err)
+		}
+		m := got.Messages[0]
+		ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
+			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + localserver.DeleteQueue}}}
+		raw, _ := json.Marshal(ev)
+		out, err := deleteFn(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := out.(events.SQSEventResponse); len(res.BatchItemFailures) > 0 {
+			t.Fatalf("batch %d failed", b)
+		}
+		if _, err := esm.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(info.DeleteQueue), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// delete: the finalize step (invoked by the state machine).
+	for range 10 {
+		raw, _ := json.Marshal(purge.StepInput{Input: j1})
+		out, err := deleteFn(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.(purge.FinalizeResult).Done {
+			break
+		}
+	}
+	var job struct {
+		State        string `json:"state"`
+		FilesDeleted int    `json:"files-deleted"`
+	}
+	_ = json.Unmarshal(call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+j1.JobID, nil, 200), &job)
+	if job.State != "SUCCEEDED" || job.FilesDeleted < 3 {
+		t.Fatalf("t1's purge ended %+v, want SUCCEEDED with its 3 data files deleted", job)
+	}
+
+	// purge-plan's failure path: t4's metadata file is gone.
+	s3direct := awsconfig.S3(ecfg, awsconfig.Endpoints{S3: info.S3Endpoint, Region: oracleRegion, AccessKey: localserver.AccessKey, SecretKey: localserver.SecretKey})
+	listed, err := s3direct.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(localserver.DefaultBucket), Prefix: aws.String("demo/lp/t4")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range listed.Contents {
+		if _, err := s3direct.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(localserver.DefaultBucket), Key: o.Key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := plan.Plan(ctx, j4); err != nil || !res.Stop {
+		t.Fatalf("plan of a job whose metadata is gone: %+v %v", res, err)
+	}
+
+	// reconcile on t2's job: its execution is missing (started again),
+	// then failed (restarted under a new name), then failed past the
+	// attempts (the job FAILS: marker, tombstone and claim go).
+	reconcile.MaxAttempts = 2
+	sfn.mu.Lock()
+	delete(sfn.status, purge.ExecutionARN(oracleMachine, j2.JobID))
+	sfn.mu.Unlock()
+	for range 3 {
+		if _, err := reconcile.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sfn.mu.Lock()
+		for exec := range sfn.status {
+			sfn.status[exec] = "FAILED"
+		}
+		sfn.mu.Unlock()
+	}
+	_ = json.Unmarshal(call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+j2.JobID, nil, 200), &job)
+	if job.State != "FAILED" {
+		t.Fatalf("t2's purge is %s after reconcile, want FAILED", job.State)
+	}
+
+	// Every call of every function, against its role.
+	for fn, r := range recs {
+		reqs, errs := r.take()
+		stmts := enginePolicy(t)
+		if fn != "engine" {
+			stmts = roleStatements(t, fn)
+		}
+		localPolicy(t, stmts).check(t, fn, reqs, errs)
+	}
+	// And the run reached what the narrowed grants are about.
+	for fn, actions := range map[string][]string{
+		"DeleteFn":    {"s3:DeleteObject", "sqs:ChangeMessageVisibility", "dynamodb:Query", "events:PutEvents"},
+		"ReconcileFn": {"states:DescribeExecution", "states:StartExecution", "dynamodb:DeleteItem"},
+		"PurgePlanFn": {"dynamodb:BatchWriteItem", "s3:GetObject", "events:PutEvents"},
+		"ApiFn":       {"s3:PutObject"},
+		"DropFn":      {"states:StartExecution", "dynamodb:PutItem"},
+	} {
+		reqs, _ := recs[fn].take()
+		for _, a := range actions {
+			if !slices.ContainsFunc(reqs, func(r iamRequest) bool { return r.Action == a }) {
+				t.Errorf("%s never called %s: the scenario missed a path", fn, a)
+			}
+		}
+	}
+}
