@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -57,11 +58,33 @@ func storeDigest(t *testing.T, srv *localserver.Server) string {
 	return hex.EncodeToString(h[:]) + fmt.Sprintf(" (%d records)", len(lines))
 }
 
+// waitIdle waits until no purge job is active: the pipeline's background
+// work (other tests' purges) would otherwise change the store under a test
+// that compares it.
+func waitIdle(t *testing.T, srv *localserver.Server) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		active, _, err := srv.Catalog.Store().ActiveJobs(context.Background(), "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(active) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("purge jobs still active after a minute: %v", active)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 const schemaJSON = `{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"x","type":"long","required":false}]}`
 
 // Every bad input gets a 4xx ErrorModel and changes nothing in the store.
 func TestBadInputChangesNothing(t *testing.T) {
 	srv := localOnly(t)
+	waitIdle(t, srv)
 	admin := shared.Token
 	c := shared.Catalog
 	ns := uniq("bad")

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
@@ -28,14 +29,17 @@ var (
 	// permanent failure also the deletes of its marker and tombstone and the
 	// release of its claim). No PutItem, no Query.
 	planTableActions = []string{"GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
-	// progressTableActions: reads one job record.
-	progressTableActions = []string{"GetItem"}
+	// progressTableActions: the WaitForBatches task stores its callback token
+	// on the job (a guarded update).
+	progressTableActions = []string{"GetItem", "UpdateItem"}
 	// deleteTableActions: reads jobs, batches and location claims, lists a
 	// job's batches (finalize), moves checkpoints and counters, and ends the
 	// job (deletes its marker and tombstone, releases its claim).
-	deleteTableActions = []string{"GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
-	// reconcileTableActions: lists the active-job markers, reads jobs,
-	// renames executions, fails jobs past their attempts.
+	// It also records each batch's delivery (PutItem of the in-flight marker).
+	deleteTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// reconcileTableActions: lists the active-job markers and in-flight
+	// batches, reads jobs and batches, renames executions, marks batches
+	// dead, fails jobs past their attempts.
 	reconcileTableActions = []string{"GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 )
 
@@ -43,19 +47,20 @@ var (
 // as dynamodb:LeadingKeys patterns. The four pipeline functions are held
 // to the kinds they touch; the router functions touch every kind.
 const (
-	pkJob       = "JOB#*"     // purge jobs
-	pkBatch     = "BATCH#*"   // delete batches
-	pkActiveJob = "ACTIVEJOB" // markers of unfinished jobs
-	pkTable     = "TBL#*"     // tombstones (and table entries: one partition per namespace)
-	pkClaim     = "LOC#*"     // location claims
-	pkCatalog   = "CATALOG#*" // catalogs (the plan reads purge.delete-scope)
+	pkJob       = "JOB#*"      // purge jobs
+	pkBatch     = "BATCH#*"    // delete batches
+	pkActiveJob = "ACTIVEJOB"  // markers of unfinished jobs
+	pkTable     = "TBL#*"      // tombstones (and table entries: one partition per namespace)
+	pkClaim     = "LOC#*"      // location claims
+	pkCatalog   = "CATALOG#*"  // catalogs (the plan reads purge.delete-scope)
+	pkInFlight  = "INFLIGHT#*" // deliveries of batches not finished yet
 )
 
 var (
 	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
 	progressKeys  = []string{pkJob}
-	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim}
-	reconcileKeys = []string{pkJob, pkActiveJob, pkTable, pkClaim}
+	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
+	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
 )
 
 // metadataObjects: the only objects the catalog writes, and the only ones
@@ -128,9 +133,11 @@ func (s *Stack) grantAccess() {
 	s.grantTable(s.PlanFn, planTableActions, planKeys)
 	allow(s.PlanFn, actions("s3", "GetObject"), objects)
 	allow(s.PlanFn, actions("s3", "ListBucket"), bucket)
+	// It enqueues the batches (SendMessageBatch is authorized as SendMessage).
+	allow(s.PlanFn, actions("sqs", "SendMessage"), *s.DeleteQueue.QueueArn())
 	s.Bus.GrantPutEventsTo(s.PlanFn, nil) // PurgeFailed (metadata unreadable)
 
-	// purge-progress: reads the job's counters, nothing else.
+	// purge-progress (the WaitForBatches task): stores the callback token.
 	s.grantTable(s.ProgressFn, progressTableActions, progressKeys)
 
 	// delete: the only role that deletes objects. Reads manifests and
@@ -140,7 +147,11 @@ func (s *Stack) grantAccess() {
 	// DeleteMessage, GetQueueAttributes).
 	s.grantTable(s.DeleteFn, deleteTableActions, deleteKeys)
 	allow(s.DeleteFn, actions("s3", "GetObject", "DeleteObject"), objects)
-	allow(s.DeleteFn, actions("sqs", "ReceiveMessage", "DeleteMessage", "GetQueueAttributes", "ChangeMessageVisibility"), *s.DeleteQueue.QueueArn())
+	// SendMessage: a batch stopped before the function's deadline continues
+	// in a new message. SendTaskSuccess: the invocation that completes the
+	// last batch returns the waiting workflow's token.
+	allow(s.DeleteFn, actions("sqs", "ReceiveMessage", "DeleteMessage", "GetQueueAttributes", "ChangeMessageVisibility", "SendMessage"), *s.DeleteQueue.QueueArn())
+	allow(s.DeleteFn, actions("states", taskResponses...), s.purgeMachineARN())
 	s.Bus.GrantPutEventsTo(s.DeleteFn, nil) // PurgeCompleted, PurgeDeadLettered, PurgeFailed
 
 	// reconcile: starts and inspects executions of the purge state machine
@@ -148,15 +159,27 @@ func (s *Stack) grantAccess() {
 	s.grantTable(s.ReconcileFn, reconcileTableActions, reconcileKeys)
 	s.PurgeMachine.GrantStartExecution(s.ReconcileFn)
 	s.PurgeMachine.GrantExecution(s.ReconcileFn, jsii.String("states:DescribeExecution"))
-	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // PurgeFailed
+	// Heartbeats for a waiting execution, and a lost callback sent again.
+	allow(s.ReconcileFn, actions("states", taskResponses...), s.purgeMachineARN())
+	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // PurgeFailed, PurgeDeadLettered
 
-	// The state machine invokes the three step functions and sends batches.
+	// The state machine invokes the three step functions (the plan function
+	// enqueues the batches itself: the workflow's role sends nothing).
 	for _, fn := range []awslambda.Function{s.PlanFn, s.ProgressFn, s.DeleteFn} {
 		fn.GrantInvoke(s.PurgeMachine)
 	}
-	s.PurgeMachine.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: actions("sqs", "SendMessage"), Resources: jsii.Strings(*s.DeleteQueue.QueueArn()),
-	}))
+}
+
+// taskResponses answer a waiting Task's token.
+var taskResponses = []string{"SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat"}
+
+// purgeMachineARN is the purge state machine's ARN built from its fixed
+// name (no reference to the machine: see the machine's props).
+func (s *Stack) purgeMachineARN() string {
+	return *awscdk.Stack_Of(s.PurgeMachine).FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"), ResourceName: jsii.String(purgeMachineName(awscdk.Stack_Of(s.PurgeMachine))),
+		ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
 }
 
 // engineStatements: the engines' policy (Spark, Trino, …). They read and

@@ -123,7 +123,9 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "AmazonSQS":
 		var in struct{ QueueUrl string }
 		_ = json.Unmarshal(body, &in)
-		r.record(iamRequest{Action: "sqs:" + op, Resource: queueARN(in.QueueUrl), Call: target})
+		// A batch call is authorized as its single action (IAM has no
+		// SendMessageBatch action).
+		r.record(iamRequest{Action: "sqs:" + strings.TrimSuffix(op, "Batch"), Resource: queueARN(in.QueueUrl), Call: target})
 		httputil.NewSingleHostReverseProxy(r.sqsE).ServeHTTP(w, req)
 	case "AWSStepFunctions":
 		r.serveSFN(w, op, body)
@@ -185,6 +187,12 @@ func (r *recorder) serveSFN(w http.ResponseWriter, op string, body []byte) {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"executionArn": in.ExecutionArn, "stateMachineArn": oracleMachine,
 			"status": st, "startDate": time.Now().Unix(), "input": "{}"})
+	case "SendTaskSuccess", "SendTaskHeartbeat", "SendTaskFailure":
+		// Task responses are granted on the state machine (CDK's
+		// grantTaskResponse); the oracle's fake has no waiting task.
+		r.record(iamRequest{Action: "states:" + op, Resource: oracleMachine, Call: op})
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"__type": "TaskDoesNotExist", "message": "no task waits for this token"})
 	default:
 		r.record(iamRequest{Action: "states:" + op, Resource: "?", Call: op})
 		w.WriteHeader(http.StatusBadRequest)
@@ -323,7 +331,8 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 	resolve = func(v any) string {
 		switch x := v.(type) {
 		case string:
-			return x
+			// The purge machine named by its fixed name (<stack>-purge).
+			return strings.ReplaceAll(x, ":stateMachine:Test-purge", ":stateMachine:"+localserver.PurgeMachine)
 		case map[string]any:
 			if ref, ok := x["Ref"].(string); ok {
 				if v, ok := byPrefix[ref]; ok {
@@ -509,9 +518,14 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "GRANT#demo"}, false},
 		{"DeleteFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "GRANT#demo"}, false},
 		{"DeleteFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "IDEM#api"}, false},
-		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "JOB#demo"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "TBL#demo#ns"}, true}, // tombstones share the table partition
+		{"DeleteFn", nil, iamRequest{Action: "dynamodb:PutItem", Resource: table, LeadingKey: "CATALOG#demo"}, false},
+		{"DeleteFn", nil, iamRequest{Action: "states:SendTaskSuccess", Resource: oracleMachine}, true},
+		{"PurgePlanFn", nil, iamRequest{Action: "states:SendTaskSuccess", Resource: oracleMachine}, false},
+		{"PurgeProgressFn", nil, iamRequest{Action: "states:SendTaskSuccess", Resource: oracleMachine}, false},
 		{"DeleteFn", nil, iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, true},
-		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "JOB#demo"}, false},
+		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "JOB#demo"}, true},
+		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:UpdateItem", Resource: table, LeadingKey: "BATCH#pj-1"}, false},
 		{"PurgeProgressFn", nil, iamRequest{Action: "dynamodb:GetItem", Resource: table, LeadingKey: "BATCH#pj-1"}, false},
 		{"PurgePlanFn", nil, iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, false},
 		{"DropFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/00000-a.metadata.json")}, false},
@@ -703,23 +717,24 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	}
 	plan, progress, reconcile := svc("PurgePlanFn"), svc("PurgeProgressFn"), svc("ReconcileFn")
 
-	// purge-plan and purge-progress on t1's job.
-	var batches []int
+	// purge-plan (it enqueues the batches) and purge-progress (the
+	// WaitForBatches task storing its token) on t1's job.
+	batches := 0
 	for in := j1; ; {
 		res, err := plan.Plan(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		batches = append(batches, res.Batches...)
+		batches += res.Enqueued
 		if res.Planned || res.Stop {
 			break
 		}
 		in.Cursor = res.Cursor
 	}
-	if len(batches) == 0 {
+	if batches == 0 {
 		t.Fatal("no batches planned")
 	}
-	if _, err := progress.Progress(ctx, j1); err != nil {
+	if _, err := progress.AwaitBatches(ctx, purge.AwaitInput{Catalog: j1.Catalog, JobID: j1.JobID, TaskToken: "token-1"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -746,12 +761,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		return nil
 	})
 	deleteFn := del.DeleteHandler(lease, denv.Queue)
-	for _, b := range batches {
-		body, _ := json.Marshal(purge.BatchMessage{Catalog: j1.Catalog, JobID: j1.JobID, Batch: b})
-		// The state machine's SendMessage (its own role, not recorded).
-		if _, err := srv.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(info.DeleteQueue), MessageBody: aws.String(string(body))}); err != nil {
-			t.Fatal(err)
-		}
+	for b := range batches {
 		if _, err := esm.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(info.DeleteQueue),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}}); err != nil {
 			t.Fatal(err)

@@ -27,6 +27,9 @@ const (
 	maxReceiveCount     = 5
 )
 
+// purgeMachineName is the purge state machine's name: <stack>-purge.
+func purgeMachineName(st awscdk.Stack) string { return *st.StackName() + "-purge" }
+
 func withEnv(base map[string]*string, extra map[string]*string) map[string]*string {
 	out := map[string]*string{}
 	for k, v := range base {
@@ -57,13 +60,16 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DeleteDLQ, MaxReceiveCount: jsii.Number(maxReceiveCount)},
 	})
 
-	s.PlanFn = goFunction(st, "PurgePlanFn", filepath.Join(p.AssetsDir, "purge-plan"), env, 1024, 900)
-	s.ProgressFn = goFunction(st, "PurgeProgressFn", filepath.Join(p.AssetsDir, "purge-progress"), env, 256, 30)
-	s.DeleteFn = goFunction(st, "DeleteFn", filepath.Join(p.AssetsDir, "delete"), withEnv(env, map[string]*string{
+	queueEnv := map[string]*string{
 		lambdaenv.EnvDeleteQueue: s.DeleteQueue.QueueUrl(),
 		lambdaenv.EnvVisibility:  jsii.String(fmt.Sprint(deleteVisibilitySec)),
 		lambdaenv.EnvMaxReceives: jsii.String(fmt.Sprint(maxReceiveCount)),
-	}), 1024, deleteTimeoutSec, func(p *awslambda.FunctionProps) {
+	}
+	// The plan function enqueues the batches itself (SendMessageBatch), so
+	// the workflow's history does not grow per batch.
+	s.PlanFn = goFunction(st, "PurgePlanFn", filepath.Join(p.AssetsDir, "purge-plan"), withEnv(env, queueEnv), 1024, 900)
+	s.ProgressFn = goFunction(st, "PurgeProgressFn", filepath.Join(p.AssetsDir, "purge-progress"), env, 256, 30)
+	s.DeleteFn = goFunction(st, "DeleteFn", filepath.Join(p.AssetsDir, "delete"), withEnv(env, queueEnv), 1024, deleteTimeoutSec, func(p *awslambda.FunctionProps) {
 		p.ReservedConcurrentExecutions = jsii.Number(deleteReservedConcurrency)
 	})
 	// The mapping keeps the construct id SqsEventSource gave it (no
@@ -82,15 +88,20 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 			"PlanFunction":     s.PlanFn.FunctionArn(),
 			"ProgressFunction": s.ProgressFn.FunctionArn(),
 			"FinalizeFunction": s.DeleteFn.FunctionArn(),
-			"DeleteQueueUrl":   s.DeleteQueue.QueueUrl(),
 		},
+		// A fixed name: the delete function's grant to answer the machine's
+		// tasks names it by ARN, since a reference would be a cycle (the
+		// definition references the delete function).
+		StateMachineName: jsii.String(purgeMachineName(st)),
 		StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
 		TracingEnabled:   jsii.Bool(true),
 	})
 
 	machineEnv := withEnv(env, map[string]*string{lambdaenv.EnvStateMachine: s.PurgeMachine.StateMachineArn()})
 	s.DropFn = goFunction(st, "DropFn", filepath.Join(p.AssetsDir, "drop"), machineEnv, 512, 29)
-	s.ReconcileFn = goFunction(st, "ReconcileFn", filepath.Join(p.AssetsDir, "reconcile"), machineEnv, 256, 300)
+	// Reconcile knows the queue's maxReceiveCount: a batch whose last receive
+	// ended without an answer is dead, whatever killed its invocation.
+	s.ReconcileFn = goFunction(st, "ReconcileFn", filepath.Join(p.AssetsDir, "reconcile"), withEnv(machineEnv, queueEnv), 256, 300)
 	awsevents.NewRule(st, jsii.String("ReconcileSchedule"), &awsevents.RuleProps{
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(5))),
 		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.ReconcileFn, nil)},

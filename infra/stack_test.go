@@ -117,13 +117,19 @@ func TestStateMachineIsTheSharedDefinition(t *testing.T) {
 			t.Errorf("the deployed definition is not shared/purge's workflow.asl.json byte for byte")
 		}
 		raw, _ := json.Marshal(props["DefinitionString"])
-		for _, state := range []string{"Plan", "FanOut", "sqs:sendMessage", "WaitForBatches", "Finalize", "MarkFailed"} {
+		for _, state := range []string{"Plan", "WaitForBatches", "lambda:invoke.waitForTaskToken", "$$.Task.Token", "HeartbeatSeconds", "BatchesDone", "Finalize", "MarkFailed"} {
 			if !strings.Contains(string(raw), state) {
 				t.Errorf("deployed definition lacks %s", state)
 			}
 		}
 		if _, ok := props["DefinitionSubstitutions"]; !ok {
-			t.Errorf("no substitutions of the function ARNs and queue URL")
+			t.Errorf("no substitutions of the function ARNs")
+		}
+		if strings.Contains(string(raw), "sqs:sendMessage") || strings.Contains(string(raw), `"Type": "Map"`) || strings.Contains(string(raw), `"Type": "Wait"`) {
+			t.Errorf("the deployed definition fans out per batch or polls")
+		}
+		if name, _ := props["StateMachineName"].(string); name != "Test-purge" {
+			t.Errorf("state machine name %v: the task-response grants name it", props["StateMachineName"])
 		}
 	}
 }
@@ -337,6 +343,10 @@ func merge(ms ...map[string][]string) map[string][]string {
 
 // Each function's role grants exactly what its code calls (docs/design.md,
 // "Least privilege"); infra/oracle_test.go checks the calls themselves.
+// namedMachineArn: the purge machine by its fixed name (a reference to it
+// from the delete function's role would be a dependency cycle).
+const namedMachineArn = "arn:${Partition}:states:${Region}:${AccountId}:stateMachine:Test-purge"
+
 func TestRoleGrantsPerFunction(t *testing.T) {
 	router := tableGrants("", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem")
 	want := map[string]map[string][]string{
@@ -352,21 +362,29 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#*", "GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":     {objectsArn},
 			"s3:ListBucket":    {bucketArn},
+			"sqs:SendMessage":  {queueArn}, // it enqueues the batches
 			"events:PutEvents": {busArn},
 		}),
-		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem")),
-		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem")),
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":                {objectsArn},
 			"s3:DeleteObject":             {objectsArn},
 			"sqs:ReceiveMessage":          {queueArn},
 			"sqs:DeleteMessage":           {queueArn},
 			"sqs:GetQueueAttributes":      {queueArn},
 			"sqs:ChangeMessageVisibility": {queueArn},
+			"sqs:SendMessage":             {queueArn},
+			"states:SendTaskSuccess":      {namedMachineArn},
+			"states:SendTaskFailure":      {namedMachineArn},
+			"states:SendTaskHeartbeat":    {namedMachineArn},
 			"events:PutEvents":            {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* ACTIVEJOB TBL#* LOC#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution":    {machineArn},
 			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
+			"states:SendTaskSuccess":   {namedMachineArn},
+			"states:SendTaskFailure":   {namedMachineArn},
+			"states:SendTaskHeartbeat": {namedMachineArn},
 			"events:PutEvents":         {busArn},
 		}),
 	}

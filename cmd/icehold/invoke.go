@@ -27,9 +27,17 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 	"purge-plan": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
 		return svc.Plan(ctx, in)
 	}),
-	"purge-progress": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
-		return svc.Progress(ctx, in)
-	}),
+	"purge-progress": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var in purge.AwaitInput
+		if err := strictJSON(event, &in); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Purge(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.AwaitBatches(ctx, in)
+	},
 	"delete": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var probe struct {
 			Records []json.RawMessage `json:"Records"`

@@ -1,4 +1,4 @@
-// Command purge-progress is a step of the purge state machine (purge.Service.Progress).
+// Command purge-progress is the purge state machine's WaitForBatches task (purge.Service.AwaitBatches): it stores the callback token on the job.
 package main
 
 import (
@@ -19,5 +19,5 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(svc.Progress)
+	lambda.Start(svc.AwaitBatches)
 }

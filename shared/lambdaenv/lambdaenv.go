@@ -148,6 +148,7 @@ func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) 
 	return &purge.Service{
 		Store: st, Catalog: cat, S3: awsconfig.S3(cfg, e.Endpoints),
 		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
+		Sender: awsconfig.SQS(cfg, e.Endpoints), Queue: e.Queue,
 		Metrics: os.Stdout, // CloudWatch reads embedded-metric-format lines from the logs
 		Events:  busOf(cfg, e),
 	}

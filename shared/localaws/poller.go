@@ -32,6 +32,11 @@ type Poller struct {
 	Handler   SQSHandler
 	Workers   int
 	BatchSize int
+	// Timeout plays the function's timeout: the handler's context ends then,
+	// and a handler that has not answered by then counts as failed (its
+	// messages come back after their visibility timeout), as when Lambda
+	// times out or is killed. 0: no timeout.
+	Timeout time.Duration
 }
 
 // Run polls until ctx ends.
@@ -73,7 +78,7 @@ func (p *Poller) once(ctx context.Context) bool {
 			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: p.QueueARN, Md5OfBody: aws.ToString(m.MD5OfBody),
 		})
 	}
-	res, err := p.Handler(ctx, ev)
+	res, err := p.invoke(ctx, ev)
 	failed := map[string]bool{}
 	if err != nil {
 		for _, r := range ev.Records {
@@ -94,4 +99,28 @@ func (p *Poller) once(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// invoke runs the handler within the function's timeout.
+func (p *Poller) invoke(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if p.Timeout <= 0 {
+		return p.Handler(ctx, ev)
+	}
+	tctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	type answer struct {
+		res events.SQSEventResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := p.Handler(tctx, ev)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-tctx.Done():
+		return events.SQSEventResponse{}, context.DeadlineExceeded // the invocation timed out
+	}
 }

@@ -227,6 +227,21 @@ func (s *SQS) receive(q *queue, n int, visibility time.Duration) ([]message, err
 	return out, nil
 }
 
+// sendLocked enqueues one message (with s.mu held), twice when duplicates
+// are on.
+func (s *SQS) sendLocked(q *queue, body string) (string, error) {
+	id := newID()
+	if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: id, Body: body, SentAt: time.Now().UnixMilli()}); err != nil {
+		return "", err
+	}
+	if s.duplicates.Load() {
+		if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: newID(), Body: body, SentAt: time.Now().UnixMilli()}); err != nil {
+			return "", err
+		}
+	}
+	return id, nil
+}
+
 func (s *SQS) ServeHTTP(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, s.call) }
 
 func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[string]any, error) {
@@ -294,16 +309,43 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		if err != nil {
 			return nil, err
 		}
-		id := newID()
-		if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: id, Body: str("MessageBody"), SentAt: time.Now().UnixMilli()}); err != nil {
+		id, err := s.sendLocked(q, str("MessageBody"))
+		if err != nil {
 			return nil, err
 		}
-		if s.duplicates.Load() {
-			if err := s.record(sqsEffect{Op: "send", Queue: q.name, ID: newID(), Body: str("MessageBody"), SentAt: time.Now().UnixMilli()}); err != nil {
+		return map[string]any{"MessageId": id, "MD5OfMessageBody": md5hex(str("MessageBody"))}, nil
+	case "SendMessageBatch":
+		q, err := s.queueOf(str("QueueUrl"))
+		if err != nil {
+			return nil, err
+		}
+		entries := asList(req["Entries"])
+		switch {
+		case len(entries) == 0:
+			return nil, awsError{"AWS.SimpleQueueService.EmptyBatchRequest", "the batch has no entries"}
+		case len(entries) > 10:
+			return nil, awsError{"AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "at most 10 entries"}
+		}
+		seen := map[string]bool{}
+		for _, e := range entries {
+			m, _ := e.(map[string]any)
+			id, _ := m["Id"].(string)
+			if id == "" || seen[id] {
+				return nil, awsError{"AWS.SimpleQueueService.BatchEntryIdsNotDistinct", "entry ids must be distinct and present"}
+			}
+			seen[id] = true
+		}
+		var ok []map[string]any
+		for _, e := range entries {
+			m, _ := e.(map[string]any)
+			body, _ := m["MessageBody"].(string)
+			id, err := s.sendLocked(q, body)
+			if err != nil {
 				return nil, err
 			}
+			ok = append(ok, map[string]any{"Id": m["Id"], "MessageId": id, "MD5OfMessageBody": md5hex(body)})
 		}
-		return map[string]any{"MessageId": id, "MD5OfMessageBody": md5hex(str("MessageBody"))}, nil
+		return map[string]any{"Successful": ok, "Failed": []any{}}, nil
 	case "DeleteMessage":
 		q, err := s.queueOf(str("QueueUrl"))
 		if err != nil {

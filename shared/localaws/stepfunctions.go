@@ -1,8 +1,11 @@
 package localaws
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,25 +14,36 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// LambdaFunc plays one Lambda function for the local workflow engine.
+// LambdaFunc plays one Lambda function for the local workflow engine. An
+// error's name, as Retry and Catch see it, is its Go type name (what the Lambda
+// Go runtime reports as errorType).
 type LambdaFunc func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
 
 // SendFunc plays the sqs:sendMessage integration.
 type SendFunc func(ctx context.Context, queueURL, body string) (messageID string, err error)
 
+// HistoryLimit is Step Functions' limit on events in one Standard
+// execution's history: past it the execution fails.
+const HistoryLimit = 25000
+
 // StepFunctions is the local workflow engine: it runs Amazon States Language
 // definitions (the subset icehold's definitions use: Task with lambda:invoke
-// and sqs:sendMessage, Map, Choice, Wait, Pass, Succeed, Fail, Retry, Catch,
-// JSONPath parameters) and serves StartExecution / DescribeExecution on the
-// Step Functions JSON protocol, so the product's sfn SDK client works
-// unchanged. Executions are idempotent by name and persisted at every state
-// transition (atomic file writes), and resume after kill -9.
+// (also .waitForTaskToken, with HeartbeatSeconds and TimeoutSeconds) and
+// sqs:sendMessage, Map, Choice, Wait, Pass, Succeed, Fail, Retry, Catch,
+// JSONPath parameters) and serves StartExecution, DescribeExecution,
+// GetExecutionHistory and SendTaskSuccess/Failure/Heartbeat on the Step
+// Functions JSON protocol, so the product's sfn SDK client works unchanged.
+// It records the history events Step Functions records for those states and
+// fails an execution whose history passes 25,000 events, as Step Functions
+// does. Executions are idempotent by name, persisted at every state
+// transition (atomic file writes, events appended), and resume after kill -9.
 type StepFunctions struct {
 	dir      string
 	lambdas  map[string]LambdaFunc
@@ -37,11 +51,17 @@ type StepFunctions struct {
 	mu       sync.Mutex
 	machines map[string]map[string]any // ARN → definition
 	execs    map[string]*execution
+	tokens   map[string]*waiter // task token → the task waiting for it
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	// TimeScale shrinks Wait states and retry intervals (tests, make run).
+	// TimeScale shrinks Wait states, retry intervals, heartbeats and
+	// timeouts (tests, make run).
 	TimeScale float64
+	// Clock is the engine's time (a ManualClock in tests).
+	Clock Clock
+	// Limit is the history limit (HistoryLimit unless a test sets another).
+	Limit int
 }
 
 type execution struct {
@@ -57,14 +77,46 @@ type execution struct {
 	Cause     string          `json:"cause,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
 	StoppedAt time.Time       `json:"stopped_at,omitzero"`
+	// Events counts the history; the events themselves are appended to
+	// <name>.events.jsonl (and kept in memory).
+	Events int `json:"events"`
+
+	history   []HistoryEvent
+	persisted int // history entries already appended to the file
 }
+
+// HistoryEvent is one event of an execution's history.
+type HistoryEvent struct {
+	ID         int64     `json:"id"`
+	PreviousID int64     `json:"previousEventId"`
+	Type       string    `json:"type"`
+	Timestamp  time.Time `json:"timestamp"`
+	State      string    `json:"state,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Cause      string    `json:"cause,omitempty"`
+}
+
+// waiter is a Task waiting for its token (the callback pattern).
+type waiter struct {
+	done      chan tokenResult
+	heartbeat chan struct{}
+}
+
+type tokenResult struct {
+	output json.RawMessage
+	err    *stateError
+}
+
+// errHistoryFull: the execution's history reached its limit.
+var errHistoryFull = &stateError{"States.Runtime", "the execution history reached its limit of events"}
 
 // NewStepFunctions returns an engine keeping executions in dir ("" = memory).
 func NewStepFunctions(dir string, lambdas map[string]LambdaFunc, send SendFunc) *StepFunctions {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &StepFunctions{
 		dir: dir, lambdas: lambdas, send: send, machines: map[string]map[string]any{},
-		execs: map[string]*execution{}, ctx: ctx, cancel: cancel, TimeScale: 1,
+		execs: map[string]*execution{}, tokens: map[string]*waiter{}, ctx: ctx, cancel: cancel,
+		TimeScale: 1, Clock: realClock{}, Limit: HistoryLimit,
 	}
 }
 
@@ -100,6 +152,10 @@ func (e *StepFunctions) Resume() error {
 		if err := json.Unmarshal(raw, &x); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+		if x.history, err = readHistory(strings.TrimSuffix(f, ".json")+".events.jsonl", x.Events); err != nil {
+			return err
+		}
+		x.Events, x.persisted = len(x.history), len(x.history)
 		e.mu.Lock()
 		e.execs[x.ARN] = &x
 		e.mu.Unlock()
@@ -108,6 +164,29 @@ func (e *StepFunctions) Resume() error {
 		}
 	}
 	return nil
+}
+
+// readHistory reads up to n events (a torn last line from a crash is dropped).
+func readHistory(path string, n int) ([]HistoryEvent, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []HistoryEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<22)
+	for sc.Scan() && len(out) < n {
+		var ev HistoryEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			break
+		}
+		out = append(out, ev)
+	}
+	return out, sc.Err()
 }
 
 // Close stops running executions (they resume on the next Resume).
@@ -122,9 +201,33 @@ func (e *StepFunctions) persist(x *execution) error {
 	}
 	e.mu.Lock()
 	raw, err := json.Marshal(x)
+	fresh := append([]HistoryEvent(nil), x.history[x.persisted:]...)
+	x.persisted = len(x.history)
 	e.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if len(fresh) > 0 {
+		// Events first: the state file never counts events the log lacks.
+		f, err := os.OpenFile(filepath.Join(e.dir, "executions", x.Name+".events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		for _, ev := range fresh {
+			line, _ := json.Marshal(ev)
+			b.Write(append(line, '\n'))
+		}
+		_, err = f.Write(b.Bytes())
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return writeFileAtomic(filepath.Join(e.dir, "executions", x.Name+".json"), raw)
 }
@@ -149,6 +252,24 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
+// emit appends a history event; errHistoryFull once the limit is reached
+// (the execution's closing event is always recorded).
+func (e *StepFunctions) emit(x *execution, typ, state string, failure *stateError) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	closing := strings.HasPrefix(typ, "Execution") && typ != "ExecutionStarted"
+	if !closing && x.Events >= e.Limit {
+		return errHistoryFull
+	}
+	ev := HistoryEvent{ID: int64(x.Events + 1), PreviousID: int64(x.Events), Type: typ, Timestamp: e.Clock.Now().UTC(), State: state}
+	if failure != nil {
+		ev.Error, ev.Cause = failure.Error_, failure.Cause
+	}
+	x.history = append(x.history, ev)
+	x.Events++
+	return nil
+}
+
 // Start starts a named execution; the same name with the same input while it
 // runs answers the same execution, as Step Functions does.
 func (e *StepFunctions) Start(machineARN, name, input string) (string, time.Time, error) {
@@ -170,9 +291,10 @@ func (e *StepFunctions) Start(machineARN, name, input string) (string, time.Time
 		return "", time.Time{}, awsError{"ExecutionAlreadyExists", "execution " + name + " already exists"}
 	}
 	x := &execution{ARN: arn, Name: name, Machine: machineARN, Input: json.RawMessage(input), Status: "RUNNING",
-		State: def["StartAt"].(string), Data: json.RawMessage(input), StartedAt: time.Now().UTC()}
+		State: def["StartAt"].(string), Data: json.RawMessage(input), StartedAt: e.Clock.Now().UTC()}
 	e.execs[arn] = x
 	e.mu.Unlock()
+	_ = e.emit(x, "ExecutionStarted", "", nil)
 	if err := e.persist(x); err != nil {
 		return "", time.Time{}, err
 	}
@@ -188,7 +310,20 @@ func (e *StepFunctions) Describe(arn string) (execution, error) {
 	if !ok {
 		return execution{}, awsError{"ExecutionDoesNotExist", "execution " + arn}
 	}
-	return *x, nil
+	cp := *x
+	cp.history = nil
+	return cp, nil
+}
+
+// History returns a copy of an execution's history.
+func (e *StepFunctions) History(arn string) ([]HistoryEvent, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.execs[arn]
+	if !ok {
+		return nil, awsError{"ExecutionDoesNotExist", "execution " + arn}
+	}
+	return append([]HistoryEvent(nil), x.history...), nil
 }
 
 func (e *StepFunctions) run(x *execution) {
@@ -210,7 +345,7 @@ func (e *StepFunctions) run(x *execution) {
 			}
 			var in any
 			_ = decodeJSON(data, &in)
-			out, next, err := e.state(e.ctx, st, in, nil)
+			out, next, err := e.state(e.ctx, x, name, st, in, nil)
 			if e.ctx.Err() != nil {
 				return // stopped: resumes from the persisted state
 			}
@@ -239,8 +374,13 @@ func (e *StepFunctions) run(x *execution) {
 }
 
 func (e *StepFunctions) finish(x *execution, status string, out json.RawMessage, errName, cause string) {
+	if status == "SUCCEEDED" {
+		_ = e.emit(x, "ExecutionSucceeded", "", nil)
+	} else {
+		_ = e.emit(x, "ExecutionFailed", "", &stateError{errName, cause})
+	}
 	e.mu.Lock()
-	x.Status, x.Output, x.Error, x.Cause, x.StoppedAt = status, out, errName, cause, time.Now().UTC()
+	x.Status, x.Output, x.Error, x.Cause, x.StoppedAt = status, out, errName, cause, e.Clock.Now().UTC()
 	e.mu.Unlock()
 	if err := e.persist(x); err != nil {
 		slog.Error("persist execution", "execution", x.Name, "error", err)
@@ -258,8 +398,48 @@ type stateError struct {
 
 func (s *stateError) Error() string { return s.Error_ + ": " + s.Cause }
 
-// state runs one state and returns its output and the next state ("" = end).
-func (e *StepFunctions) state(ctx context.Context, st map[string]any, in any, ctxObj any) (any, string, error) {
+// errorName is the name Retry and Catch see for a function's error: its Go
+// type name, as the Lambda Go runtime reports errorType.
+func errorName(err error) string {
+	t := reflect.TypeOf(err)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Name() == "" {
+		return "Lambda.Unknown"
+	}
+	return t.Name()
+}
+
+// stateTypePrefix names a state type in history events.
+var stateTypePrefix = map[string]string{"Task": "TaskState", "Choice": "ChoiceState", "Wait": "WaitState", "Pass": "PassState", "Succeed": "SucceedState", "Map": "MapState"}
+
+// state runs one state and returns its output and the next state ("" = end),
+// recording its history events.
+func (e *StepFunctions) state(ctx context.Context, x *execution, name string, st map[string]any, in any, ctxObj any) (any, string, error) {
+	typ, _ := st["Type"].(string)
+	if typ == "Fail" {
+		if err := e.emit(x, "FailStateEntered", name, nil); err != nil {
+			return nil, "", err
+		}
+	} else if p, ok := stateTypePrefix[typ]; ok {
+		if err := e.emit(x, p+"Entered", name, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	out, next, err := e.runState(ctx, x, name, st, in, ctxObj)
+	if err != nil {
+		return nil, "", err
+	}
+	if p, ok := stateTypePrefix[typ]; ok {
+		if err := e.emit(x, p+"Exited", name, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+func (e *StepFunctions) runState(ctx context.Context, x *execution, name string, st map[string]any, in any, ctxObj any) (any, string, error) {
 	next, _ := st["Next"].(string)
 	switch st["Type"] {
 	case "Pass":
@@ -276,7 +456,7 @@ func (e *StepFunctions) state(ctx context.Context, st map[string]any, in any, ct
 		return nil, "", &stateError{errName, cause}
 	case "Wait":
 		secs, _ := toFloat(st["Seconds"])
-		if !sleep(ctx, time.Duration(secs*e.TimeScale*float64(time.Second))) {
+		if !e.sleep(ctx, time.Duration(secs*e.TimeScale*float64(time.Second))) {
 			return nil, "", ctx.Err()
 		}
 		return in, next, nil
@@ -294,13 +474,13 @@ func (e *StepFunctions) state(ctx context.Context, st map[string]any, in any, ct
 	case "Task", "Map":
 		out, err := e.withRetry(ctx, st, func() (any, error) {
 			if st["Type"] == "Map" {
-				return e.mapState(ctx, st, in)
+				return e.mapState(ctx, x, name, st, in)
 			}
-			return e.task(ctx, st, in, ctxObj)
+			return e.task(ctx, x, name, st, in, ctxObj)
 		})
 		if err != nil {
 			var se *stateError
-			if !errors.As(err, &se) {
+			if !errors.As(err, &se) || se == errHistoryFull {
 				return nil, "", err
 			}
 			for _, c := range asList(st["Catch"]) {
@@ -327,7 +507,7 @@ func (e *StepFunctions) withRetry(ctx context.Context, st map[string]any, run fu
 	for {
 		out, err := run()
 		var se *stateError
-		if err == nil || !errors.As(err, &se) || ctx.Err() != nil {
+		if err == nil || !errors.As(err, &se) || ctx.Err() != nil || se == errHistoryFull {
 			return out, err
 		}
 		retried := false
@@ -352,7 +532,7 @@ func (e *StepFunctions) withRetry(ctx context.Context, st map[string]any, run fu
 			}
 			wait := interval * math.Pow(rate, float64(attempts[i])) * e.TimeScale
 			attempts[i]++
-			if !sleep(ctx, time.Duration(wait*float64(time.Second))) {
+			if !e.sleep(ctx, time.Duration(wait*float64(time.Second))) {
 				return nil, ctx.Err()
 			}
 			retried = true
@@ -364,13 +544,134 @@ func (e *StepFunctions) withRetry(ctx context.Context, st map[string]any, run fu
 	}
 }
 
-func (e *StepFunctions) task(ctx context.Context, st map[string]any, in any, ctxObj any) (any, error) {
+// task runs one attempt of a Task state: TaskScheduled, TaskStarted, then
+// TaskSucceeded, TaskFailed or TaskTimedOut (TaskSubmitted first when it
+// waits for a token).
+func (e *StepFunctions) task(ctx context.Context, x *execution, name string, st map[string]any, in any, ctxObj any) (any, error) {
+	resource, _ := st["Resource"].(string)
+	base, waitToken := strings.CutSuffix(resource, ".waitForTaskToken")
+	var w *waiter
+	token := ""
+	if waitToken {
+		b := make([]byte, 24)
+		_, _ = rand.Read(b)
+		token = hex.EncodeToString(b)
+		w = &waiter{done: make(chan tokenResult, 1), heartbeat: make(chan struct{}, 1)}
+		e.mu.Lock()
+		e.tokens[token] = w
+		e.mu.Unlock()
+		defer func() {
+			e.mu.Lock()
+			delete(e.tokens, token)
+			e.mu.Unlock()
+		}()
+		obj := cloneMap(ctxObj)
+		obj["Task"] = map[string]any{"Token": token}
+		ctxObj = obj
+	}
+	for _, typ := range []string{"TaskScheduled", "TaskStarted"} {
+		if err := e.emit(x, typ, name, nil); err != nil {
+			return nil, err
+		}
+	}
+	out, err := e.invoke(ctx, base, st, in, ctxObj)
+	if err == nil && waitToken {
+		if err := e.emit(x, "TaskSubmitted", name, nil); err != nil {
+			return nil, err
+		}
+		out, err = e.await(ctx, st, w)
+	}
+	var se *stateError
+	switch {
+	case err == nil:
+		if err := e.emit(x, "TaskSucceeded", name, nil); err != nil {
+			return nil, err
+		}
+	case errors.As(err, &se) && (se.Error_ == "States.Timeout" || se.Error_ == "States.HeartbeatTimeout"):
+		if err := e.emit(x, "TaskTimedOut", name, se); err != nil {
+			return nil, err
+		}
+	case errors.As(err, &se):
+		if err := e.emit(x, "TaskFailed", name, se); err != nil {
+			return nil, err
+		}
+	}
+	return out, err
+}
+
+// await waits for the task's token: SendTaskSuccess or SendTaskFailure,
+// within HeartbeatSeconds of the last heartbeat and TimeoutSeconds overall.
+func (e *StepFunctions) await(ctx context.Context, st map[string]any, w *waiter) (any, error) {
+	scaled := func(key string) <-chan time.Time {
+		secs, ok := toFloat(st[key])
+		if !ok {
+			return nil // no such deadline
+		}
+		return e.Clock.After(time.Duration(secs * e.TimeScale * float64(time.Second)))
+	}
+	timeout, heartbeat := scaled("TimeoutSeconds"), scaled("HeartbeatSeconds")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case r := <-w.done:
+			if r.err != nil {
+				return nil, r.err
+			}
+			var v any
+			if err := decodeJSON(r.output, &v); err != nil {
+				return nil, &stateError{"States.Runtime", "task output is not JSON"}
+			}
+			return v, nil
+		case <-w.heartbeat:
+			heartbeat = scaled("HeartbeatSeconds")
+		case <-heartbeat:
+			return nil, &stateError{"States.HeartbeatTimeout", "no heartbeat within HeartbeatSeconds"}
+		case <-timeout:
+			return nil, &stateError{"States.Timeout", "the task ran past TimeoutSeconds"}
+		}
+	}
+}
+
+// SendTask completes, fails or heartbeats the task waiting for token.
+func (e *StepFunctions) SendTask(op, token string, output json.RawMessage, errName, cause string) error {
+	e.mu.Lock()
+	w, ok := e.tokens[token]
+	e.mu.Unlock()
+	if !ok {
+		return awsError{"TaskDoesNotExist", "no task waits for this token"}
+	}
+	switch op {
+	case "SendTaskHeartbeat":
+		select {
+		case w.heartbeat <- struct{}{}:
+		default:
+		}
+		return nil
+	case "SendTaskSuccess":
+		if len(output) == 0 {
+			output = json.RawMessage("{}")
+		}
+		select {
+		case w.done <- tokenResult{output: output}:
+		default:
+		}
+	case "SendTaskFailure":
+		select {
+		case w.done <- tokenResult{err: &stateError{errName, cause}}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (e *StepFunctions) invoke(ctx context.Context, resource string, st map[string]any, in any, ctxObj any) (any, error) {
 	p := in
 	if ps, ok := st["Parameters"]; ok {
 		p = params(ps, in, ctxObj)
 	}
 	pm, _ := p.(map[string]any)
-	switch st["Resource"] {
+	switch resource {
 	case "arn:aws:states:::lambda:invoke":
 		name, _ := pm["FunctionName"].(string)
 		fn, ok := e.lambdas[name]
@@ -380,7 +681,7 @@ func (e *StepFunctions) task(ctx context.Context, st map[string]any, in any, ctx
 		payload, _ := json.Marshal(pm["Payload"])
 		out, err := fn(ctx, payload)
 		if err != nil {
-			return nil, &stateError{"Lambda.Unknown", err.Error()}
+			return nil, &stateError{errorName(err), err.Error()}
 		}
 		var v any
 		if err := decodeJSON(out, &v); err != nil {
@@ -400,10 +701,13 @@ func (e *StepFunctions) task(ctx context.Context, st map[string]any, in any, ctx
 		}
 		return map[string]any{"MessageId": id}, nil
 	}
-	return nil, &stateError{"States.Runtime", fmt.Sprintf("unsupported resource %v", st["Resource"])}
+	return nil, &stateError{"States.Runtime", fmt.Sprintf("unsupported resource %v", resource)}
 }
 
-func (e *StepFunctions) mapState(ctx context.Context, st map[string]any, in any) (any, error) {
+// mapState runs an inline Map: MapStateStarted, each item's iteration
+// (MapIterationStarted, its states' events, MapIterationSucceeded), then
+// MapStateSucceeded.
+func (e *StepFunctions) mapState(ctx context.Context, x *execution, name string, st map[string]any, in any) (any, error) {
 	items := in
 	if p, ok := st["ItemsPath"].(string); ok {
 		items = lookup(in, p, nil)
@@ -417,6 +721,9 @@ func (e *StepFunctions) mapState(ctx context.Context, st map[string]any, in any)
 	if !hasSel {
 		sel, hasSel = st["Parameters"]
 	}
+	if err := e.emit(x, "MapStateStarted", name, nil); err != nil {
+		return nil, err
+	}
 	out := make([]any, len(list))
 	for i, item := range list {
 		itemIn := item
@@ -424,16 +731,34 @@ func (e *StepFunctions) mapState(ctx context.Context, st map[string]any, in any)
 			ctxObj := map[string]any{"Map": map[string]any{"Item": map[string]any{"Index": json.Number(strconv.Itoa(i)), "Value": item}}}
 			itemIn = params(sel, in, ctxObj)
 		}
-		res, err := e.subMachine(ctx, proc, itemIn)
+		if err := e.emit(x, "MapIterationStarted", name, nil); err != nil {
+			return nil, err
+		}
+		res, err := e.subMachine(ctx, x, proc, itemIn)
 		if err != nil {
+			var se *stateError
+			if errors.As(err, &se) && se != errHistoryFull {
+				if err := e.emit(x, "MapIterationFailed", name, se); err != nil {
+					return nil, err
+				}
+				if err := e.emit(x, "MapStateFailed", name, se); err != nil {
+					return nil, err
+				}
+			}
+			return nil, err
+		}
+		if err := e.emit(x, "MapIterationSucceeded", name, nil); err != nil {
 			return nil, err
 		}
 		out[i] = res
 	}
+	if err := e.emit(x, "MapStateSucceeded", name, nil); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-func (e *StepFunctions) subMachine(ctx context.Context, def map[string]any, in any) (any, error) {
+func (e *StepFunctions) subMachine(ctx context.Context, x *execution, def map[string]any, in any) (any, error) {
 	states := def["States"].(map[string]any)
 	name := def["StartAt"].(string)
 	for {
@@ -441,7 +766,7 @@ func (e *StepFunctions) subMachine(ctx context.Context, def map[string]any, in a
 		if !ok {
 			return nil, &stateError{"States.Runtime", "no state " + name}
 		}
-		out, next, err := e.state(ctx, st, in, nil)
+		out, next, err := e.state(ctx, x, name, st, in, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -449,6 +774,19 @@ func (e *StepFunctions) subMachine(ctx context.Context, def map[string]any, in a
 			return out, nil
 		}
 		name, in = next, out
+	}
+}
+
+// sleep waits d on the engine's clock.
+func (e *StepFunctions) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-e.Clock.After(d):
+		return true
 	}
 }
 
@@ -633,20 +971,6 @@ func choose(rule map[string]any, in any) bool {
 	return false
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // ---- the Step Functions JSON protocol ----
 
 func (e *StepFunctions) ServeHTTP(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, e.call) }
@@ -683,6 +1007,67 @@ func (e *StepFunctions) call(_ context.Context, op string, req map[string]any) (
 			out["error"], out["cause"] = x.Error, x.Cause
 		}
 		return out, nil
+	case "GetExecutionHistory":
+		return e.historyPage(str("executionArn"), req)
+	case "SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat":
+		return map[string]any{}, e.SendTask(op, str("taskToken"), json.RawMessage(str("output")), str("error"), str("cause"))
 	}
 	return nil, awsError{"UnknownOperationException", "unsupported operation " + op}
+}
+
+// historyPage answers GetExecutionHistory: maxResults (1 to 1000, default
+// 100), nextToken, reverseOrder.
+func (e *StepFunctions) historyPage(arn string, req map[string]any) (map[string]any, error) {
+	events, err := e.History(arn)
+	if err != nil {
+		return nil, err
+	}
+	size := 100
+	if v, ok := toFloat(req["maxResults"]); ok && v > 0 {
+		size = min(int(v), 1000)
+	}
+	if rev, _ := req["reverseOrder"].(bool); rev {
+		for i, j := 0, len(events)-1; i < j; i, j = i+1, j-1 {
+			events[i], events[j] = events[j], events[i]
+		}
+	}
+	start := 0
+	if tok, _ := req["nextToken"].(string); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 || n > len(events) {
+			return nil, awsError{"InvalidToken", "bad nextToken"}
+		}
+		start = n
+	}
+	end := min(start+size, len(events))
+	page := make([]map[string]any, 0, end-start)
+	for _, ev := range events[start:end] {
+		m := map[string]any{"id": ev.ID, "previousEventId": ev.PreviousID, "type": ev.Type, "timestamp": epoch(ev.Timestamp)}
+		if ev.State != "" {
+			key := "stateExitedEventDetails"
+			if strings.HasSuffix(ev.Type, "Entered") {
+				key = "stateEnteredEventDetails"
+			}
+			if strings.HasSuffix(ev.Type, "Entered") || strings.HasSuffix(ev.Type, "Exited") {
+				m[key] = map[string]any{"name": ev.State}
+			}
+		}
+		if ev.Error != "" {
+			details := map[string]any{"error": ev.Error, "cause": ev.Cause}
+			switch ev.Type {
+			case "ExecutionFailed":
+				m["executionFailedEventDetails"] = details
+			case "TaskFailed":
+				m["taskFailedEventDetails"] = details
+			case "TaskTimedOut":
+				m["taskTimedOutEventDetails"] = details
+			}
+		}
+		page = append(page, m)
+	}
+	out := map[string]any{"events": page}
+	if end < len(events) {
+		out["nextToken"] = strconv.Itoa(end)
+	}
+	return out, nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	ReconcileEvery time.Duration // the reconcile schedule
 	DeleteWorkers  int           // concurrent delete invocations; < 0: none here
 	BatchManifests int           // manifests per delete batch (0: purge's default)
+	DeleteTimeout  time.Duration // the delete function's timeout (0: 5 minutes)
+	// Clock drives the workflow engine's waits, heartbeats and timeouts (a
+	// test advances it); nil: real time.
+	Clock localaws.Clock
 }
 
 // Defaults of `make run`.

@@ -84,8 +84,13 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	}
 	queueURL := aws.ToString(q.QueueUrl)
 
+	if o.DeleteTimeout == 0 {
+		o.DeleteTimeout = 5 * time.Minute
+	}
+	queue := purge.QueueConfig{URL: queueURL, Visibility: o.Visibility, MaxReceives: o.MaxReceives}
 	svc := &purge.Service{
 		Store: st, Catalog: s.Catalog, S3: awsconfig.S3(cfg, ep), Workflow: awsconfig.SFN(cfg, ep),
+		Sender: sq, Queue: queue, DeadlineMargin: o.DeleteTimeout / 10,
 		IOProps: map[string]string{
 			"s3.endpoint": ep.S3, "s3.region": Region, "s3.access-key-id": AccessKey,
 			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
@@ -110,7 +115,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	s.Purge = svc
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
 		PlanFunction:     lambdaOf(svc.Plan),
-		ProgressFunction: lambdaOf(svc.Progress),
+		ProgressFunction: lambdaOf(svc.AwaitBatches),
 		FinalizeFunction: lambdaOf(svc.FinalizeStep),
 	}, func(ctx context.Context, url, body string) (string, error) {
 		out, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)})
@@ -120,6 +125,9 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		return aws.ToString(out.MessageId), nil
 	})
 	engine.TimeScale = o.TimeScale
+	if o.Clock != nil {
+		engine.Clock = o.Clock
+	}
 	arn, err := engine.AddStateMachine(PurgeMachine, purge.Substitute(purge.Definition, map[string]string{
 		"PlanFunction": PlanFunction, "ProgressFunction": ProgressFunction, "FinalizeFunction": FinalizeFunction,
 		"DeleteQueueUrl": queueURL,
@@ -138,9 +146,9 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	s.stop = stop
 	poller := &localaws.Poller{
 		Client: sq, QueueURL: queueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + DeleteQueue,
-		Workers: o.DeleteWorkers, BatchSize: 1,
+		Workers: o.DeleteWorkers, BatchSize: 1, Timeout: o.DeleteTimeout,
 		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-			return svc.HandleSQS(ctx, sq, purge.QueueConfig{URL: queueURL, Visibility: o.Visibility, MaxReceives: o.MaxReceives}, ev)
+			return svc.HandleSQS(ctx, sq, queue, ev)
 		},
 	}
 	s.bg.Add(2)

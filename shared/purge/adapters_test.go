@@ -216,7 +216,7 @@ func TestLeaseExtendsVisibilityWhileWorking(t *testing.T) {
 	defer srv.Close()
 	client := sqs.New(sqs.Options{Region: "us-east-1", Credentials: testCreds, BaseEndpoint: aws.String(srv.URL)})
 	s := &Service{}
-	stop := s.holdLease(context.Background(), client, QueueConfig{URL: "http://q/000/delete", Visibility: 1500 * time.Millisecond}, "rh-1")
+	stop := s.holdLease(context.Background(), client, QueueConfig{URL: "http://q/000/delete", Visibility: 1500 * time.Millisecond}, "rh-1", nil)
 	time.Sleep(1300 * time.Millisecond)
 	stop()
 	time.Sleep(600 * time.Millisecond) // no extension after stop

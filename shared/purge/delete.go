@@ -46,8 +46,11 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 	if b.Done {
 		return nil // a duplicate delivery
 	}
+	if err := s.crash("delete.start"); err != nil {
+		return err
+	}
 	err = s.runBatch(ctx, j, b)
-	if err != nil && maxReceives > 0 && receiveCount >= maxReceives {
+	if err != nil && !errors.Is(err, errContinue) && maxReceives > 0 && receiveCount >= maxReceives {
 		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
 		derr := s.Store.MarkBatchDead(ctx, j, b, reason)
 		if derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
@@ -58,7 +61,7 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 		}
 	}
 	if err == nil {
-		err = s.revive(ctx, m)
+		s.callbackIfDone(ctx, m.Catalog, m.JobID)
 	}
 	return err
 }
@@ -160,7 +163,17 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 		if err != nil {
 			return err
 		}
+		if b.Dead {
+			// The first step of a redriven batch brought it back to life.
+			b.Dead = false
+			if err := s.revive(ctx, BatchMessage{Catalog: j.Catalog, JobID: j.ID}); err != nil {
+				return err
+			}
+		}
 		cp, chunk, skipped = to, chunk[:0], 0
+		if !done && s.nearDeadline(ctx) {
+			return errContinue
+		}
 		return nil
 	}
 	last := len(b.Manifests) - 1
@@ -170,6 +183,9 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 			start = b.Entry
 		}
 		err := s.streamManifest(fs, b.Manifests[mi], start, func(idx int, e iceberg.ManifestEntry) error {
+			if s.nearDeadline(ctx) {
+				return step([2]int{mi, idx}, false) // checkpoint before this entry and stop
+			}
 			if !own.owns(e) {
 				return nil
 			}
@@ -209,6 +225,25 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 }
 
 var errStopDuplicate = errors.New("batch finished by another delivery")
+
+// errContinue: the invocation's deadline is near; the batch is checkpointed
+// and continues in a new message (a new delivery, not another receive of
+// this one, so a long batch is never dead-lettered for being long).
+var errContinue = errors.New("deadline near: checkpointed, continuing in a new message")
+
+// nearDeadline reports whether the invocation must stop now to checkpoint
+// before its deadline (Lambda's timeout).
+func (s *Service) nearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	margin := s.DeadlineMargin
+	if margin == 0 {
+		margin = 15 * time.Second
+	}
+	return time.Until(dl) < margin
+}
 
 // streamManifest calls fn for every entry from index start on, without
 // holding the manifest's entries in memory.

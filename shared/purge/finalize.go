@@ -9,22 +9,6 @@ import (
 	"github.com/icehold/icehold/shared/store"
 )
 
-// Progress is the wait loop's question: are all data batches done?
-type Progress struct {
-	Remaining int    `json:"remaining"`
-	State     string `json:"state"`
-	Stop      bool   `json:"stop"`
-}
-
-// Progress reports how many batches are not done yet.
-func (s *Service) Progress(ctx context.Context, in Input) (Progress, error) {
-	j, err := s.job(ctx, in)
-	if err != nil {
-		return Progress{}, err
-	}
-	return Progress{Remaining: j.BatchesTotal - j.BatchesDone, State: j.State, Stop: store.Terminal(j.State)}, nil
-}
-
 // FinalizeResult says whether finalize must run again (bounded work per call).
 type FinalizeResult struct {
 	Done bool `json:"done"`

@@ -2,13 +2,18 @@ package purge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// FileIO for manifest lists and manifests
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/icehold/icehold/shared/catalog"
@@ -17,8 +22,8 @@ import (
 )
 
 // Plan sizes. A batch is what one delete invocation streams; a page is how
-// many batch numbers one plan answer carries (Step Functions payloads stay
-// far below 256 KB: 500 numbers are ~3 KB).
+// many batches one plan invocation enqueues (50 SendMessageBatch calls of
+// 10) before the workflow loops back to it: about 7 history events a page.
 const (
 	BatchFiles     = 20000
 	BatchManifests = 100
@@ -31,9 +36,10 @@ type PlanResult struct {
 	Catalog string `json:"catalog"`
 	JobID   string `json:"job_id"`
 	Cursor  int    `json:"cursor"`
-	// Planned: every batch number has been handed out for fan-out.
-	Planned bool  `json:"planned"`
-	Batches []int `json:"batches"`
+	// Planned: every batch has been enqueued.
+	Planned bool `json:"planned"`
+	// Enqueued: how many batch messages this page sent.
+	Enqueued int `json:"enqueued"`
 	// Stop: the job is terminal (cancelled, failed): the workflow ends.
 	Stop bool `json:"stop"`
 }
@@ -46,7 +52,7 @@ func permanent(err error) bool {
 // Plan reads the job's metadata and manifest lists (never a manifest's
 // entries), writes the batches, then hands out batch numbers a page at a time.
 func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
-	res := PlanResult{Catalog: in.Catalog, JobID: in.JobID, Cursor: in.Cursor, Batches: []int{}}
+	res := PlanResult{Catalog: in.Catalog, JobID: in.JobID, Cursor: in.Cursor}
 	if err := s.crash("plan.start"); err != nil {
 		return res, err
 	}
@@ -81,11 +87,61 @@ func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
 		return res, nil
 	}
 	end := min(in.Cursor+PageSize, j.BatchesTotal)
-	for n := in.Cursor; n < end; n++ {
-		res.Batches = append(res.Batches, n)
+	if err := s.enqueue(ctx, j, in.Cursor, end); err != nil {
+		return res, err
 	}
+	res.Enqueued = end - in.Cursor
 	res.Cursor, res.Planned = end, end >= j.BatchesTotal
 	return res, nil
+}
+
+// enqueue sends the delete messages of batches [from, to), 10 a call. A
+// retry of the page sends them again: the delete step takes a duplicate for
+// what it is (its checkpoint has moved, or the batch is done).
+func (s *Service) enqueue(ctx context.Context, j store.Job, from, to int) error {
+	if s.Sender == nil {
+		return errors.New("no delete queue configured")
+	}
+	for n := from; n < to; n += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for b := n; b < min(n+10, to); b++ {
+			body, _ := json.Marshal(BatchMessage{Catalog: j.Catalog, JobID: j.ID, Batch: b})
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(b)), MessageBody: aws.String(string(body))})
+		}
+		if err := s.sendBatch(ctx, entries); err != nil {
+			return fmt.Errorf("enqueue batches of job %s: %w", j.ID, err)
+		}
+	}
+	return nil
+}
+
+// sendBatch sends up to 10 messages, retrying the entries SQS refused.
+func (s *Service) sendBatch(ctx context.Context, entries []sqstypes.SendMessageBatchRequestEntry) error {
+	for attempt := 0; len(entries) > 0; attempt++ {
+		out, err := s.Sender.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.Queue.URL), Entries: entries})
+		if err != nil {
+			return err
+		}
+		if len(out.Failed) == 0 {
+			return nil
+		}
+		if attempt == 4 {
+			return fmt.Errorf("%d messages refused: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+		}
+		failed := map[string]bool{}
+		for _, f := range out.Failed {
+			failed[aws.ToString(f.Id)] = true
+		}
+		var again []sqstypes.SendMessageBatchRequestEntry
+		for _, e := range entries {
+			if failed[aws.ToString(e.Id)] {
+				again = append(again, e)
+			}
+		}
+		entries = again
+		s.backoff(ctx, attempt)
+	}
+	return nil
 }
 
 func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, error) {

@@ -34,6 +34,14 @@ import (
 type Workflow interface {
 	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
 	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
+	SendTaskHeartbeat(ctx context.Context, in *sfn.SendTaskHeartbeatInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskHeartbeatOutput, error)
+}
+
+// Sender enqueues batch messages on the delete queue (the plan step, and the
+// delete step continuing a batch it stopped before its deadline).
+type Sender interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
 // BulkDeleter is the one S3 call that deletes; only the delete and finalize
@@ -65,6 +73,12 @@ type Service struct {
 	Backoff time.Duration
 	// MaxAttempts bounds workflow restarts before a job is FAILED.
 	MaxAttempts int
+	// Sender and Queue: the delete queue (URL, visibility, maxReceiveCount).
+	Sender Sender
+	Queue  QueueConfig
+	// DeadlineMargin is how long before its invocation's deadline the
+	// delete step stops and continues the batch in a new message (0: 15 s).
+	DeadlineMargin time.Duration
 	// Metrics receives CloudWatch EMF lines (stdout in Lambda); nil: none.
 	Metrics Writer
 	// Events publishes the purge's lifecycle events; nil: none.

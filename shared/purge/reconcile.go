@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -23,6 +25,8 @@ type ReconcileReport struct {
 	Started   int `json:"started"`
 	Restarted int `json:"restarted"`
 	Failed    int `json:"failed"`
+	// DeadLettered: batches found dead without their handler saying so.
+	DeadLettered int `json:"dead_lettered"`
 }
 
 // Reconcile walks the jobs that are not terminal: it starts executions that
@@ -71,7 +75,10 @@ func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *Reco
 	case err != nil:
 		return err
 	case out.Status == sfntypes.ExecutionStatusRunning:
-		return nil
+		if err := s.deadInFlight(ctx, j, rep); err != nil {
+			return err
+		}
+		return s.keepWaiting(ctx, j)
 	}
 	// The execution ended but the job did not: restart under a new name.
 	maxAttempts := s.MaxAttempts
@@ -99,4 +106,56 @@ func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *Reco
 // ExecutionARN is the ARN of a named execution of a state machine.
 func ExecutionARN(stateMachineARN, name string) string {
 	return strings.Replace(stateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
+}
+
+// deadInFlight finds batches whose last receive ended without an answer
+// (a Lambda timeout, an out-of-memory kill, a throttled or crashed
+// invocation): SQS has moved their message to the DLQ, but no handler
+// marked them. Each is marked dead once, and the job shows DEAD_LETTERED.
+func (s *Service) deadInFlight(ctx context.Context, j store.Job, rep *ReconcileReport) error {
+	maxReceives := s.Queue.MaxReceives
+	if maxReceives <= 0 {
+		return nil
+	}
+	now := time.Now().Unix()
+	token := ""
+	for {
+		page, next, err := s.Store.ListInFlight(ctx, j.ID, token, 100)
+		if err != nil {
+			return err
+		}
+		for _, f := range page {
+			if f.Receives < maxReceives || f.LeaseUntil >= now {
+				continue
+			}
+			b, err := s.Store.GetBatch(ctx, j.ID, f.Batch)
+			if err != nil {
+				return err
+			}
+			if b.Done || b.Dead {
+				if err := s.Store.DeleteInFlight(ctx, j.ID, f.Batch); err != nil {
+					return err
+				}
+				continue
+			}
+			reason := fmt.Sprintf("batch %d: its last delivery (receive %d of %d) ended without an answer (a timeout, an out-of-memory kill or a crash); the message is in the DLQ", f.Batch, f.Receives, maxReceives)
+			fresh, err := s.Store.GetJob(ctx, j.Catalog, j.ID)
+			if err != nil {
+				return err
+			}
+			err = s.Store.MarkBatchDead(ctx, fresh, b, reason)
+			if errors.Is(err, store.ErrConditionFailed) {
+				continue // marked, finished or redriven meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			rep.DeadLettered++
+			s.publish(ctx, eventbus.PurgeDeadLettered, fresh, map[string]any{"batch": b.Number, "reason": reason})
+		}
+		if next == "" {
+			return nil
+		}
+		token = next
+	}
 }

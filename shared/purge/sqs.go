@@ -3,6 +3,7 @@ package purge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,6 +12,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/icehold/icehold/shared/store"
 )
 
 // QueueConfig is what the delete handler knows of its queue.
@@ -43,14 +47,34 @@ func (s *Service) handleRecord(ctx context.Context, lease Lease, q QueueConfig, 
 		return fmt.Errorf("not a batch message: %q", rec.Body)
 	}
 	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-	stop := s.holdLease(ctx, lease, q, rec.ReceiptHandle)
+	// Which receive this is, and until when it holds the message: if the
+	// invocation dies without answering (timeout, out of memory), reconcile
+	// sees the last receive's lease run out and marks the batch dead.
+	inflight := func() {
+		f := store.InFlight{Batch: m.Batch, Receives: receives, LeaseUntil: time.Now().Add(q.Visibility).Unix()}
+		if err := s.Store.PutInFlight(context.WithoutCancel(ctx), m.JobID, f); err != nil {
+			slog.Warn("record the batch in flight", "job", m.JobID, "batch", m.Batch, "error", err)
+		}
+	}
+	inflight()
+	stop := s.holdLease(ctx, lease, q, rec.ReceiptHandle, inflight)
 	defer stop()
-	return s.DeleteBatch(ctx, m, receives, q.MaxReceives)
+	err := s.DeleteBatch(ctx, m, receives, q.MaxReceives)
+	if errors.Is(err, errContinue) {
+		// Checkpointed before the deadline: the rest goes in a fresh message
+		// (first, so a crash here leaves a duplicate, never a lost batch).
+		body, _ := json.Marshal(m)
+		err = s.sendBatch(context.WithoutCancel(ctx), []sqstypes.SendMessageBatchRequestEntry{{Id: aws.String("0"), MessageBody: aws.String(string(body))}})
+		if err != nil {
+			return fmt.Errorf("continue batch %d: %w", m.Batch, err)
+		}
+	}
+	return err
 }
 
 // holdLease extends the message's visibility every third of the timeout
-// until stop is called.
-func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, receipt string) (stop func()) {
+// until stop is called, calling extended after each extension.
+func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, receipt string, extended func()) (stop func()) {
 	if lease == nil || q.Visibility <= 0 {
 		return func() {}
 	}
@@ -71,6 +95,8 @@ func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, rec
 				})
 				if err != nil {
 					slog.Warn("extend lease", "error", err)
+				} else if extended != nil {
+					extended()
 				}
 			}
 		}

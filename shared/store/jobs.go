@@ -44,6 +44,10 @@ type Job struct {
 	// purge deletes only under it; nil: the table owned nothing.
 	Hold      *Hold  `dynamodbav:"hold,omitempty"`
 	Execution string `dynamodbav:"execution"`
+	// TaskToken is the waiting workflow's callback token (set while the
+	// execution waits for the batches; the delete function that completes the
+	// last one returns it).
+	TaskToken string `dynamodbav:"task_token"`
 	Attempts  int    `dynamodbav:"attempts"`
 	LastError string `dynamodbav:"last_error"`
 	CreatedBy string `dynamodbav:"created_by"`
@@ -102,6 +106,59 @@ func batchKey(job string, n int) (string, string) {
 }
 func tombKey(cat string, ns []string, name string) (string, string) {
 	return tablePK(cat, ns), "X#" + name
+}
+func inflightKey(job string, n int) (string, string) {
+	return "INFLIGHT#" + job, fmt.Sprintf("B#%08d", n)
+}
+
+// InFlight is a batch a delete invocation has received and not finished:
+// which receive it is and until when its lease holds. A batch whose last
+// receive's lease ran out unfinished went to the DLQ without its handler
+// saying so (a timeout, an out-of-memory kill): reconcile marks it dead.
+type InFlight struct {
+	Batch      int   `dynamodbav:"batch"`
+	Receives   int   `dynamodbav:"receives"`
+	LeaseUntil int64 `dynamodbav:"lease_until"` // epoch seconds
+}
+
+// PutInFlight records (or refreshes) a batch's delivery.
+func (s *Store) PutInFlight(ctx context.Context, job string, f InFlight) error {
+	pk, sk := inflightKey(job, f.Batch)
+	item, err := withKey(f, pk, sk)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	return err
+}
+
+// ListInFlight pages through a job's in-flight batches.
+func (s *Store) ListInFlight(ctx context.Context, job, token string, limit int) ([]InFlight, string, error) {
+	pk, _ := inflightKey(job, 0)
+	items, next, err := s.query(ctx, pk, "B#", token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]InFlight, len(items))
+	for i, it := range items {
+		if err := unmarshal(it, &out[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// DeleteInFlight forgets a batch's delivery (reconcile, for a batch found
+// done or dead).
+func (s *Store) DeleteInFlight(ctx context.Context, job string, n int) error {
+	pk, sk := inflightKey(job, n)
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
+	return err
+}
+
+func (s *Store) inflightDelete(job string, n int) ddbtypes.TransactWriteItem {
+	pk, sk := inflightKey(job, n)
+	return ddbtypes.TransactWriteItem{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(pk, sk)}}
 }
 
 // Tombstone marks a name held by a purge job.
@@ -423,7 +480,11 @@ type BatchStep struct {
 	To       [2]int
 	Done     bool
 	Counters map[string]int64
-	WasDead  bool // the batch had been dead-lettered: it counts as dead no more
+	// WasDead: the batch is dead-lettered (redriven): this step brings it
+	// back to life, so the job's dead counter drops by one in the same
+	// transaction, whatever delivery takes the step and whether or not it
+	// finishes the batch.
+	WasDead bool
 }
 
 // StepBatch applies one checkpoint move; ErrConditionFailed when another
@@ -433,10 +494,11 @@ func (s *Store) StepBatch(ctx context.Context, j Job, b Batch, st BatchStep) err
 	items := []ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
 		UpdateExpression:    aws.String("SET cp_manifest = :tm, cp_entry = :te, done = :done, dead = :f"),
-		ConditionExpression: aws.String("cp_manifest = :fm AND cp_entry = :fe AND done = :f"),
+		ConditionExpression: aws.String("cp_manifest = :fm AND cp_entry = :fe AND done = :f AND dead = :wd"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
 			":tm": num(st.To[0]), ":te": num(st.To[1]), ":fm": num(st.From[0]), ":fe": num(st.From[1]),
 			":done": &ddbtypes.AttributeValueMemberBOOL{Value: st.Done}, ":f": &ddbtypes.AttributeValueMemberBOOL{Value: false},
+			":wd": &ddbtypes.AttributeValueMemberBOOL{Value: st.WasDead},
 		},
 	}}}
 	add := map[string]int64{}
@@ -445,8 +507,9 @@ func (s *Store) StepBatch(ctx context.Context, j Job, b Batch, st BatchStep) err
 	}
 	if st.Done {
 		add["batches_done"]++
+		items = append(items, s.inflightDelete(b.JobID, b.Number))
 	}
-	if st.WasDead && st.Done {
+	if st.WasDead {
 		add["batches_dead"]--
 	}
 	if len(add) > 0 {
@@ -480,7 +543,7 @@ func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string
 	if err != nil {
 		return err
 	}
-	return s.transact(ctx, append(items, ju...))
+	return s.transact(ctx, append(append(items, ju...), s.inflightDelete(b.JobID, b.Number)))
 }
 
 // RestoreFromJob cancels a PENDING job and puts its table entry back, lifting

@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog/rest"
+	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// ownServer starts a local server of the test's own (its clock, timeouts).
+func ownServer(t *testing.T, o localserver.Options) (*localserver.Server, *rest.Catalog) {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	srv, err := localserver.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cat, err := rest.NewCatalog(context.Background(), "icehold", srv.Info.RESTURL,
+		rest.WithOAuthToken(srv.Info.AdminToken), rest.WithWarehouseLocation(srv.Info.Catalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cat
+}
+
+// jobOf reads a job of the server's catalog straight from the store.
+func jobOf(t *testing.T, srv *localserver.Server, id string) store.Job {
+	t.Helper()
+	j, err := srv.Catalog.Store().GetJob(context.Background(), srv.Info.Catalog, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+	}
+}
+
+// dropOn drops a table with purge on a server and returns its job.
+func dropOn(t *testing.T, srv *localserver.Server, cat *rest.Catalog, ns string) store.Job {
+	t.Helper()
+	if err := cat.PurgeTable(context.Background(), table.Identifier{ns, "t"}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := srv.Catalog.Store().ListJobs(context.Background(), srv.Info.Catalog, "", 100)
+	if err != nil || len(jobs) == 0 {
+		t.Fatalf("no job: %v", err)
+	}
+	return jobs[len(jobs)-1]
+}
+
+// historyLen counts an execution's events through GetExecutionHistory.
+func historyLen(t *testing.T, srv *localserver.Server, execution string) int {
+	t.Helper()
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{SFN: srv.Info.StepFns, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	p := sfn.NewGetExecutionHistoryPaginator(awsconfig.SFN(cfg, ep), &sfn.GetExecutionHistoryInput{
+		ExecutionArn: aws.String(purge.ExecutionARN(srv.Purge.StateMachineARN, execution)), MaxResults: 1000,
+	})
+	n := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Events)
+	}
+	return n
+}
+
+// A batch sits in the DLQ for 72 hours (the engine's clock advanced, with
+// reconcile's heartbeats every 5 minutes): the execution waits on one task,
+// its history does not grow, no restart is spent; after the redrive the same
+// execution finishes with exact counters.
+func TestPurgeWaitsSeventyTwoHoursOnADeadLetter(t *testing.T) {
+	ctx := context.Background()
+	clock := localaws.NewManualClock(time.Now())
+	srv, cat := ownServer(t, localserver.Options{
+		Visibility: time.Second, MaxReceives: 2, TimeScale: 1, Clock: clock,
+		ReconcileEvery: time.Hour, // driven by hand here
+		DeleteWorkers:  2,
+	})
+	ns := uniq("wait")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTableOn(t, cat, ns)
+	data, meta := reachable(t, tbl)
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	job := dropOn(t, srv, cat, ns)
+	waitFor(t, "the job to be dead-lettered", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobDeadLettered })
+	waitFor(t, "the workflow to wait on its token", 10*time.Second, func() bool { return jobOf(t, srv, job.ID).TaskToken != "" })
+	before := historyLen(t, srv, job.ID)
+	for range 72 * 12 { // 72 hours, a reconcile every 5 minutes
+		clock.Advance(5 * time.Minute)
+		if _, err := srv.Purge.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := historyLen(t, srv, job.ID)
+	j := jobOf(t, srv, job.ID)
+	t.Logf("history: %d events before the 72 hours, %d after; attempts %d", before, after, j.Attempts)
+	if after != before || j.Attempts != 1 || j.State != store.JobDeadLettered {
+		t.Fatalf("after 72 hours: %d events (was %d), attempts %d, state %s", after, before, j.Attempts, j.State)
+	}
+	srv.S3Emulator.SetFault(nil)
+	waitFor(t, "the dead batch to reach the DLQ", 10*time.Second, func() bool {
+		n, _ := srv.QueueDepth(ctx, true)
+		return n > 0
+	})
+	if err := srv.Redrive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed after the redrive", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobSucceeded })
+	done := jobOf(t, srv, job.ID)
+	if want := int64(len(data) + len(meta)); done.FilesDeleted != want || done.BatchesDead != 0 || done.Attempts != 1 || done.Execution != job.ID {
+		t.Errorf("counters: deleted %d (want %d), dead %d, attempts %d, execution %s", done.FilesDeleted, want, done.BatchesDead, done.Attempts, done.Execution)
+	}
+}
+
+// writtenTableOn makes ns.t with a few appends (several manifests).
+func writtenTableOn(t *testing.T, cat *rest.Catalog, ns string) *table.Table {
+	t.Helper()
+	tbl, err := cat.CreateTable(context.Background(), table.Identifier{ns, "t"}, eventSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		tbl = appendRows(t, tbl, rows(t, i*5, 5, false))
+	}
+	return tbl
+}
+
+// A delete invocation that never answers (a Lambda timeout, an out-of-memory
+// kill) on every receive: SQS dead-letters the message without the handler
+// marking anything. One reconcile run shows the job DEAD_LETTERED with the
+// reason and publishes PurgeDeadLettered once; the redrive completes it.
+func TestBatchDeadLetteredByTimeoutShowsOnTheJob(t *testing.T) {
+	ctx := context.Background()
+	srv, cat := ownServer(t, localserver.Options{
+		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, DeleteTimeout: 500 * time.Millisecond,
+		ReconcileEvery: time.Hour, DeleteWorkers: 2, BatchManifests: 100,
+	})
+	ns := uniq("hang")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	writtenTableOn(t, cat, ns)
+	var hangs atomic.Bool
+	hangs.Store(true)
+	srv.Purge.SetCrash(func(point string) error {
+		if point == "delete.start" && hangs.Load() {
+			select {} // never answers; the poller's timeout abandons it
+		}
+		return nil
+	})
+	job := dropOn(t, srv, cat, ns)
+	waitFor(t, "the message in the DLQ", 30*time.Second, func() bool {
+		n, _ := srv.QueueDepth(ctx, true)
+		return n > 0
+	})
+	if j := jobOf(t, srv, job.ID); j.State == store.JobDeadLettered {
+		t.Fatalf("the job was dead-lettered by a handler that never answered")
+	}
+	time.Sleep(1100 * time.Millisecond) // the last receive's lease runs out
+	rep, err := srv.Purge.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobOf(t, srv, job.ID)
+	if rep.DeadLettered != 1 || j.State != store.JobDeadLettered || j.BatchesDead != 1 || j.LastError == "" {
+		t.Fatalf("after one reconcile: %+v, job %s dead %d error %q", rep, j.State, j.BatchesDead, j.LastError)
+	}
+	t.Logf("last-error: %s", j.LastError)
+	if rep, _ := srv.Purge.Reconcile(ctx); rep.DeadLettered != 0 {
+		t.Errorf("a second reconcile marked it again")
+	}
+	hangs.Store(false)
+	if err := srv.Redrive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed after the redrive", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobSucceeded })
+	if j := jobOf(t, srv, job.ID); j.BatchesDead != 0 || j.BatchesDone != j.BatchesTotal {
+		t.Errorf("after the redrive: dead %d, done %d of %d", j.BatchesDead, j.BatchesDone, j.BatchesTotal)
+	}
+}
+
+// Defect: a redriven batch that checkpointed once and then failed lost the
+// dead counter (the checkpoint cleared its dead flag, the job's count stayed),
+// so the job could never finish. The step that revives a batch now drops
+// the count in the same transaction.
+func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
+	ctx := context.Background()
+	srv, cat := ownServer(t, localserver.Options{
+		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, ReconcileEvery: time.Hour,
+		DeleteWorkers: 1, BatchManifests: 100, // one batch of several manifests: a checkpoint each
+	})
+	ns := uniq("partial")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	writtenTableOn(t, cat, ns)
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	job := dropOn(t, srv, cat, ns)
+	waitFor(t, "the job to be dead-lettered", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobDeadLettered })
+	waitFor(t, "the dead batch in the DLQ", 10*time.Second, func() bool {
+		n, _ := srv.QueueDepth(ctx, true)
+		return n > 0
+	})
+	srv.S3Emulator.SetFault(nil)
+	// The redriven delivery checkpoints once, then fails; the next finishes.
+	var checkpoints atomic.Int32
+	srv.Purge.SetCrash(func(point string) error {
+		if point == "delete.before-checkpoint" && checkpoints.Add(1) == 2 {
+			return errors.New("crash after the first checkpoint")
+		}
+		return nil
+	})
+	if err := srv.Redrive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobSucceeded })
+	if j := jobOf(t, srv, job.ID); j.BatchesDead != 0 || checkpoints.Load() < 3 {
+		t.Errorf("batches-dead %d after %d checkpoints, want 0 after at least 3", j.BatchesDead, checkpoints.Load())
+	}
+}
