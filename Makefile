@@ -20,7 +20,7 @@ run:
 
 ## test: vet, cfn-lint on the synthesized template, every test with the race detector, then each fuzz target briefly
 test: vet lint-cfn
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
 	$(MAKE) fuzz
 
 ## vet: gofmt, go.mod/go.sum tidy (go mod tidy -diff prints nothing), go vet

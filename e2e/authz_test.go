@@ -152,6 +152,13 @@ var matrix = []row{
 	{route: "DELETE " + lcPath + "/grants/{principal...}", name: "delete grant on the system scope", path: "/lifecycle/v1/catalogs/*/grants/user:{ns}", privs: p(authz.CatalogManage), scope: "*", want: 204},
 	{route: "GET " + lcPath + "/purge-jobs", name: "list purge jobs", path: "/lifecycle/v1/catalogs/{c}/purge-jobs?namespace={ns}", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/purge-jobs/{id}", name: "get purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}", privs: p(authz.CatalogManage), want: 200},
+	{route: "GET " + lcPath + "/soft-deleted-tables", name: "list soft-deleted tables", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables?namespace={ns}", privs: p(authz.TableListSoftDeleted), want: 200},
+	{route: "POST " + lcPath + "/soft-deleted-tables/{uuid}/legal-hold", name: "legal hold", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables/{soft}/legal-hold", privs: p(authz.CatalogManage), want: 200,
+		body: func(fixture) any { return map[string]any{"enabled": true} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/undrop", name: "undrop", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/sd/undrop{soft-made}", privs: p(authz.TableUndrop), want: 200,
+		body: func(fixture) any { return map[string]any{} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/purge-now", name: "purge-now", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/sd/purge-now{soft-made}", privs: p(authz.TableDropWithPurge), want: 202,
+		body: func(fixture) any { return map[string]any{} }},
 }
 
 func routeKey(r router.RouteSpec) string {
@@ -234,7 +241,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 				mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+f.ns+"/tables", admin, map[string]any{"name": "j", "schema": rawSchema})
 				job = dropPurge(t, f.ns, "j").ID
 			}
-			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job).Replace(r.path)
+			soft := ""
+			if strings.Contains(r.path, "{soft") {
+				soft = softDeletedIn(t, shared.Catalog, f.ns, "sd")
+			}
+			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "").Replace(r.path)
 			var body any
 			if r.body != nil {
 				body = r.body(f)

@@ -58,6 +58,23 @@ func storeDigest(t *testing.T, srv *localserver.Server) string {
 	return hex.EncodeToString(h[:]) + fmt.Sprintf(" (%d records)", len(lines))
 }
 
+// softDeletedIn soft-deletes a new table of the suite's catalog (soft
+// delete on for the drop only) and returns its uuid.
+func softDeletedIn(t *testing.T, c, ns, name string) string {
+	t.Helper()
+	out := mustCall(t, 200, "POST", "/v1/"+c+"/namespaces/"+ns+"/tables", shared.Token, `{"name":"`+name+`","schema":`+schemaJSON+`}`)
+	var res struct {
+		Metadata struct {
+			UUID string `json:"table-uuid"`
+		} `json:"metadata"`
+	}
+	mustDecode(t, out, &res)
+	mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+c+"/properties", shared.Token, map[string]any{"updates": map[string]string{"soft-delete.enabled": "true"}})
+	mustCall(t, 204, "DELETE", "/v1/"+c+"/namespaces/"+ns+"/tables/"+name, shared.Token, nil)
+	mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+c+"/properties", shared.Token, map[string]any{"removals": []string{"soft-delete.enabled"}})
+	return res.Metadata.UUID
+}
+
 // waitIdle waits until no purge job is active: the pipeline's background
 // work (other tests' purges) would otherwise change the store under a test
 // that compares it.
@@ -98,6 +115,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	mustDecode(t, out, &created)
 	tbl := "/v1/" + c + "/namespaces/" + ns + "/tables/t"
 	long := strings.Repeat("a", 300)
+	soft := softDeletedIn(t, c, ns, "gone") // a soft-deleted table to aim at
+	undrop := "/lifecycle/v1/catalogs/" + c + "/namespaces/" + ns + "/tables/gone"
 
 	cases := []struct {
 		name, method, path, body string
@@ -137,6 +156,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"violated assert-create", "POST", tbl, `{"requirements":[{"type":"assert-create"}],"updates":[]}`, 409},
 		{"commit missing table", "POST", "/v1/" + c + "/namespaces/" + ns + "/tables/nope", `{"requirements":[],"updates":[]}`, 404},
 		{"unknown catalog", "GET", "/v1/nope/namespaces", ``, 404},
+		{"undrop malformed body", "POST", undrop + "/undrop", `{"table-uuid": 5}`, 400},
+		{"undrop unknown uuid", "POST", undrop + "/undrop", `{"table-uuid": "00000000-0000-0000-0000-000000000000"}`, 404},
+		{"undrop no such table", "POST", "/lifecycle/v1/catalogs/" + c + "/namespaces/" + ns + "/tables/never/undrop", `{}`, 404},
+		{"undrop into a missing namespace", "POST", undrop + "/undrop", `{"rename-to": {"namespace": ["missing_ns"], "name": "x"}}`, 404},
+		{"undrop rename-to bad name", "POST", undrop + "/undrop", `{"rename-to": {"namespace": ["` + ns + `"], "name": "a/b"}}`, 400},
+		{"undrop trailing data", "POST", undrop + "/undrop", `{} {}`, 400},
+		{"purge-now unknown uuid", "POST", undrop + "/purge-now", `{"table-uuid": "nope"}`, 404},
+		{"legal hold unknown uuid", "POST", "/lifecycle/v1/catalogs/" + c + "/soft-deleted-tables/nope/legal-hold", `{"enabled": true}`, 404},
+		{"legal hold missing enabled", "POST", "/lifecycle/v1/catalogs/" + c + "/soft-deleted-tables/" + soft + "/legal-hold", `{}`, 400},
+		{"legal hold wrong type", "POST", "/lifecycle/v1/catalogs/" + c + "/soft-deleted-tables/" + soft + "/legal-hold", `{"enabled": "yes"}`, 400},
+		{"soft-deleted bad namespace", "GET", "/lifecycle/v1/catalogs/" + c + "/soft-deleted-tables?namespace=a%01b", ``, 400},
+		{"soft-deleted bad page token", "GET", "/lifecycle/v1/catalogs/" + c + "/soft-deleted-tables?pageToken=zzz", ``, 400},
 		{"invalid catalog name", "GET", "/v1/config?warehouse=no%20pe", ``, 400},
 		{"bad page token", "GET", "/v1/" + c + "/namespaces?pageToken=garbage", ``, 400},
 		{"foreign page token", "GET", "/v1/" + c + "/namespaces?pageToken=eyJwIjoiTlMjeCIsIngiOiIwMSMiLCJrIjoiMDEjYSJ9", ``, 400},

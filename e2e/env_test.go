@@ -37,6 +37,9 @@ const serveEnv = "ICEHOLD_E2E_SERVE_DIR"
 // slowDeletesEnv makes the child's delete steps pause after each DeleteObjects.
 const slowDeletesEnv = "ICEHOLD_E2E_SLOW_DELETES"
 
+// holdExpiryEnv sets the child's hold-expiry schedule (a duration).
+const holdExpiryEnv = "ICEHOLD_E2E_HOLD_EXPIRY"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		serveForever(dir)
@@ -66,7 +69,11 @@ func TestMain(m *testing.M) {
 func serveForever(dir string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	srv, err := localserver.Start(ctx, testOptions(dir))
+	o := testOptions(dir)
+	if d, err := time.ParseDuration(os.Getenv(holdExpiryEnv)); err == nil {
+		o.HoldExpiryEvery = d
+	}
+	srv, err := localserver.Start(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -88,7 +95,10 @@ func serveForever(dir string) {
 // the same: leases, receive counts, waits, retries).
 func testOptions(dir string) localserver.Options {
 	return localserver.Options{
-		Dir: dir, Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02,
+		// The suite's demo catalog drops hard (the tests of soft delete make
+		// catalogs with it on).
+		DemoProperties: map[string]string{},
+		Dir:            dir, Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02,
 		ReconcileEvery: 300 * time.Millisecond, DeleteWorkers: 4, BatchManifests: 2,
 	}
 }

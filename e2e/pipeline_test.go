@@ -239,11 +239,26 @@ func TestFailingStepTakesCatchPath(t *testing.T) {
 	if n := calls.Load(); n != 6 {
 		t.Errorf("plan ran %d times, want 6 (1 + the definition's 5 retries)", n)
 	}
-	if got := lifecycleEvents(t, job.ID); !slices.Contains(got, "PurgeFailed") {
+	if got := eventually(func() []string { return lifecycleEvents(t, job.ID) }, func(got []string) bool { return slices.Contains(got, "PurgeFailed") }); !slices.Contains(got, "PurgeFailed") {
 		t.Errorf("events of a failed purge: %v", got)
 	}
 	// A FAILED job does not hold the name.
 	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, `{"name":"t","schema":`+schemaJSON+`}`)
+}
+
+// eventually reads events until they satisfy ok (or 10 s pass): an event is
+// published after the state change it reports, so a reader that has seen
+// the state may not have the event yet (the outbox of the first-contact
+// issue orders them; until then the tests wait).
+func eventually(read func() []string, ok func([]string) bool) []string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := read()
+		if ok(got) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // lifecycleEvents reads the local event bus (events.log) for one job.
@@ -288,7 +303,8 @@ func TestPurgeEvents(t *testing.T) {
 	writtenTable(t, cat, ns, "ok", nil, false)
 	job := dropPurge(t, ns, "ok")
 	waitJob(t, job.ID, "SUCCEEDED", time.Minute)
-	if got := lifecycleEvents(t, job.ID); !slices.Equal(got, []string{"TablePermanentlyDeleted", "PurgeStarted", "PurgeCompleted"}) {
+	want := []string{"TablePermanentlyDeleted", "PurgeStarted", "PurgeCompleted"}
+	if got := eventually(func() []string { return lifecycleEvents(t, job.ID) }, func(got []string) bool { return slices.Equal(got, want) }); !slices.Equal(got, want) {
 		t.Errorf("events of a purge: %v", got)
 	}
 
@@ -301,7 +317,7 @@ func TestPurgeEvents(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // every batch in the DLQ before the redrive
 	}
 	srv.S3Emulator.SetFault(nil)
-	if got := lifecycleEvents(t, job.ID); !slices.Contains(got, "PurgeDeadLettered") {
+	if got := eventually(func() []string { return lifecycleEvents(t, job.ID) }, func(got []string) bool { return slices.Contains(got, "PurgeDeadLettered") }); !slices.Contains(got, "PurgeDeadLettered") {
 		t.Errorf("events of a dead-lettered purge: %v", got)
 	}
 	_ = srv.Redrive(context.Background())

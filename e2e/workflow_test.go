@@ -20,11 +20,17 @@ import (
 	"github.com/icehold/icehold/shared/store"
 )
 
+// memoryDir asks ownServer for a server that keeps nothing on disk.
+const memoryDir = ":memory:"
+
 // ownServer starts a local server of the test's own (its clock, timeouts).
 func ownServer(t *testing.T, o localserver.Options) (*localserver.Server, *rest.Catalog) {
 	t.Helper()
-	if o.Dir == "" {
+	switch o.Dir {
+	case "":
 		o.Dir = t.TempDir()
+	case memoryDir:
+		o.Dir = ""
 	}
 	srv, err := localserver.Start(context.Background(), o)
 	if err != nil {

@@ -54,13 +54,21 @@ const (
 	pkClaim     = "LOC#*"      // location claims
 	pkCatalog   = "CATALOG#*"  // catalogs (the plan reads purge.delete-scope)
 	pkInFlight  = "INFLIGHT#*" // deliveries of batches not finished yet
+	pkSoft      = "SOFT#*"     // soft-deleted records
+	pkExpiry    = "SOFTEXP"    // their expiry index
 )
+
+// holdExpiryTableActions: reads due records (a query of the expiry index),
+// ends each in a transaction that may create a purge job (Put) and moves
+// or releases its location claim.
+var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 
 var (
 	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
 	progressKeys  = []string{pkJob}
 	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
 	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
+	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
 )
 
 // metadataObjects: the only objects the catalog writes, and the only ones
@@ -162,6 +170,17 @@ func (s *Stack) grantAccess() {
 	// Heartbeats for a waiting execution, and a lost callback sent again.
 	allow(s.ReconcileFn, actions("states", taskResponses...), s.purgeMachineARN())
 	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // PurgeFailed, PurgeDeadLettered
+
+	// undrop: the router on the soft-delete routes (undrop puts the entry
+	// back, purge-now makes a job and starts it). No S3 at all.
+	s.grantTable(s.UndropFn, routerTableActions, nil)
+	s.PurgeMachine.GrantStartExecution(s.UndropFn)
+	s.Bus.GrantPutEventsTo(s.UndropFn, nil) // TableUndropped, LegalHoldChanged, TablePermanentlyDeleted, PurgeStarted
+
+	// hold-expiry: ends expired records and starts their purge jobs. No S3.
+	s.grantTable(s.HoldExpiryFn, holdExpiryTableActions, expiryKeys)
+	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
+	s.Bus.GrantPutEventsTo(s.HoldExpiryFn, nil) // TablePermanentlyDeleted, PurgeStarted
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).

@@ -42,8 +42,10 @@ type Stack struct {
 	APIFn     awslambda.Function
 	// The purge pipeline.
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
-	DeleteQueue, DeleteDLQ                            awssqs.Queue
-	PurgeMachine                                      awsstepfunctions.StateMachine
+	// Soft delete: the undrop routes and the hold-expiry sweep.
+	UndropFn, HoldExpiryFn awslambda.Function
+	DeleteQueue, DeleteDLQ awssqs.Queue
+	PurgeMachine           awsstepfunctions.StateMachine
 	// Bus receives the lifecycle events (SPEC §4).
 	Bus awsevents.EventBus
 	// AlarmTopic is what the alarms notify.
@@ -110,6 +112,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	})
 
 	s.purgePipeline(st, p, env)
+	s.softDelete(st, p, env)
 	s.grantAccess()
 
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})

@@ -135,7 +135,7 @@ func TestStateMachineIsTheSharedDefinition(t *testing.T) {
 }
 
 func TestAlarmsScheduleAndDropRoute(t *testing.T) {
-	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2))
+	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3))
 	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 		"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 1,
 	})
@@ -379,6 +379,14 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:SendTaskHeartbeat":    {namedMachineArn},
 			"events:PutEvents":            {busArn},
 		}),
+		"UndropFn": merge(router, map[string][]string{
+			"states:StartExecution": {machineArn},
+			"events:PutEvents":      {busArn},
+		}),
+		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+			"states:StartExecution": {machineArn},
+			"events:PutEvents":      {busArn},
+		}),
 		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution":    {machineArn},
 			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
@@ -514,5 +522,66 @@ func TestDeleteReservedConcurrency(t *testing.T) {
 		if _, ok := f["Properties"].(map[string]any)["ReservedConcurrentExecutions"]; ok && !strings.HasPrefix(id, "DeleteFn") {
 			t.Errorf("%s has reserved concurrency", id)
 		}
+	}
+}
+
+// Soft delete in AWS: the undrop function serves the four soft-delete
+// routes, the hold-expiry function runs on rate(15 minutes) with an alarm on
+// its errors, and neither may touch S3 (expired tables go to the purge
+// pipeline, whose delete function alone deletes).
+func TestSoftDeleteFunctionsRoutesAndSchedule(t *testing.T) {
+	undrop := logicalID(t, "AWS::Lambda::Function", "UndropFn")
+	expiry := logicalID(t, "AWS::Lambda::Function", "HoldExpiryFn")
+	for _, fn := range []string{"UndropFn", "HoldExpiryFn"} {
+		for a := range grants(t, fn) {
+			if strings.HasPrefix(a, "s3:") {
+				t.Errorf("%s may call %s", fn, a)
+			}
+		}
+	}
+	parts := map[string]string{}
+	for id, r := range resources("AWS::ApiGateway::Resource") {
+		parts[id] = r["Properties"].(map[string]any)["PathPart"].(string)
+	}
+	routed := map[string]string{}
+	for _, m := range resources("AWS::ApiGateway::Method") {
+		props := m["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Integration"])
+		if !strings.Contains(string(raw), undrop) {
+			continue
+		}
+		res, _ := props["ResourceId"].(map[string]any)
+		ref, _ := res["Ref"].(string)
+		routed[parts[ref]] = props["HttpMethod"].(string)
+		if props["AuthorizationType"] != "AWS_IAM" {
+			t.Errorf("a soft-delete route without IAM auth: %v", props)
+		}
+	}
+	for part, method := range map[string]string{"soft-deleted-tables": "GET", "legal-hold": "POST", "undrop": "POST", "purge-now": "POST"} {
+		if routed[part] != method {
+			t.Errorf("%s %s is not routed to the undrop function (routed: %v)", method, part, routed)
+		}
+	}
+	found := false
+	for _, r := range resources("AWS::Events::Rule") {
+		props := r["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Targets"])
+		if props["ScheduleExpression"] == "rate(15 minutes)" && strings.Contains(string(raw), expiry) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no rate(15 minutes) schedule targets the hold-expiry function")
+	}
+	alarmed := false
+	for _, a := range resources("AWS::CloudWatch::Alarm") {
+		props := a["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Dimensions"])
+		if props["MetricName"] == "Errors" && strings.Contains(string(raw), expiry) && props["AlarmActions"] != nil {
+			alarmed = true
+		}
+	}
+	if !alarmed {
+		t.Errorf("no alarm (with an action) on the hold-expiry function's errors")
 	}
 }

@@ -22,8 +22,20 @@ import (
 // functions maps a function name (functions/<name>) to a runner of its
 // handler on a raw event, built as its main builds it.
 var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error){
-	"api":  apiRunner(false),
-	"drop": apiRunner(true),
+	"api":    apiRunner(false),
+	"drop":   apiRunner(true),
+	"undrop": apiRunner(true),
+	"hold-expiry": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var ev events.EventBridgeEvent
+		if err := strictJSON(event, &ev); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.SoftDelete(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.Expire(ctx, 0)
+	},
 	"purge-plan": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
 		return svc.Plan(ctx, in)
 	}),

@@ -14,6 +14,7 @@ usage:
   icehold local redrive                 move the local delete DLQ back to its queue (the console's redrive)
   icehold local token add|list|revoke   local bearer tokens (a running server sees changes at once)
   icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
+  icehold tables soft-deleted|undrop|purge-now|legal-hold   soft-deleted tables
   icehold migrate ownership --table T   claim the locations of what predates the ownership index (AWS)
 
 run "icehold local -h" for its flags.
@@ -38,6 +39,8 @@ func main() {
 		err = runJobs(os.Args[2:], os.Stdout)
 	case "invoke":
 		err = runInvoke(os.Args[2:])
+	case "tables":
+		err = runTables(os.Args[2:], os.Stdout)
 	case "migrate":
 		err = runMigrate(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":

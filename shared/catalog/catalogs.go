@@ -17,10 +17,13 @@ import (
 
 // Lifecycle settings of a catalog (SPEC §4), validated when set.
 const (
-	PropSoftDeleteEnabled  = "soft-delete.enabled"
-	PropHoldPeriod         = "soft-delete.hold-period"
-	PropPurgeOnExpiry      = "soft-delete.purge-on-expiry"
-	PropDeleteScope        = "purge.delete-scope" // "table" (default) or "warehouse"
+	PropSoftDeleteEnabled = "soft-delete.enabled"
+	PropHoldPeriod        = "soft-delete.hold-period"
+	PropPurgeOnExpiry     = "soft-delete.purge-on-expiry"
+	PropDeleteScope       = "purge.delete-scope" // "table" (default) or "warehouse"
+	// PropLegalHold on a table keeps it from drop with purge, and once
+	// soft-deleted from expiry and purge-now, until it is cleared.
+	PropLegalHold          = "icehold.legal-hold"
 	DefaultHoldPeriod      = "P7D"
 	maxCatalogPropertyKeys = 100
 )
@@ -182,7 +185,26 @@ func (s *Service) UpdateCatalogProperties(ctx context.Context, name string, upda
 	}
 }
 
+// checkLifecycleProperties refuses malformed lifecycle settings wherever
+// they are set (catalog, namespace, table): a drop must never meet one.
+func checkLifecycleProperties(props map[string]string) error {
+	if v, ok := props[PropHoldPeriod]; ok {
+		if _, err := ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", PropHoldPeriod, err)
+		}
+	}
+	if v, ok := props[PropLegalHold]; ok {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: %s must be true or false, not %q", ErrBadRequest, PropLegalHold, v)
+		}
+	}
+	return nil
+}
+
 func checkPropertyChange(updates map[string]string, removals []string) error {
+	if err := checkLifecycleProperties(updates); err != nil {
+		return err
+	}
 	for _, k := range removals {
 		if _, ok := updates[k]; ok {
 			return fmt.Errorf("%w: property %q is both updated and removed", ErrUnprocessable, k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,6 +117,9 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if req.Schema == nil {
 		return TableResult{}, fmt.Errorf("%w: schema is required", ErrBadRequest)
 	}
+	if err := checkLifecycleProperties(req.Properties); err != nil {
+		return TableResult{}, err
+	}
 	c, err := s.catalog(ctx, cat)
 	if err != nil {
 		return TableResult{}, err
@@ -180,11 +184,20 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 }
 
 func (s *Service) newEntry(ctx context.Context, id Ident, metaLoc string, meta table.Metadata) store.TableEntry {
-	return store.TableEntry{
+	e := store.TableEntry{
 		Namespace: id.Namespace, Name: id.Name, MetadataLocation: metaLoc,
 		TableUUID: meta.TableUUID().String(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		CreatedBy: authz.Principal(ctx),
 	}
+	mirrorLifecycle(&e, meta)
+	return e
+}
+
+// mirrorLifecycle copies the table's lifecycle properties onto its entry.
+func mirrorLifecycle(e *store.TableEntry, meta table.Metadata) {
+	props := meta.Properties()
+	e.LegalHold, _ = strconv.ParseBool(props[PropLegalHold])
+	e.HoldPeriod = props[PropHoldPeriod]
 }
 
 // Entry loads a table's catalog entry.
@@ -311,6 +324,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
+	if err := checkLifecycleProperties(meta.Properties()); err != nil {
+		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
 	var claim *store.Claim
 	if base == nil || meta.Location() != base.Location() {
 		c, err := s.catalog(ctx, cat)
@@ -340,6 +356,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		next = s.newEntry(ctx, id, metaLoc, meta)
 	}
 	next.MetadataLocation = metaLoc
+	mirrorLifecycle(&next, meta)
 	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation}
 	if claim != nil {
 		// A new location: the entry claims it and lets its old one go.

@@ -18,6 +18,9 @@ import (
 
 // Event types.
 const (
+	TableSoftDeleted        = "TableSoftDeleted"
+	TableUndropped          = "TableUndropped"
+	LegalHoldChanged        = "LegalHoldChanged"
 	TablePermanentlyDeleted = "TablePermanentlyDeleted"
 	PurgeStarted            = "PurgeStarted"
 	PurgeCompleted          = "PurgeCompleted"

@@ -21,6 +21,7 @@ import (
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
+	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -129,9 +130,21 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 	}
 	if withPurge {
 		rc.Purge = purgeService(cfg, e, st, cat)
-		rc.Purge.S3 = nil // the drop function never deletes objects
+		rc.Purge.S3 = nil // the drop and undrop functions never delete objects
 	}
+	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge, Events: busOf(cfg, e)}
 	return rc, nil
+}
+
+// SoftDelete builds the soft-delete service of the hold-expiry function: it
+// starts the purge jobs of expired records (it deletes no object itself).
+func SoftDelete(ctx context.Context, e Env) (*softdelete.Service, error) {
+	p, err := Purge(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	p.S3 = nil
+	return &softdelete.Service{Catalog: p.Catalog, Purge: p, Events: p.Events}, nil
 }
 
 // Purge builds the purge pipeline's service for a step function.

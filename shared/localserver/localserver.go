@@ -27,6 +27,7 @@ import (
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
+	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -51,6 +52,13 @@ type Options struct {
 	// Clock drives the workflow engine's waits, heartbeats and timeouts (a
 	// test advances it); nil: real time.
 	Clock localaws.Clock
+	// DemoProperties are the bootstrap catalog's properties on first start;
+	// nil: soft delete on (the demo catalog shows the recoverable drop).
+	DemoProperties map[string]string
+	// HoldExpiryEvery is the hold-expiry schedule (0: 15 minutes); Now is
+	// the soft-delete clock (nil: real time), for tests.
+	HoldExpiryEvery time.Duration
+	Now             func() time.Time
 }
 
 // Defaults of `make run`.
@@ -100,10 +108,11 @@ type Info struct {
 
 // Server is a running local icehold.
 type Server struct {
-	Info    Info
-	Handler http.Handler
-	Catalog *catalog.Service
-	Purge   *purge.Service
+	Info       Info
+	Handler    http.Handler
+	Catalog    *catalog.Service
+	Purge      *purge.Service
+	SoftDelete *softdelete.Service
 	// SQS is a client of the embedded queue service (tests, redrive).
 	SQS *sqs.Client
 	// The emulators themselves, for fault injection in tests.
@@ -210,7 +219,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	st := store.New(ddb, TableName)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	warehouse := "s3://" + o.Bucket + "/" + o.Catalog
-	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, nil); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+	demoProps := o.DemoProperties
+	if demoProps == nil {
+		demoProps = map[string]string{catalog.PropSoftDeleteEnabled: "true"}
+	}
+	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, demoProps); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
 		return nil, fmt.Errorf("bootstrap catalog: %w", err)
 	}
 	// State from before the ownership index: claim what exists, once.
@@ -229,6 +242,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.RouterConfig = router.Config{
 		Catalog:        s.Catalog,
 		Purge:          s.Purge,
+		SoftDelete:     s.SoftDelete,
 		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,

@@ -21,6 +21,7 @@ import (
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -113,6 +114,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		s.closers = append(s.closers, ev)
 	}
 	s.Purge = svc
+	s.SoftDelete = &softdelete.Service{Catalog: s.Catalog, Purge: svc, Events: svc.Events, Now: o.Now}
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
 		PlanFunction:     lambdaOf(svc.Plan),
 		ProgressFunction: lambdaOf(svc.AwaitBatches),
@@ -151,7 +153,28 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			return svc.HandleSQS(ctx, sq, queue, ev)
 		},
 	}
-	s.bg.Add(2)
+	if o.HoldExpiryEvery == 0 {
+		o.HoldExpiryEvery = 15 * time.Minute
+	}
+	s.bg.Add(3)
+	go func() {
+		// The hold-expiry schedule (EventBridge rate(15 minutes) in AWS).
+		defer s.bg.Done()
+		t := time.NewTicker(o.HoldExpiryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				if rep, err := s.SoftDelete.Expire(bg, 0); err != nil {
+					slog.Warn("hold expiry", "error", err)
+				} else if rep.Expired > 0 {
+					slog.Info("hold expiry", "report", rep)
+				}
+			}
+		}
+	}()
 	go func() {
 		defer s.bg.Done()
 		if o.DeleteWorkers > 0 { // < 0: the delete function runs elsewhere (benchmarks)

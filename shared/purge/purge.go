@@ -140,6 +140,9 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 	if err != nil {
 		return store.Job{}, err
 	}
+	if e.LegalHold {
+		return store.Job{}, fmt.Errorf("drop %s with purge: %s is set: %w", id, catalog.PropLegalHold, ErrLegalHold)
+	}
 	j := store.Job{
 		ID: NewJobID(), Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,
 		MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
@@ -161,6 +164,15 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		slog.Warn("start purge execution; reconcile will retry", "job", j.ID, "error", err)
 	}
 	return j, nil
+}
+
+// Started announces a job made outside Drop (purge-now, hold expiry) and
+// starts its execution; if that fails, reconcile starts it.
+func (s *Service) Started(ctx context.Context, j store.Job) {
+	s.publish(ctx, eventbus.PurgeStarted, j, nil)
+	if err := s.Start(ctx, j); err != nil {
+		slog.Warn("start purge execution; reconcile will retry", "job", j.ID, "error", err)
+	}
 }
 
 // Start starts the job's workflow execution (named after the job: idempotent).

@@ -8,6 +8,8 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/softdelete"
 )
 
 var (
@@ -27,6 +29,13 @@ type ErrorModel struct {
 
 type errorResponse struct {
 	Error ErrorModel `json:"error"`
+}
+
+// detailed is an error with structure beyond its message (a 409 naming the
+// table that holds a name, or the generations to choose from): the details
+// go beside the ErrorModel, where clients that do not know them ignore them.
+type detailed interface {
+	Details() (string, map[string]any)
 }
 
 // statusOf maps domain errors to the REST spec's status codes and types; the
@@ -57,6 +66,11 @@ func statusOf(err error) (int, string) {
 		{catalog.ErrPurging, http.StatusConflict, "AlreadyExistsException"},
 		{catalog.ErrLocationOwned, http.StatusConflict, "LocationOwnedException"},
 		{catalog.ErrTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
+		{softdelete.ErrNoRecord, http.StatusNotFound, "NoSuchSoftDeletedTableException"},
+		{softdelete.ErrAmbiguous, http.StatusConflict, "AmbiguousTableException"},
+		{softdelete.ErrNameTaken, http.StatusConflict, "AlreadyExistsException"},
+		{softdelete.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
+		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},
@@ -74,6 +88,12 @@ func writeError(w http.ResponseWriter, err error) {
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
 		slog.Error("request failed", "error", err)
+	}
+	var d detailed
+	if errors.As(err, &d) {
+		key, details := d.Details()
+		writeJSON(w, status, map[string]any{"error": ErrorModel{Message: msg, Type: typ, Code: status}, key: details})
+		return
 	}
 	writeJSON(w, status, errorResponse{Error: ErrorModel{Message: msg, Type: typ, Code: status}})
 }

@@ -2,11 +2,13 @@ package router
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/softdelete"
 )
 
 // endpoints are advertised in /v1/config so clients (iceberg-go, Java) use
@@ -285,6 +287,17 @@ func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
+	}
+	if s.SoftDelete != nil {
+		_, err := s.SoftDelete.Drop(r.Context(), cat, id)
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if !errors.Is(err, softdelete.ErrNotEnabled) {
+			writeError(w, err)
+			return
+		}
 	}
 	if _, err := s.Catalog.DropTable(r.Context(), cat, id); err != nil {
 		writeError(w, err)

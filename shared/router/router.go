@@ -17,6 +17,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -47,7 +48,10 @@ type Config struct {
 	Catalog *catalog.Service
 	// Purge runs drops with purgeRequested=true; nil answers them 501.
 	Purge *purge.Service
-	Authz *authz.Authorizer
+	// SoftDelete runs drops on catalogs with soft delete, undrop, purge-now,
+	// legal hold and the soft-deleted listing; nil: drops are hard drops.
+	SoftDelete *softdelete.Service
+	Authz      *authz.Authorizer
 	// Authenticate returns the caller's principal, "" for none.
 	Authenticate func(*http.Request) string
 	// ClientDefaults are handed to clients in /v1/config (locally: the S3

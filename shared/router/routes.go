@@ -87,6 +87,11 @@ func (s *server) table() []route {
 		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
 		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), h: s.listJobs},
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
+
+		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), h: s.listSoftDeleted},
+		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.CatalogManage), h: s.legalHold},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/undrop", privs: p(authz.TableUndrop), h: s.undrop},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
 	}
 }
 

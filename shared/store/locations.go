@@ -70,6 +70,8 @@ type Owner struct {
 	Name      string   `dynamodbav:"name"`
 	JobID     string   `dynamodbav:"job_id"` // a purge job holds the claim now
 	Location  string   `dynamodbav:"location"`
+	// SoftDeleted: the table is soft-deleted (it can still be undropped).
+	SoftDeleted bool `dynamodbav:"soft_deleted"`
 }
 
 func (o Owner) String() string {
@@ -78,6 +80,8 @@ func (o Owner) String() string {
 		return fmt.Sprintf("the warehouse of catalog %s (%s)", o.Catalog, o.Location)
 	case o.JobID != "":
 		return fmt.Sprintf("table %s.%s of catalog %s, being purged by job %s (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.JobID, o.Location)
+	case o.SoftDeleted:
+		return fmt.Sprintf("soft-deleted table %s.%s of catalog %s, which can still be undropped (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 	}
 	return fmt.Sprintf("table %s.%s of catalog %s (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 }
@@ -304,6 +308,9 @@ func ownerSet(o Owner, vals map[string]ddbtypes.AttributeValue, names map[string
 	str("name", o.Name)
 	str("job_id", o.JobID)
 	str("location", o.Location)
+	names["#o_soft"] = "soft_deleted"
+	vals[":o_soft"] = &ddbtypes.AttributeValueMemberBOOL{Value: o.SoftDeleted}
+	*set = append(*set, "#o_soft = :o_soft")
 	if len(o.Namespace) == 0 {
 		return nil // a warehouse: the kind says the namespace means nothing
 	}

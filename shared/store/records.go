@@ -48,6 +48,11 @@ type TableEntry struct {
 	CreatedAt        string   `dynamodbav:"created_at"`
 	CreatedBy        string   `dynamodbav:"created_by"`
 	UpdatedAt        string   `dynamodbav:"updated_at"`
+	// The table's lifecycle properties, mirrored from its metadata by every
+	// write of the entry, so a drop decides from the entry alone (no S3 read
+	// on the drop's path): icehold.legal-hold and soft-delete.hold-period.
+	LegalHold  bool   `dynamodbav:"legal_hold"`
+	HoldPeriod string `dynamodbav:"hold_period"`
 	// Hold is the entry's claim on its location; nil when it owns nothing
 	// (an entry that predates the ownership index and overlaps an owner).
 	Hold *Hold `dynamodbav:"hold,omitempty"`

@@ -165,12 +165,14 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 key(pk, sk),
-		UpdateExpression:    aws.String("SET metadata_location = :new, updated_at = :now"),
+		UpdateExpression:    aws.String("SET metadata_location = :new, updated_at = :now, legal_hold = :lh, hold_period = :hp"),
 		ConditionExpression: aws.String("metadata_location = :old"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
 			":new": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation},
 			":old": &ddbtypes.AttributeValueMemberS{Value: expected},
 			":now": &ddbtypes.AttributeValueMemberS{Value: now()},
+			":lh":  &ddbtypes.AttributeValueMemberBOOL{Value: e.LegalHold},
+			":hp":  &ddbtypes.AttributeValueMemberS{Value: e.HoldPeriod},
 		},
 		ReturnValuesOnConditionCheckFailure: ddbtypes.ReturnValuesOnConditionCheckFailureAllOld,
 	})

@@ -1,0 +1,136 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/softdelete"
+)
+
+// The soft-delete routes (SPEC §4, §7): the lifecycle API's undrop,
+// purge-now, legal hold and soft-deleted listing.
+
+// softDeleting answers 501 where the function serving the route has no
+// soft-delete service.
+func (s *server) softDeleting(w http.ResponseWriter) bool {
+	if s.SoftDelete == nil {
+		writeError(w, fmt.Errorf("%w: this function does not serve soft delete", errNotImplemented))
+		return false
+	}
+	return true
+}
+
+// lifecycleTable parses {c}, {namespace} and {table} of a lifecycle route.
+func lifecycleTable(r *http.Request) (string, catalog.Ident, error) {
+	ns, err := namespaceParam(r.PathValue("namespace"))
+	if err != nil {
+		return "", catalog.Ident{}, err
+	}
+	id := catalog.Ident{Namespace: ns, Name: r.PathValue("table")}
+	return r.PathValue("c"), id, id.Validate()
+}
+
+func (s *server) listSoftDeleted(w http.ResponseWriter, r *http.Request) {
+	if !s.softDeleting(w) {
+		return
+	}
+	token, size, err := paging(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var ns []string
+	if v := r.URL.Query().Get("namespace"); v != "" {
+		if ns, err = namespaceParam(v); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	tables, next, err := s.SoftDelete.List(r.Context(), r.PathValue("c"), ns, token, size)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if tables == nil {
+		tables = []softdelete.View{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tables": tables, "next-page-token": nullable(next)})
+}
+
+func (s *server) undrop(w http.ResponseWriter, r *http.Request) {
+	if !s.softDeleting(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req struct {
+		TableUUID string         `json:"table-uuid"`
+		RenameTo  *catalog.Ident `json:"rename-to"`
+	}
+	if r.ContentLength > 0 {
+		if err := decode(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	e, err := s.SoftDelete.Undrop(r.Context(), cat, id, req.TableUUID, req.RenameTo)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespace": e.Namespace, "name": e.Name, "table-uuid": e.TableUUID, "metadata-location": e.MetadataLocation})
+}
+
+func (s *server) purgeNow(w http.ResponseWriter, r *http.Request) {
+	if !s.softDeleting(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req struct {
+		TableUUID string `json:"table-uuid"`
+	}
+	if r.ContentLength > 0 {
+		if err := decode(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	j, err := s.SoftDelete.PurgeNow(r.Context(), cat, id, req.TableUUID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/lifecycle/v1/catalogs/"+cat+"/purge-jobs/"+j.ID)
+	writeJSON(w, http.StatusAccepted, viewOf(j))
+}
+
+func (s *server) legalHold(w http.ResponseWriter, r *http.Request) {
+	if !s.softDeleting(w) {
+		return
+	}
+	var req struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Enabled == nil {
+		writeError(w, fmt.Errorf("%w: enabled (true or false) is required", catalog.ErrBadRequest))
+		return
+	}
+	rec, err := s.SoftDelete.SetLegalHold(r.Context(), r.PathValue("c"), r.PathValue("uuid"), *req.Enabled)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, softdelete.ViewOf(rec))
+}

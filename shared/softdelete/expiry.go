@@ -1,0 +1,84 @@
+package softdelete
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/icehold/icehold/shared/store"
+)
+
+// ExpiryReport says what one sweep did.
+type ExpiryReport struct {
+	Expired int `json:"expired"` // records permanently deleted
+	Purged  int `json:"purged"`  // of those, handed to the purge pipeline
+	Skipped int `json:"skipped"` // taken by another sweep, undropped or held meanwhile
+	// More: the run stopped at its bound with records still due.
+	More bool `json:"more"`
+}
+
+// DefaultSweepLimit bounds the records one sweep ends.
+const DefaultSweepLimit = 500
+
+// Expire is the hold-expiry sweep: it pages through the records whose
+// purge time has passed (one query on the expiry index) and permanently
+// deletes each with a guarded transaction (so two overlapping sweeps end a
+// record once), handing its files to the purge pipeline where the catalog
+// purges on expiry. Bounded: it stops after limit records or when ctx's
+// deadline is near, and leaves the rest to the next run.
+func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
+	var rep ExpiryReport
+	if limit <= 0 {
+		limit = DefaultSweepLimit
+	}
+	now := s.now()
+	start := ""
+	for {
+		page, next, err := s.store().ExpiredBefore(ctx, now, start, 100)
+		if err != nil {
+			return rep, err
+		}
+		for _, due := range page {
+			if rep.Expired+rep.Skipped >= limit || nearDeadline(ctx) {
+				rep.More = true
+				return rep, nil
+			}
+			r, err := s.store().SoftDeletedByUUID(ctx, due.Catalog, due.TableUUID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && r.LegalHold) {
+				rep.Skipped++
+				continue
+			}
+			if err != nil {
+				return rep, err
+			}
+			_, err = s.permanentlyDelete(ctx, r, r.PurgeOnExpiry)
+			switch {
+			case errors.Is(err, store.ErrConditionFailed), errors.Is(err, store.ErrLegalHold):
+				rep.Skipped++
+			case err != nil:
+				slog.Warn("expire soft-deleted table", "table", r.Entry.Name, "uuid", r.Entry.TableUUID, "error", err)
+				rep.Skipped++
+			default:
+				rep.Expired++
+				if r.PurgeOnExpiry {
+					rep.Purged++
+				}
+			}
+		}
+		if next == "" {
+			return rep, nil
+		}
+		start = next
+	}
+}
+
+// nearDeadline: less than 10 s (or a tenth of the run) left before ctx's
+// deadline (the function's timeout).
+func nearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	return time.Until(dl) < 10*time.Second
+}

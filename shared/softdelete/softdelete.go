@@ -1,0 +1,353 @@
+// Package softdelete is the recoverable drop (SPEC §4): a drop on a catalog
+// with soft-delete.enabled moves the table into a soft-deleted record for
+// its hold period (the name is free at once, no file is touched); it can be
+// undropped, purged now, held for legal reasons, and expires into the purge
+// pipeline on the hold-expiry schedule.
+package softdelete
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Domain errors (the router maps them).
+var (
+	// ErrNotEnabled: the catalog does not soft-delete; a drop is a hard drop.
+	ErrNotEnabled = errors.New("soft delete is not enabled on this catalog")
+	// ErrNoRecord: no soft-deleted table matches.
+	ErrNoRecord = errors.New("no such soft-deleted table")
+	// ErrAmbiguous: several soft-deleted generations of one name and no uuid.
+	ErrAmbiguous = errors.New("several soft-deleted generations of this name")
+	// ErrNameTaken: an undrop's target name is held by a table.
+	ErrNameTaken = errors.New("the name is taken")
+	// ErrLegalHold: the table is under legal hold.
+	ErrLegalHold = errors.New("table is under legal hold")
+)
+
+// Conflict is a 409 with structure: the table holding a name, or the
+// generations to choose from. The router adds Details to the ErrorModel.
+type Conflict struct {
+	err     error
+	msg     string
+	details map[string]any
+}
+
+func (c *Conflict) Error() string                     { return c.msg }
+func (c *Conflict) Unwrap() error                     { return c.err }
+func (c *Conflict) Details() (string, map[string]any) { return "conflict", c.details }
+
+// Service runs the soft-delete operations.
+type Service struct {
+	Catalog *catalog.Service
+	// Purge starts the jobs of permanent deletes (nil: no function here
+	// starts executions; reconcile does).
+	Purge  *purge.Service
+	Events *eventbus.Bus
+	// Now is the clock (tests set it); nil: time.Now.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) store() *store.Store { return s.Catalog.Store() }
+
+// View is a soft-deleted table on the wire (SPEC §7).
+type View struct {
+	Namespace        []string `json:"namespace"`
+	Name             string   `json:"name"`
+	TableUUID        string   `json:"table-uuid"`
+	MetadataLocation string   `json:"metadata-location"`
+	DroppedAt        string   `json:"dropped-at"`
+	DroppedBy        string   `json:"dropped-by"`
+	PurgeAt          string   `json:"purge-at"`
+	HoldPeriod       string   `json:"hold-period"`
+	PurgeOnExpiry    bool     `json:"purge-on-expiry"`
+	LegalHold        bool     `json:"legal-hold"`
+}
+
+// ViewOf renders a record.
+func ViewOf(r store.SoftDeleted) View {
+	return View{
+		Namespace: r.Entry.Namespace, Name: r.Entry.Name, TableUUID: r.Entry.TableUUID, MetadataLocation: r.Entry.MetadataLocation,
+		DroppedAt: r.DroppedAt, DroppedBy: r.DroppedBy, PurgeAt: r.PurgeAt, HoldPeriod: r.HoldPeriod,
+		PurgeOnExpiry: r.PurgeOnExpiry, LegalHold: r.LegalHold,
+	}
+}
+
+// Enabled reports whether a catalog soft-deletes.
+func (s *Service) Enabled(ctx context.Context, cat string) (bool, error) {
+	c, err := s.Catalog.GetCatalog(ctx, cat)
+	if err != nil {
+		return false, err
+	}
+	on, _ := strconv.ParseBool(c.Properties[catalog.PropSoftDeleteEnabled])
+	return on, nil
+}
+
+// holdFor decides the hold period: the table's property over its
+// namespace's over the catalog's, P7D by default (SPEC §4), fixed on the
+// record at drop time.
+func (s *Service) holdFor(ctx context.Context, cat string, e store.TableEntry) (string, time.Duration, error) {
+	c, err := s.Catalog.GetCatalog(ctx, cat)
+	if err != nil {
+		return "", 0, err
+	}
+	candidates := []string{e.HoldPeriod}
+	if ns, err := s.Catalog.LoadNamespace(ctx, cat, e.Namespace); err == nil {
+		candidates = append(candidates, ns.Properties[catalog.PropHoldPeriod])
+	}
+	candidates = append(candidates, c.Properties[catalog.PropHoldPeriod], catalog.DefaultHoldPeriod)
+	for _, v := range candidates {
+		if v == "" {
+			continue
+		}
+		d, err := catalog.ParseDuration(v)
+		if err != nil {
+			slog.Warn("ignoring a malformed hold period", "value", v, "error", err)
+			continue
+		}
+		return v, d, nil
+	}
+	return catalog.DefaultHoldPeriod, 7 * 24 * time.Hour, nil
+}
+
+// Drop soft-deletes a table: one transaction moves its entry into a record
+// (guarded by the entry's metadata pointer); the name is free at once; no
+// object is touched; the location stays owned by the record.
+func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store.SoftDeleted, error) {
+	on, err := s.Enabled(ctx, cat)
+	if err != nil {
+		return store.SoftDeleted{}, err
+	}
+	if !on {
+		return store.SoftDeleted{}, ErrNotEnabled
+	}
+	c, _ := s.Catalog.GetCatalog(ctx, cat)
+	purgeOnExpiry := true
+	if v, ok := c.Properties[catalog.PropPurgeOnExpiry]; ok {
+		purgeOnExpiry, _ = strconv.ParseBool(v)
+	}
+	for attempt := 0; ; attempt++ {
+		e, err := s.Catalog.Entry(ctx, cat, id)
+		if err != nil {
+			return store.SoftDeleted{}, err
+		}
+		period, hold, err := s.holdFor(ctx, cat, e)
+		if err != nil {
+			return store.SoftDeleted{}, err
+		}
+		at := s.now().UTC()
+		r := store.SoftDeleted{
+			DroppedAt: at.Format(time.RFC3339), DroppedBy: authz.Principal(ctx),
+			PurgeAt: store.ExpiryTime(at.Add(hold)), HoldPeriod: period, PurgeOnExpiry: purgeOnExpiry,
+			LegalHold:  e.LegalHold,
+			Properties: map[string]string{catalog.PropLegalHold: strconv.FormatBool(e.LegalHold)},
+		}
+		if e.HoldPeriod != "" {
+			r.Properties[catalog.PropHoldPeriod] = e.HoldPeriod
+		}
+		err = s.store().SoftDelete(ctx, cat, e, r)
+		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
+			continue // a commit moved the pointer: drop what is there now
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, catalog.ErrNoSuchTable)
+		}
+		if err != nil {
+			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, err)
+		}
+		r.Catalog, r.Entry = cat, e
+		s.publish(ctx, eventbus.TableSoftDeleted, r, map[string]any{"purge-at": r.PurgeAt, "hold-period": period, "legal-hold": r.LegalHold})
+		return r, nil
+	}
+}
+
+// choose picks the generation of a name an operation means: the one with
+// the uuid, or the only one (several without a uuid: a 409 listing them).
+func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, uuid string) (store.SoftDeleted, error) {
+	if err := id.Validate(); err != nil {
+		return store.SoftDeleted{}, err
+	}
+	gens, err := s.store().SoftDeletedByName(ctx, cat, id.Namespace, id.Name)
+	if err != nil {
+		return store.SoftDeleted{}, err
+	}
+	if uuid != "" {
+		gens = slices.DeleteFunc(gens, func(r store.SoftDeleted) bool { return r.Entry.TableUUID != uuid })
+	}
+	switch {
+	case len(gens) == 0 && uuid != "":
+		return store.SoftDeleted{}, fmt.Errorf("soft-deleted table %s with uuid %s: %w", id, uuid, ErrNoRecord)
+	case len(gens) == 0:
+		return store.SoftDeleted{}, fmt.Errorf("soft-deleted table %s: %w", id, ErrNoRecord)
+	case len(gens) > 1:
+		var list []map[string]any
+		var uuids []string
+		for _, g := range gens {
+			list = append(list, map[string]any{"table-uuid": g.Entry.TableUUID, "dropped-at": g.DroppedAt, "metadata-location": g.Entry.MetadataLocation})
+			uuids = append(uuids, g.Entry.TableUUID+" (dropped "+g.DroppedAt+")")
+		}
+		return store.SoftDeleted{}, &Conflict{err: ErrAmbiguous,
+			msg:     fmt.Sprintf("%d soft-deleted generations of %s: name one with table-uuid: %s", len(gens), id, strings.Join(uuids, ", ")),
+			details: map[string]any{"generations": list}}
+	}
+	return gens[0], nil
+}
+
+// Undrop restores a soft-deleted table (under its name, or renameTo),
+// atomically: same uuid, same metadata location, its location claim back.
+func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid string, renameTo *catalog.Ident) (store.TableEntry, error) {
+	r, err := s.choose(ctx, cat, id, uuid)
+	if err != nil {
+		return store.TableEntry{}, err
+	}
+	to := id
+	if renameTo != nil {
+		if err := renameTo.Validate(); err != nil {
+			return store.TableEntry{}, err
+		}
+		to = *renameTo
+	}
+	e := r.Entry
+	e.Namespace, e.Name = to.Namespace, to.Name
+	nsMissing, err := s.store().Undrop(ctx, r, e)
+	switch {
+	case nsMissing:
+		return store.TableEntry{}, fmt.Errorf("undrop %s: namespace %s does not exist (recreate it, or undrop with rename-to): %w",
+			id, strings.Join(to.Namespace, "."), catalog.ErrNoSuchNamespace)
+	case errors.Is(err, store.ErrExists):
+		holder, _ := s.store().GetTable(ctx, cat, to.Namespace, to.Name)
+		return store.TableEntry{}, &Conflict{err: ErrNameTaken,
+			msg: fmt.Sprintf("undrop %s: table %s holds the name (table-uuid %s, created %s by %s); undrop with rename-to",
+				id, to, holder.TableUUID, holder.CreatedAt, holder.CreatedBy),
+			details: map[string]any{"holder": map[string]any{"namespace": to.Namespace, "name": to.Name, "table-uuid": holder.TableUUID,
+				"metadata-location": holder.MetadataLocation}}}
+	case errors.Is(err, store.ErrTombstoned):
+		return store.TableEntry{}, fmt.Errorf("undrop %s: a purge job holds the name %s: %w", id, to, catalog.ErrPurging)
+	case errors.Is(err, store.ErrConditionFailed):
+		return store.TableEntry{}, fmt.Errorf("undrop %s: the soft-deleted table was purged, expired or undropped meanwhile: %w", id, ErrNoRecord)
+	case err != nil:
+		return store.TableEntry{}, fmt.Errorf("undrop %s: %w", id, err)
+	}
+	r.Entry = e
+	s.publish(ctx, eventbus.TableUndropped, r, map[string]any{"from": map[string]any{"namespace": id.Namespace, "name": id.Name}})
+	return e, nil
+}
+
+// PurgeNow permanently deletes a soft-deleted table, skipping its hold: the
+// record goes and a purge job (no tombstone: the name is free) takes its
+// files, in one transaction.
+func (s *Service) PurgeNow(ctx context.Context, cat string, id catalog.Ident, uuid string) (store.Job, error) {
+	r, err := s.choose(ctx, cat, id, uuid)
+	if err != nil {
+		return store.Job{}, err
+	}
+	if r.LegalHold {
+		return store.Job{}, fmt.Errorf("purge-now %s: %w: clear it first", id, ErrLegalHold)
+	}
+	j, err := s.permanentlyDelete(ctx, r, true)
+	if errors.Is(err, store.ErrLegalHold) {
+		return store.Job{}, fmt.Errorf("purge-now %s: %w", id, ErrLegalHold)
+	}
+	if errors.Is(err, store.ErrConditionFailed) {
+		return store.Job{}, fmt.Errorf("purge-now %s: the soft-deleted table was purged, expired or undropped meanwhile: %w", id, ErrNoRecord)
+	}
+	return j, err
+}
+
+// permanentlyDelete ends a record: with purge, a job takes the files.
+func (s *Service) permanentlyDelete(ctx context.Context, r store.SoftDeleted, withPurge bool) (store.Job, error) {
+	var job *store.Job
+	if withPurge {
+		j := store.Job{
+			ID: purge.NewJobID(), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name, TableUUID: r.Entry.TableUUID,
+			MetadataLocation: r.Entry.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
+		}
+		if j.CreatedBy == "" {
+			j.CreatedBy = "icehold:hold-expiry"
+		}
+		j.Execution = j.ID
+		job = &j
+	}
+	if err := s.store().PermanentlyDelete(ctx, r, job); err != nil {
+		return store.Job{}, err
+	}
+	detail := map[string]any{"purge": withPurge}
+	if job != nil {
+		detail["job-id"] = job.ID
+	}
+	s.publish(ctx, eventbus.TablePermanentlyDeleted, r, detail)
+	if job == nil {
+		return store.Job{}, nil
+	}
+	if s.Purge != nil {
+		s.Purge.Started(ctx, *job)
+	}
+	return *job, nil
+}
+
+// SetLegalHold sets or clears the legal hold of a soft-deleted record.
+func (s *Service) SetLegalHold(ctx context.Context, cat, uuid string, on bool) (store.SoftDeleted, error) {
+	r, err := s.store().SoftDeletedByUUID(ctx, cat, uuid)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, fmt.Errorf("soft-deleted table %s: %w", uuid, ErrNoRecord)
+	}
+	if err != nil {
+		return r, err
+	}
+	if r.LegalHold == on {
+		return r, nil
+	}
+	r, err = s.store().SetLegalHold(ctx, r, on)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, fmt.Errorf("soft-deleted table %s: %w", uuid, ErrNoRecord)
+	}
+	if err != nil {
+		return r, err
+	}
+	s.publish(ctx, eventbus.LegalHoldChanged, r, map[string]any{"legal-hold": on})
+	return r, nil
+}
+
+// List pages through a catalog's soft-deleted tables.
+func (s *Service) List(ctx context.Context, cat string, ns []string, token string, limit int) ([]View, string, error) {
+	recs, next, err := s.store().ListSoftDeleted(ctx, cat, ns, token, limit)
+	if errors.Is(err, store.ErrBadPageToken) {
+		return nil, "", fmt.Errorf("%w: %v", catalog.ErrBadRequest, err)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]View, len(recs))
+	for i, r := range recs {
+		out[i] = ViewOf(r)
+	}
+	return out, next, nil
+}
+
+func (s *Service) publish(ctx context.Context, typ string, r store.SoftDeleted, detail map[string]any) {
+	err := s.Events.Publish(ctx, eventbus.Event{
+		Type: typ, Actor: authz.Principal(ctx), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name,
+		TableUUID: r.Entry.TableUUID, Detail: detail,
+	})
+	if err != nil {
+		slog.Warn("publish event", "type", typ, "table", r.Entry.Name, "error", err)
+	}
+}
