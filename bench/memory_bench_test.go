@@ -155,9 +155,10 @@ func BenchmarkDeleteFunctionMemory(b *testing.B) {
 	}
 	ratio := float64(large) / float64(small)
 	fmt.Printf("\n== delete function peak RSS (its own process; emulators elsewhere) ==\n")
-	fmt.Printf("%-20s %12s\n", "5,000 files", mib(small))
-	fmt.Printf("%-20s %12s\n", "500,000 files", mib(large))
-	fmt.Printf("ratio 500,000 / 5,000: %.2f (target ≤ 1.5)\n", ratio)
+	fmt.Printf("%-20s %12s %12s\n", "", "peak RSS", "previous")
+	fmt.Printf("%-20s %12s %12s\n", "5,000 files", mib(small), prevMiB(previous.rssSmall))
+	fmt.Printf("%-20s %12s %12s\n", "500,000 files", mib(large), prevMiB(previous.rssLarge))
+	fmt.Printf("ratio 500,000 / 5,000: %.2f (target ≤ 1.5; previous (%s): %.2f)\n", ratio, previous.commit, previous.rssLarge/previous.rssSmall)
 	b.ReportMetric(ratio, "rss-ratio")
 }
 

@@ -42,6 +42,10 @@ const (
 	EnvVisibility   = "ICEHOLD_DELETE_VISIBILITY_SECONDS"
 	EnvMaxReceives  = "ICEHOLD_DELETE_MAX_RECEIVES"
 	EnvEventBus     = "ICEHOLD_EVENT_BUS" // EventBridge bus of the lifecycle events
+	// EnvDeletePace: key deletions per second per S3 prefix, booked by all
+	// delete invocations on a schedule shared through the table (unset:
+	// purge.DefaultKeyRate; "off": each invocation paces only itself).
+	EnvDeletePace = "ICEHOLD_DELETE_PACE"
 )
 
 // Env is a function's configuration.
@@ -55,6 +59,10 @@ type Env struct {
 	EventBus              string
 	// IOProps configure iceberg-go's FileIO (locally: S3 endpoint and keys).
 	IOProps map[string]string
+	// DeletePace: the per-prefix key deletion rate shared by the delete
+	// invocations (keys/s); 0: no shared pacing (the local emulator has no
+	// ceiling to share).
+	DeletePace float64
 }
 
 // FromEnv reads the configuration; the table name is required.
@@ -73,6 +81,18 @@ func FromEnv() (Env, error) {
 		StateMachineARN: os.Getenv(EnvStateMachine),
 		EventBus:        os.Getenv(EnvEventBus),
 		Queue:           purge.QueueConfig{URL: os.Getenv(EnvDeleteQueue)},
+		DeletePace:      purge.DefaultKeyRate,
+	}
+	switch v := os.Getenv(EnvDeletePace); v {
+	case "":
+	case "off":
+		e.DeletePace = 0
+	default:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return e, fmt.Errorf("%s: %q is not a positive rate or off", EnvDeletePace, v)
+		}
+		e.DeletePace = f
 	}
 	if v := os.Getenv(EnvVisibility); v != "" {
 		n, err := strconv.Atoi(v)
@@ -158,7 +178,12 @@ func Purge(ctx context.Context, e Env) (*purge.Service, error) {
 }
 
 func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) *purge.Service {
+	var pacer *purge.Pacer
+	if e.DeletePace > 0 {
+		pacer = purge.NewSharedPacer(st, e.DeletePace) // every invocation books on the same per-prefix schedules
+	}
 	return &purge.Service{
+		Pacer: pacer,
 		Store: st, Catalog: cat, S3: awsconfig.S3(cfg, e.Endpoints),
 		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
 		Sender: awsconfig.SQS(cfg, e.Endpoints), Queue: e.Queue,

@@ -304,14 +304,14 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		if attempt > maxThrottleRetries {
 			return 0, 0, 0, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
 		}
-		if err := pacer.Wait(ctx, scope); err != nil {
+		if err := pacer.WaitFor(ctx, scope, bucket, ids); err != nil {
 			return 0, 0, 0, err
 		}
 		out, err := s.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 			Bucket: aws.String(bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		}, func(o *s3.Options) { o.RetryMaxAttempts = 1 }) // throttling is ours to handle
 		if isThrottle(err) {
-			pacer.Throttled(scope)
+			pacer.ThrottledFor(ctx, scope, bucket, ids, ids, attempt)
 			s.backoff(ctx, attempt)
 			continue
 		}
@@ -340,7 +340,7 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 			}
 		}
 		if len(retry) > 0 {
-			pacer.Throttled(scope)
+			pacer.ThrottledFor(ctx, scope, bucket, ids, retry, attempt)
 			s.backoff(ctx, attempt)
 		} else {
 			pacer.Success(scope)

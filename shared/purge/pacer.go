@@ -3,18 +3,40 @@ package purge
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/icehold/icehold/shared/store"
 )
 
-// Pacer paces DeleteObjects calls per prefix with AIMD: slow start (the rate
-// doubles per success until the first SlowDown), then additive increase and
-// multiplicative decrease. S3 throttles per prefix, so one busy table does
-// not slow another.
+// Pacer paces DeleteObjects calls. On its own it is one process's AIMD per
+// scope (a table's location): slow start (the rate doubles per success until
+// the first SlowDown), then additive increase and multiplicative decrease,
+// in calls per second. With Shared set it also books every call's key
+// deletions on the schedule of each S3 prefix the keys fall in, a schedule
+// all processes share (fleetpace.go): S3's ceiling counts keys per prefix,
+// summed over every caller, which no process can see alone.
 type Pacer struct {
 	mu    sync.Mutex
 	state map[string]*pace
 	// Start, Min and Max bound the rate in calls per second.
 	Start, Min, Max float64
+
+	// Shared, when set, paces key deletions per prefix across processes.
+	Shared PaceBook
+	// KeyRate is the per-prefix ceiling the shared schedule aims at, in key
+	// deletions per second (0: DefaultKeyRate); KeyMin the floor of its
+	// cuts (0: KeyRate/100).
+	KeyRate, KeyMin float64
+	// Recover is how fast a cut rate climbs back, in keys/s per second
+	// (0: KeyRate/40: from half to full in twenty seconds).
+	Recover float64
+	// Cooldown: one cut per prefix per Cooldown, fleet-wide (0: 2 s).
+	Cooldown time.Duration
+	views    map[string]store.Pace // this process's last view of each prefix's record
+	cuts     atomic.Int64
+	booked   atomic.Int64
+	failed   atomic.Bool // a book failure was logged
 }
 
 type pace struct {
