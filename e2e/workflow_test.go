@@ -253,3 +253,42 @@ func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
 		t.Errorf("batches-dead %d after %d checkpoints, want 0 after at least 3", j.BatchesDead, checkpoints.Load())
 	}
 }
+
+// A batch longer than the delete function's timeout is not dead-lettered
+// for being long: before the deadline the delete step checkpoints and
+// continues the batch in a new message. With one receive allowed, a batch
+// that timed out even once would be dead.
+func TestLongBatchContinuesBeforeTheDeadline(t *testing.T) {
+	ctx := context.Background()
+	srv, cat := ownServer(t, localserver.Options{
+		Visibility: 2 * time.Second, MaxReceives: 1, TimeScale: 0.01, DeleteTimeout: 1200 * time.Millisecond, DeleteMargin: 500 * time.Millisecond,
+		ReconcileEvery: time.Hour, DeleteWorkers: 1, BatchManifests: 100, // one batch of many manifests
+	})
+	ns := uniq("long")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "t"}, eventSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 { // 16 manifests: a checkpoint each
+		tbl = appendRows(t, tbl, rows(t, i, 1, false))
+	}
+	data, meta := reachable(t, tbl)
+	var checkpoints atomic.Int32
+	srv.Purge.SetCrash(func(point string) error {
+		if point == "delete.before-checkpoint" {
+			checkpoints.Add(1)
+			time.Sleep(100 * time.Millisecond) // 16 of them: longer than the timeout
+		}
+		return nil
+	})
+	job := dropOn(t, srv, cat, ns)
+	waitFor(t, "the job to end", 60*time.Second, func() bool { return store.Terminal(jobOf(t, srv, job.ID).State) })
+	j := jobOf(t, srv, job.ID)
+	if j.State != store.JobSucceeded || j.BatchesDead != 0 || j.BatchesTotal != 1 || j.FilesDeleted != int64(len(data)+len(meta)) {
+		t.Errorf("a long batch: %s, %d of %d batches done, %d dead, %d files deleted (want %d)", j.State, j.BatchesDone, j.BatchesTotal, j.BatchesDead, j.FilesDeleted, len(data)+len(meta))
+	}
+	t.Logf("%d checkpoints across the deliveries of one batch", checkpoints.Load())
+}

@@ -56,6 +56,7 @@ const (
 	pkInFlight  = "INFLIGHT#*" // deliveries of batches not finished yet
 	pkSoft      = "SOFT#*"     // soft-deleted records
 	pkExpiry    = "SOFTEXP"    // their expiry index
+	pkPace      = "PACE#*"     // the delete fleet's shared per-prefix pace
 )
 
 // holdExpiryTableActions: reads due records (a query of the expiry index),
@@ -66,7 +67,7 @@ var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem
 var (
 	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
 	progressKeys  = []string{pkJob}
-	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
+	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace}
 	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
 )

@@ -104,6 +104,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		DeployOptions: &awsapigateway.StageOptions{StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true)},
 	})
 	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
+	gatewayErrors(s.API)
 	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
@@ -121,6 +122,39 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
 	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: s.AlarmTopic.TopicArn(), Description: jsii.String("the SNS topic the alarms notify: subscribe the on-call to it")})
 	return s
+}
+
+// gatewayErrors shapes the errors API Gateway answers itself (before or
+// instead of a function: a body past the invoke limit, a missing or bad
+// signature, throttling, a failed or timed-out integration) as the Iceberg
+// ErrorModel the functions answer, so a client sees one error shape.
+func gatewayErrors(api awsapigateway.RestApi) {
+	for _, g := range []struct {
+		id     string
+		typ    awsapigateway.ResponseType
+		status string
+		errTyp string
+		hint   string
+	}{
+		{"TooLarge", awsapigateway.ResponseType_REQUEST_TOO_LARGE(), "413", "RequestEntityTooLargeException", "request bodies are limited to about 4.6 MB"},
+		{"NoCredentials", awsapigateway.ResponseType_MISSING_AUTHENTICATION_TOKEN(), "403", "NotAuthorizedException", "sign requests with SigV4 (service execute-api)"},
+		{"BadSignature", awsapigateway.ResponseType_INVALID_SIGNATURE(), "403", "NotAuthorizedException", "the SigV4 signature does not match"},
+		{"Expired", awsapigateway.ResponseType_EXPIRED_TOKEN(), "403", "NotAuthorizedException", "the credentials have expired"},
+		{"Denied", awsapigateway.ResponseType_ACCESS_DENIED(), "403", "ForbiddenException", ""},
+		{"Throttled", awsapigateway.ResponseType_THROTTLED(), "429", "TooManyRequestsException", "retry with back-off"},
+		{"IntegrationFailed", awsapigateway.ResponseType_INTEGRATION_FAILURE(), "502", "ServiceFailureException", "the function could not be invoked (a request body past Lambda's 6 MB invoke payload ends here)"},
+		{"IntegrationTimeout", awsapigateway.ResponseType_INTEGRATION_TIMEOUT(), "504", "ServiceUnavailableException", "retry"},
+	} {
+		msg := "$context.error.messageString"
+		if g.hint != "" {
+			msg = `"$util.escapeJavaScript($context.error.message): ` + g.hint + `"`
+		}
+		api.AddGatewayResponse(jsii.String("Error"+g.id), &awsapigateway.GatewayResponseOptions{
+			Type: g.typ, StatusCode: jsii.String(g.status),
+			Templates: &map[string]*string{"application/json": jsii.String(
+				`{"error":{"message":` + msg + `,"type":"` + g.errTyp + `","code":` + g.status + `}}`)},
+		})
+	}
 }
 
 // goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap

@@ -366,7 +366,7 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"events:PutEvents": {busArn},
 		}),
 		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem")),
-		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":                {objectsArn},
 			"s3:DeleteObject":             {objectsArn},
 			"sqs:ReceiveMessage":          {queueArn},
@@ -584,4 +584,27 @@ func TestSoftDeleteFunctionsRoutesAndSchedule(t *testing.T) {
 	if !alarmed {
 		t.Errorf("no alarm (with an action) on the hold-expiry function's errors")
 	}
+}
+
+// Errors API Gateway answers itself are ErrorModels too: a body past the
+// invoke limit is a 413 with the Iceberg error shape.
+func TestGatewayErrorsAreErrorModels(t *testing.T) {
+	found := map[string]bool{}
+	for _, r := range resources("AWS::ApiGateway::GatewayResponse") {
+		props := r["Properties"].(map[string]any)
+		typ, _ := props["ResponseType"].(string)
+		tmpl, _ := props["ResponseTemplates"].(map[string]any)["application/json"].(string)
+		if !strings.Contains(tmpl, `"error":{"message":`) || !strings.Contains(tmpl, `"code":`+props["StatusCode"].(string)) {
+			t.Errorf("%s: template %s is not an ErrorModel with its status", typ, tmpl)
+		}
+		found[typ] = true
+	}
+	for _, typ := range []string{"REQUEST_TOO_LARGE", "MISSING_AUTHENTICATION_TOKEN", "INVALID_SIGNATURE", "THROTTLED", "INTEGRATION_FAILURE"} {
+		if !found[typ] {
+			t.Errorf("no gateway response for %s", typ)
+		}
+	}
+	template.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), map[string]any{
+		"ResponseType": "REQUEST_TOO_LARGE", "StatusCode": "413",
+	})
 }

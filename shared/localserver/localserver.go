@@ -49,6 +49,7 @@ type Options struct {
 	DeleteWorkers  int           // concurrent delete invocations; < 0: none here
 	BatchManifests int           // manifests per delete batch (0: purge's default)
 	DeleteTimeout  time.Duration // the delete function's timeout (0: 5 minutes)
+	DeleteMargin   time.Duration // how long before it a batch stops and continues (0: a tenth of it)
 	// Clock drives the workflow engine's waits, heartbeats and timeouts (a
 	// test advances it); nil: real time.
 	Clock localaws.Clock

@@ -88,10 +88,13 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	if o.DeleteTimeout == 0 {
 		o.DeleteTimeout = 5 * time.Minute
 	}
+	if o.DeleteMargin == 0 {
+		o.DeleteMargin = o.DeleteTimeout / 10
+	}
 	queue := purge.QueueConfig{URL: queueURL, Visibility: o.Visibility, MaxReceives: o.MaxReceives}
 	svc := &purge.Service{
 		Store: st, Catalog: s.Catalog, S3: awsconfig.S3(cfg, ep), Workflow: awsconfig.SFN(cfg, ep),
-		Sender: sq, Queue: queue, DeadlineMargin: o.DeleteTimeout / 10,
+		Sender: sq, Queue: queue, DeadlineMargin: o.DeleteMargin,
 		IOProps: map[string]string{
 			"s3.endpoint": ep.S3, "s3.region": Region, "s3.access-key-id": AccessKey,
 			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
