@@ -25,15 +25,17 @@ func runMigrate(args []string, out io.Writer) error {
 	dynamo := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint, when it differs from --endpoint-url")
 	s3 := fs.String("s3-endpoint", "", "S3 endpoint, when it differs from --endpoint-url")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: icehold migrate ownership --table TABLE [--region R]
+		fmt.Fprint(fs.Output(), `usage: icehold migrate ownership|children --table TABLE [--region R]
 
 ownership  claim the location of every catalog, table and unfinished purge
            job created before the ownership index (idempotent; prints what
            it claimed and what owns nothing because another owner holds it)
+children   count every namespace's tables and child namespaces for the
+           counter a namespace drop is conditioned on (run before traffic)
 `)
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || args[0] != "ownership" {
+	if len(args) == 0 || (args[0] != "ownership" && args[0] != "children") {
 		fs.Usage()
 		return errUsage
 	}
@@ -57,6 +59,17 @@ ownership  claim the location of every catalog, table and unfinished purge
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, ep), *table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
+	if args[0] == "children" {
+		n, err := cat.BackfillChildren(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Mark(ctx, catalog.ChildrenMigration); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "{\n  \"namespaces\": %d\n}\n", n)
+		return err
+	}
 	rep, err := cat.BackfillOwnership(ctx)
 	if err != nil {
 		return err

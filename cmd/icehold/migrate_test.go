@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,47 @@ func createTable(t *testing.T, srv *localserver.Server, name string) string {
 		t.Fatal(err)
 	}
 	return res.MetadataLocation
+}
+
+// icehold migrate children against namespaces from before the counter: a
+// namespace whose counter says 0 but holds a table and a child namespace is
+// counted 2, so dropping the table and the child lets it drop (uncounted,
+// the decrements would leave it at -2 and it could never be dropped).
+func TestMigrateChildren(t *testing.T) {
+	ctx := context.Background()
+	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	createTable(t, srv, "t")
+	if _, err := srv.Catalog.CreateNamespace(ctx, "demo", []string{"ops", "kid"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := srv.Catalog.Store()
+	if err := st.SetChildren(ctx, "demo", []string{"ops"}, 0); err != nil { // as before the counter
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	var out bytes.Buffer
+	if err := runMigrate([]string{"children", "--table", localserver.TableName, "--region", localserver.Region,
+		"--endpoint-url", srv.Info.DynamoDB}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"namespaces"`) {
+		t.Errorf("report: %s", out.String())
+	}
+	if err := srv.Catalog.DropNamespace(ctx, "demo", []string{"ops"}); !errors.Is(err, catalog.ErrNamespaceNotEmpty) {
+		t.Fatalf("drop of a namespace holding a table: %v, want not empty", err)
+	}
+	if _, err := srv.Catalog.DropTable(ctx, "demo", catalog.Ident{Namespace: []string{"ops"}, Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Catalog.DropNamespace(ctx, "demo", []string{"ops", "kid"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Catalog.DropNamespace(ctx, "demo", []string{"ops"}); err != nil {
+		t.Errorf("drop of the emptied namespace: %v", err)
+	}
 }

@@ -13,6 +13,52 @@ import (
 // with the owners that existed before it.
 const OwnershipMigration = "ownership-index-v1"
 
+// ChildrenMigration names the one-time step that counts every namespace's
+// children (tables and child namespaces) for the counter a namespace drop
+// is conditioned on.
+const ChildrenMigration = "namespace-children-v1"
+
+// BackfillChildren sets every namespace's children counter from what it
+// holds. Run it once, before traffic (make run does at start): a create
+// landing while it counts could be missed by the count.
+func (s *Service) BackfillChildren(ctx context.Context) (int, error) {
+	cats, err := s.store.ListCatalogs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list catalogs: %w", err)
+	}
+	n := 0
+	for _, c := range cats {
+		nss, err := s.store.AllNamespaces(ctx, c.Name)
+		if err != nil {
+			return n, err
+		}
+		for _, ns := range nss {
+			count, err := s.store.CountChildren(ctx, c.Name, ns.Levels)
+			if err != nil {
+				return n, err
+			}
+			if err := s.store.SetChildren(ctx, c.Name, ns.Levels, count); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// EnsureChildren runs BackfillChildren once (its marker).
+func (s *Service) EnsureChildren(ctx context.Context) (int, bool, error) {
+	done, err := s.store.Marked(ctx, ChildrenMigration)
+	if err != nil || done {
+		return 0, false, err
+	}
+	n, err := s.BackfillChildren(ctx)
+	if err != nil {
+		return n, true, err
+	}
+	return n, true, s.store.Mark(ctx, ChildrenMigration)
+}
+
 // OwnershipReport says what the backfill claimed and what it could not.
 type OwnershipReport struct {
 	Warehouses int      `json:"warehouses"`

@@ -142,8 +142,8 @@ func (s *Service) UpdateNamespaceProperties(ctx context.Context, cat string, lev
 		slices.Sort(res.Updated)
 		ns.Properties = props
 		err = s.store.UpdateNamespace(ctx, cat, ns)
-		if errors.Is(err, store.ErrConditionFailed) && attempt < 5 {
-			continue
+		if errors.Is(err, store.ErrConditionFailed) && attempt < 20 {
+			continue // a concurrent change (a create moved its count of children)
 		}
 		if err := nsErr("update", levels, err); err != nil {
 			return PropertiesUpdate{}, err

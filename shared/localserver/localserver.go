@@ -233,6 +233,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	} else if ran && (rep.Tables+rep.Jobs > 0 || len(rep.Conflicts) > 0) {
 		slog.Info("ownership index backfilled", "warehouses", rep.Warehouses, "tables", rep.Tables, "jobs", rep.Jobs, "conflicts", rep.Conflicts)
 	}
+	if _, _, err := s.Catalog.EnsureChildren(ctx); err != nil {
+		return nil, fmt.Errorf("namespace children backfill: %w", err)
+	}
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}

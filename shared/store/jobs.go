@@ -183,7 +183,7 @@ func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone
 		TableName: aws.String(s.table), Key: key(tpk, tsk),
 		ConditionExpression:       aws.String("metadata_location = :m"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
-	}})
+	}}, s.nsCount(j.Catalog, e.Namespace, -1))
 	tombAt := -1
 	if tombstone {
 		xpk, xsk := tombKey(j.Catalog, e.Namespace, e.Name)
@@ -560,7 +560,7 @@ func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
 	if err != nil {
 		return err
 	}
-	items = append(items, s.nsCheck(j.Catalog, e.Namespace), put)
+	items = append(items, s.nsCount(j.Catalog, e.Namespace, 1), put)
 	if j.Hold != nil {
 		var lc locChange
 		lc.Retag(*j.Hold, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name})

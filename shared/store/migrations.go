@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -92,5 +93,46 @@ func (s *Store) Mark(ctx context.Context, name string) error {
 		return err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	return err
+}
+
+// CountChildren counts a namespace's tables and direct child namespaces
+// (what its children counter holds).
+func (s *Store) CountChildren(ctx context.Context, cat string, levels []string) (int, error) {
+	n := 0
+	for token := ""; ; {
+		items, next, err := s.query(ctx, tablePK(cat, levels), "T#", token, 1000)
+		if err != nil {
+			return 0, err
+		}
+		n += len(items)
+		if token = next; token == "" {
+			break
+		}
+	}
+	for token := ""; ; {
+		kids, next, err := s.ListNamespaces(ctx, cat, levels, token, 1000)
+		if err != nil {
+			return 0, err
+		}
+		n += len(kids)
+		if token = next; token == "" {
+			return n, nil
+		}
+	}
+}
+
+// SetChildren sets a namespace's children counter (the backfill).
+func (s *Store) SetChildren(ctx context.Context, cat string, levels []string, n int) error {
+	pk, sk := nsKey(cat, levels)
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		UpdateExpression:          aws.String("SET children = :n"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":n": &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(n)}},
+	})
+	if conditionFailed(err) {
+		return ErrNotFound
+	}
 	return err
 }

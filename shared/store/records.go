@@ -36,6 +36,11 @@ type Namespace struct {
 	Levels     []string          `dynamodbav:"levels"`
 	Properties map[string]string `dynamodbav:"props"`
 	Version    int64             `dynamodbav:"version"`
+	// Children counts its tables and child namespaces (soft-deleted tables
+	// and purge tombstones do not count): every write that adds or removes
+	// one changes it in the same transaction, and a namespace is dropped
+	// only at zero, so a drop can never race a create into it.
+	Children int `dynamodbav:"children"`
 }
 
 // TableEntry is a catalog entry: the name and the pointer to the current
@@ -203,11 +208,10 @@ func (s *Store) CreateNamespace(ctx context.Context, cat string, ns Namespace) e
 	if len(ns.Levels) == 1 {
 		return s.putNew(ctx, item)
 	}
-	ppk, psk := nsKey(cat, ns.Levels[:len(ns.Levels)-1])
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
-		{ConditionCheck: &ddbtypes.ConditionCheck{TableName: aws.String(s.table), Key: key(ppk, psk), ConditionExpression: aws.String("attribute_exists(pk)")}},
+	err = s.transactWrite(ctx, []ddbtypes.TransactWriteItem{
+		s.nsCount(cat, ns.Levels[:len(ns.Levels)-1], 1),
 		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
-	}})
+	})
 	if reasons := cancelReasons(err); reasons != nil {
 		if reasons[0] {
 			return ErrNotFound
@@ -241,8 +245,9 @@ func (s *Store) ListNamespaces(ctx context.Context, cat string, parent []string,
 	return out, next, nil
 }
 
-// UpdateNamespace replaces a namespace's properties if nobody changed them since
-// it was read (ErrConditionFailed otherwise; ErrNotFound once it is gone).
+// UpdateNamespace replaces a namespace's properties if nobody changed it since
+// it was read, its count of children included (ErrConditionFailed
+// otherwise: read again and retry; ErrNotFound once it is gone).
 func (s *Store) UpdateNamespace(ctx context.Context, cat string, ns Namespace) error {
 	prev := ns.Version
 	ns.Version++
@@ -251,7 +256,21 @@ func (s *Store) UpdateNamespace(ctx context.Context, cat string, ns Namespace) e
 	if err != nil {
 		return err
 	}
-	return s.putIfVersion(ctx, item, prev)
+	cond := "attribute_exists(pk) AND version = :v AND children = :c"
+	if ns.Children == 0 {
+		cond = "attribute_exists(pk) AND version = :v AND (attribute_not_exists(children) OR children = :c)"
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":v": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(prev)},
+			":c": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(ns.Children)},
+		},
+	})
+	if conditionFailed(err) {
+		return ErrConditionFailed
+	}
+	return err
 }
 
 // DropNamespace deletes an empty namespace.
@@ -268,16 +287,24 @@ func (s *Store) DropNamespace(ctx context.Context, cat string, levels []string) 
 		return err
 	}
 	if len(tables) > 0 || len(children) > 0 {
-		return ErrNotEmpty
+		return ErrNotEmpty // what predates the counter
 	}
+	// The counter decides: a create that won the race made it non-zero.
 	pk, sk := nsKey(cat, levels)
-	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 key(pk, sk),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
-	})
-	if conditionFailed(err) {
-		return ErrNotFound
+	items := []ddbtypes.TransactWriteItem{{Delete: &ddbtypes.Delete{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(children) OR children = :z)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":z": &ddbtypes.AttributeValueMemberN{Value: "0"}},
+	}}}
+	if len(levels) > 1 {
+		items = append(items, s.nsCount(cat, levels[:len(levels)-1], -1))
+	}
+	err = s.transactWrite(ctx, items)
+	if reasons := cancelReasons(err); reasons != nil {
+		if _, gerr := s.GetNamespace(ctx, cat, levels); errors.Is(gerr, ErrNotFound) {
+			return ErrNotFound
+		}
+		return ErrNotEmpty
 	}
 	return err
 }

@@ -107,7 +107,7 @@ func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r Soft
 		TableName: aws.String(s.table), Key: key(pk, sk),
 		ConditionExpression:       aws.String("metadata_location = :m"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
-	}}}
+	}}, s.nsCount(cat, e.Namespace, -1)}
 	soft, err := s.softItems(r)
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry) (nsMis
 	}
 	items := []ddbtypes.TransactWriteItem{
 		put,
-		s.nsCheck(r.Catalog, to.Namespace),
+		s.nsCount(r.Catalog, to.Namespace, 1),
 		s.tombCheck(r.Catalog, to.Namespace, to.Name),
 	}
 	items = append(items, s.softRemoveItems(r)...)

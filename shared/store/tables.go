@@ -53,6 +53,21 @@ func (s *Store) nsCheck(cat string, ns []string) ddbtypes.TransactWriteItem {
 	}}
 }
 
+// nsCount changes a namespace's count of children by delta in a
+// transaction, requiring the namespace to exist (delta 0: only that).
+func (s *Store) nsCount(cat string, ns []string, delta int) ddbtypes.TransactWriteItem {
+	if delta == 0 {
+		return s.nsCheck(cat, ns)
+	}
+	pk, sk := nsKey(cat, ns)
+	return ddbtypes.TransactWriteItem{Update: &ddbtypes.Update{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		UpdateExpression:          aws.String("ADD children :d"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":d": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(delta)}},
+	}}
+}
+
 func (s *Store) tombCheck(cat string, ns []string, name string) ddbtypes.TransactWriteItem {
 	tpk, tsk := tombKey(cat, ns, name)
 	return ddbtypes.TransactWriteItem{ConditionCheck: &ddbtypes.ConditionCheck{
@@ -90,15 +105,27 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 	owner := []int{} // which write each transaction item belongs to
 	isNS := []bool{} // whether the item is a namespace guard
 	isTomb := []bool{}
-	checked := map[string]bool{} // one guard per namespace: DynamoDB refuses two operations on one item
+	// One item per namespace (DynamoDB refuses two operations on one item):
+	// its count of children grows by the creates into it.
+	creates := map[string]int{}
+	var order []int
+	for i, w := range writes {
+		if w.Expected == "" {
+			nsk := strings.Join(w.Entry.Namespace, levelSep)
+			if creates[nsk] == 0 {
+				order = append(order, i)
+			}
+			creates[nsk]++
+		}
+	}
+	for _, i := range order {
+		ns := writes[i].Entry.Namespace
+		items = append(items, s.nsCount(cat, ns, creates[strings.Join(ns, levelSep)]))
+		owner, isNS, isTomb = append(owner, i), append(isNS, true), append(isTomb, false)
+	}
 	var lc locChange
 	firstClaim := -1
 	for i, w := range writes {
-		if nsk := strings.Join(w.Entry.Namespace, levelSep); w.Expected == "" && !checked[nsk] {
-			checked[nsk] = true
-			items = append(items, s.nsCheck(cat, w.Entry.Namespace))
-			owner, isNS, isTomb = append(owner, i), append(isNS, true), append(isTomb, false)
-		}
 		if w.Expected == "" {
 			// A name held by a purge job cannot be created or registered.
 			items = append(items, s.tombCheck(cat, w.Entry.Namespace, w.Entry.Name))
@@ -203,9 +230,14 @@ func (s *Store) RenameTable(ctx context.Context, cat string, from TableEntry, to
 			ConditionExpression:       aws.String("metadata_location = :old"),
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":old": &ddbtypes.AttributeValueMemberS{Value: from.MetadataLocation}},
 		}},
-		s.nsCheck(cat, to.Namespace),
+		s.nsCount(cat, to.Namespace, 1),
 		s.tombCheck(cat, to.Namespace, to.Name),
 		put,
+	}
+	if sameNS := strings.Join(from.Namespace, levelSep) == strings.Join(to.Namespace, levelSep); sameNS {
+		items[1] = s.nsCheck(cat, to.Namespace)
+	} else {
+		items = append(items, s.nsCount(cat, from.Namespace, -1))
 	}
 	if from.Hold != nil {
 		var lc locChange
@@ -243,7 +275,7 @@ func (s *Store) DeleteTable(ctx context.Context, cat string, e TableEntry) error
 		TableName: aws.String(s.table), Key: key(pk, sk),
 		ConditionExpression:       aws.String("metadata_location = :m"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
-	}}}
+	}}, s.nsCount(cat, e.Namespace, -1)}
 	if e.Hold != nil {
 		var lc locChange
 		lc.Release(*e.Hold)
