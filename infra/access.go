@@ -39,8 +39,10 @@ var (
 	deleteTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 	// reconcileTableActions: lists the active-job markers and in-flight
 	// batches, reads jobs and batches, renames executions, marks batches
-	// dead, fails jobs past their attempts.
-	reconcileTableActions = []string{"GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// dead, fails jobs past their attempts. The orphan sweep in the same
+	// run queries stale intents, writes an orphans job (a transaction of
+	// Puts) with its batches (BatchWriteItem) and deletes the intents.
+	reconcileTableActions = []string{"GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 )
 
 // Partition keys of the record kinds (docs/design.md, the record store),
@@ -57,6 +59,7 @@ const (
 	pkSoft      = "SOFT#*"     // soft-deleted records
 	pkExpiry    = "SOFTEXP"    // their expiry index
 	pkPace      = "PACE#*"     // the delete fleet's shared per-prefix pace
+	pkIntent    = "INTENT#*"   // pending metadata writes (the orphan sweep)
 )
 
 // holdExpiryTableActions: reads due records (a query of the expiry index),
@@ -65,10 +68,12 @@ const (
 var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 
 var (
-	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
-	progressKeys  = []string{pkJob}
-	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace}
-	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
+	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
+	progressKeys = []string{pkJob}
+	// The delete step of an orphans job reads the owner of each file (a
+	// table entry, a soft-deleted record or a job) before deleting it.
+	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft}
+	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
 )
 

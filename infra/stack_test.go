@@ -366,7 +366,7 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"events:PutEvents": {busArn},
 		}),
 		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem")),
-		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":                {objectsArn},
 			"s3:DeleteObject":             {objectsArn},
 			"sqs:ReceiveMessage":          {queueArn},
@@ -387,7 +387,7 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#*", "GetItem", "Query", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#*", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution":    {machineArn},
 			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
 			"states:SendTaskSuccess":   {namedMachineArn},

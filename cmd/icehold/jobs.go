@@ -17,7 +17,7 @@ import (
 type job = router.JobView
 
 const jobsUsage = `usage:
-  icehold jobs list  [--state S] [--namespace a.b] [--table t]
+  icehold jobs list  [--state S] [--kind purge|orphans] [--namespace a.b] [--table t]
   icehold jobs show  JOB_ID
   icehold jobs watch JOB_ID      (a progress bar until the job ends)
 connection flags: --url --token --catalog --sigv4 --dir
@@ -30,6 +30,7 @@ func runJobs(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("jobs "+args[0], flag.ContinueOnError)
 	connect := clientFlags(fs)
 	state := fs.String("state", "", "filter: job state")
+	kind := fs.String("kind", "", "filter: purge (a table's) or orphans (the orphan sweep's)")
 	ns := fs.String("namespace", "", "filter: namespace (levels joined by '.')")
 	tbl := fs.String("table", "", "filter: table")
 	every := fs.Duration("every", time.Second, "watch: refresh interval")
@@ -48,6 +49,9 @@ func runJobs(args []string, out io.Writer) error {
 		if *state != "" {
 			q.Set("state", *state)
 		}
+		if *kind != "" {
+			q.Set("kind", *kind)
+		}
 		if *ns != "" {
 			q.Set("namespace", strings.ReplaceAll(*ns, ".", "\x1f"))
 		}
@@ -55,7 +59,7 @@ func runJobs(args []string, out io.Writer) error {
 			q.Set("table", *tbl)
 		}
 		w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tTABLE\tSTATE\tBATCHES\tFILES DELETED\tCREATED")
+		fmt.Fprintln(w, "ID\tKIND\tTABLE\tSTATE\tBATCHES\tFILES DELETED\tCREATED")
 		token := ""
 		for {
 			if token != "" {
@@ -69,7 +73,7 @@ func runJobs(args []string, out io.Writer) error {
 				return err
 			}
 			for _, j := range page.Jobs {
-				fmt.Fprintf(w, "%s\t%s.%s\t%s\t%d/%d\t%d\t%s\n", j.ID, strings.Join(j.Namespace, "."), j.Table, j.State,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", j.ID, j.Kind, tableOf(j), j.State,
 					j.BatchesDone, j.BatchesTotal, j.FilesDeleted, j.CreatedAt)
 			}
 			if page.Next == "" {
@@ -99,6 +103,14 @@ func runJobs(args []string, out io.Writer) error {
 	return fmt.Errorf("%w\n%s", errUsage, jobsUsage)
 }
 
+// tableOf names a job's table ("-" for an orphans job, which has none).
+func tableOf(j job) string {
+	if j.Table == "" {
+		return "-"
+	}
+	return strings.Join(j.Namespace, ".") + "." + j.Table
+}
+
 func showJob(out io.Writer, j job) {
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	lastErr := "-"
@@ -106,7 +118,7 @@ func showJob(out io.Writer, j job) {
 		lastErr = *j.LastError
 	}
 	for _, row := range [][2]string{
-		{"id", j.ID}, {"table", strings.Join(j.Namespace, ".") + "." + j.Table}, {"state", j.State},
+		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State},
 		{"batches", fmt.Sprintf("%d done, %d dead, of %d", j.BatchesDone, j.BatchesDead, j.BatchesTotal)},
 		{"files", fmt.Sprintf("%d deleted, %d missing, %d skipped", j.FilesDeleted, j.FilesMissing, j.FilesSkipped)},
 		{"attempts", fmt.Sprint(j.Attempts)}, {"last error", lastErr}, {"created", j.CreatedAt + " by " + j.CreatedBy},

@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // ErrBadMetadata: a metadata file that cannot be read as Iceberg metadata.
@@ -110,8 +112,10 @@ func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata,
 }
 
 // writeMetadata writes a new metadata file next to the table's others and
-// returns its location and JSON. Files are never overwritten.
-func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previous string) (string, []byte, error) {
+// returns its location and JSON. Files are never overwritten. The file is
+// named in the request's intent before it is written: if the request never
+// makes it current, the orphan sweep deletes it.
+func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previous string, in *store.Intent) (string, []byte, error) {
 	raw, err := jsonOf(meta)
 	if err != nil {
 		return "", nil, err
@@ -121,6 +125,10 @@ func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previo
 	}
 	loc := fmt.Sprintf("%s/metadata/%05d-%s.metadata.json",
 		strings.TrimRight(meta.Location(), "/"), nextVersion(previous), uuid.NewString())
+	in.Files = append(in.Files, loc)
+	if err := s.store.PutIntent(ctx, *in); err != nil {
+		return "", nil, err
+	}
 	if err := s.objects.PutNew(ctx, loc, raw, "application/json"); err != nil {
 		if errors.Is(err, objects.ErrBadURI) {
 			return "", nil, fmt.Errorf("%w: table location %q: %v", ErrBadRequest, meta.Location(), err)
@@ -128,6 +136,11 @@ func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previo
 		return "", nil, err
 	}
 	return loc, raw, nil
+}
+
+// newIntent starts the pending-write record of one request's metadata files.
+func newIntent(cat string) *store.Intent {
+	return &store.Intent{ID: uuid.NewString(), Catalog: cat, Created: time.Now().UnixNano()}
 }
 
 // nextVersion derives the next metadata version from the current file name

@@ -163,13 +163,14 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 		raw, err := jsonOf(meta)
 		return TableResult{Metadata: raw}, err
 	}
-	metaLoc, raw, err := s.writeMetadata(ctx, meta, "")
+	in := newIntent(cat)
+	metaLoc, raw, err := s.writeMetadata(ctx, meta, "", in)
 	if err != nil {
 		return TableResult{}, tableErr("create", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
 	entry.Hold = &claim.Hold
-	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim}}); err != nil {
+	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim, Intent: in}}); err != nil {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return TableResult{}, nsErr("create table in", ns, err)
@@ -286,7 +287,7 @@ type staged struct {
 
 // stage validates a change against the table's current metadata, applies it
 // with iceberg-go and writes the new metadata file.
-func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChange) (staged, error) {
+func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChange, in *store.Intent) (staged, error) {
 	if err := id.Validate(); err != nil {
 		return staged{}, err
 	}
@@ -347,7 +348,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			claim = &cl
 		}
 	}
-	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation)
+	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation, in)
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
 	}
@@ -357,7 +358,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	next.MetadataLocation = metaLoc
 	mirrorLifecycle(&next, meta)
-	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation}
+	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation, Intent: in}
 	if claim != nil {
 		// A new location: the entry claims it and lets its old one go.
 		w.Claim, w.Release, w.Entry.Hold = claim, current.Hold, &claim.Hold
@@ -385,7 +386,7 @@ func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (t
 // CommitTable applies one table's change: a compare-and-swap of its metadata
 // pointer, so a lost race is ErrCommitFailed and never a lost update.
 func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch TableChange) (TableResult, error) {
-	st, err := s.stage(ctx, cat, id, ch)
+	st, err := s.stage(ctx, cat, id, ch, newIntent(cat))
 	if err != nil {
 		return TableResult{}, err
 	}
@@ -400,7 +401,7 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
 		}
 	} else {
-		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected)
+		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent)
 	}
 	if err != nil {
 		return TableResult{}, tableErr("commit", id, err)
@@ -422,6 +423,7 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 	}
 	ctx = WithReadBudget(ctx, MaxRequestReadBytes)
 	seen := map[string]bool{}
+	in := newIntent(cat) // one for every file of the transaction
 	writes := make([]store.TableWrite, 0, len(changes))
 	ids := make([]Ident, 0, len(changes))
 	for _, ch := range changes {
@@ -433,7 +435,7 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 			return fmt.Errorf("%w: table %s appears twice", ErrBadRequest, id)
 		}
 		seen[id.String()] = true
-		st, err := s.stage(ctx, cat, id, ch)
+		st, err := s.stage(ctx, cat, id, ch, in)
 		if err != nil {
 			return err
 		}

@@ -99,7 +99,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			"s3.endpoint": ep.S3, "s3.region": Region, "s3.access-key-id": AccessKey,
 			"s3.secret-access-key": SecretKey, "s3.force-virtual-addressing": "false",
 		},
-		BatchManifests: o.BatchManifests,
+		BatchManifests: o.BatchManifests, Now: o.Now,
 	}
 	if s.dir != "" {
 		f, err := os.OpenFile(filepath.Join(s.dir, "metrics.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -195,7 +195,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 			case <-t.C:
 				if rep, err := svc.Reconcile(bg); err != nil {
 					slog.Warn("reconcile", "error", err)
-				} else if rep.Started+rep.Restarted+rep.Failed > 0 {
+				} else if rep.Started+rep.Restarted+rep.Failed+len(rep.Orphans.Jobs) > 0 {
 					slog.Info("reconcile", "report", rep)
 				}
 			}

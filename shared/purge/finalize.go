@@ -36,6 +36,9 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if j.BatchesDone < j.BatchesTotal {
 		return FinalizeResult{}, fmt.Errorf("finalize %s: %d of %d batches still running", j.ID, j.BatchesTotal-j.BatchesDone, j.BatchesTotal)
 	}
+	if j.Kind == store.KindOrphans {
+		return s.succeed(ctx, in, j, map[string]int64{}) // an orphans job has no metadata layer
+	}
 	// finalize_total is the list's length plus one for the current metadata
 	// file, fixed once (with the skipped count) when the list is first made.
 	if j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
@@ -98,7 +101,12 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	} else {
 		counters["files_skipped"] = 1
 	}
-	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
+	return s.succeed(ctx, in, j, counters)
+}
+
+// succeed ends a job SUCCEEDED with its last counters and announces it.
+func (s *Service) succeed(ctx context.Context, in Input, j store.Job, counters map[string]int64) (FinalizeResult, error) {
+	err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
 		Set: map[string]any{"state": store.JobSucceeded}, Add: counters, Finish: true,
 		States: []string{store.JobRunning},
 	})

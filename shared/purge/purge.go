@@ -85,7 +85,9 @@ type Service struct {
 	Events *eventbus.Bus
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
-	crashHook                  atomic.Pointer[func(string) error]
+	// Now is the orphan sweep's clock (tests advance it); nil: time.Now.
+	Now       func() time.Time
+	crashHook atomic.Pointer[func(string) error]
 }
 
 // SetCrash installs a hook called at the pipeline's crash points; an error it
@@ -136,23 +138,31 @@ func NewJobID() string {
 // PENDING in, tombstone in) and a StartExecution named after the job. O(1)
 // whatever the table's size: no S3 call on the request path.
 func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store.Job, error) {
-	e, err := s.Catalog.Entry(ctx, cat, id)
-	if err != nil {
-		return store.Job{}, err
-	}
-	if e.LegalHold {
-		return store.Job{}, fmt.Errorf("drop %s with purge: %s is set: %w", id, catalog.PropLegalHold, ErrLegalHold)
-	}
-	j := store.Job{
-		ID: NewJobID(), Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,
-		MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
-	}
-	j.Execution = j.ID
-	if err := s.Store.DropForPurge(ctx, e, j, true); err != nil {
+	var j store.Job
+	for attempt := 0; ; attempt++ {
+		e, err := s.Catalog.Entry(ctx, cat, id)
+		if err != nil {
+			return store.Job{}, err
+		}
+		if e.LegalHold {
+			return store.Job{}, fmt.Errorf("drop %s with purge: %s is set: %w", id, catalog.PropLegalHold, ErrLegalHold)
+		}
+		j = store.Job{
+			ID: NewJobID(), Kind: store.KindPurge, Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,
+			MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
+		}
+		j.Execution = j.ID
+		err = s.Store.DropForPurge(ctx, e, j, true)
+		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
+			continue // a commit moved the pointer (or the entry went): drop what is there now
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			return store.Job{}, fmt.Errorf("drop %s: %w", id, catalog.ErrNoSuchTable)
 		}
-		return store.Job{}, fmt.Errorf("drop %s: %w", id, err)
+		if err != nil {
+			return store.Job{}, fmt.Errorf("drop %s: %w", id, err)
+		}
+		break
 	}
 	s.publish(ctx, eventbus.TablePermanentlyDeleted, j, nil)
 	s.publish(ctx, eventbus.PurgeStarted, j, nil)

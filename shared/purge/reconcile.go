@@ -27,11 +27,14 @@ type ReconcileReport struct {
 	Failed    int `json:"failed"`
 	// DeadLettered: batches found dead without their handler saying so.
 	DeadLettered int `json:"dead_lettered"`
+	// Orphans: what the orphan sweep of this run did.
+	Orphans OrphanReport `json:"orphans"`
 }
 
 // Reconcile walks the jobs that are not terminal: it starts executions that
 // never started (a StartExecution lost after the drop's transaction) and
-// restarts those that died, up to MaxAttempts; then the job is FAILED.
+// restarts those that died, up to MaxAttempts; then the job is FAILED. Then
+// it sweeps orphaned metadata files (SweepOrphans).
 func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	token := ""
@@ -50,6 +53,17 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			break
 		}
 		token = next
+	}
+	// The orphan sweep rides the same schedule: it makes jobs this function
+	// already starts and watches.
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	orphans, err := s.SweepOrphans(ctx, now)
+	rep.Orphans = orphans
+	if err != nil {
+		slog.Warn("orphan sweep", "error", err)
 	}
 	if g, err := s.gauges(ctx); err == nil {
 		s.emit(map[string]float64{

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 // JobView is a purge job on the wire (SPEC §7); the CLI decodes it too.
 type JobView struct {
 	ID               string   `json:"id"`
+	Kind             string   `json:"kind"` // purge | orphans
 	Namespace        []string `json:"namespace"`
 	Table            string   `json:"table"`
 	TableUUID        string   `json:"table-uuid"`
@@ -35,7 +37,7 @@ type JobView struct {
 
 func viewOf(j store.Job) JobView {
 	v := JobView{
-		ID: j.ID, Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
+		ID: j.ID, Kind: cmp.Or(j.Kind, store.KindPurge), Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
 		MetadataLocation: j.MetadataLocation, BatchesTotal: j.BatchesTotal, BatchesDone: j.BatchesDone,
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
 		FilesSkipped: j.FilesSkipped, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
@@ -60,7 +62,11 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	state := q.Get("state")
+	state, kind := q.Get("state"), q.Get("kind")
+	if kind != "" && kind != store.KindPurge && kind != store.KindOrphans {
+		writeError(w, fmt.Errorf("%w: kind must be %s or %s", catalog.ErrBadRequest, store.KindPurge, store.KindOrphans))
+		return
+	}
 	if state != "" && !slices.Contains(jobStates, state) {
 		writeError(w, fmt.Errorf("%w: state must be one of %s", catalog.ErrBadRequest, strings.Join(jobStates, ", ")))
 		return
@@ -82,7 +88,8 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []JobView{}
 	for _, j := range jobs {
-		if (state == "" || j.State == state) && (ns == nil || slices.Equal(ns, j.Namespace)) && (q.Get("table") == "" || q.Get("table") == j.Table) {
+		if (state == "" || j.State == state) && (ns == nil || slices.Equal(ns, j.Namespace)) && (q.Get("table") == "" || q.Get("table") == j.Table) &&
+			(kind == "" || kind == cmp.Or(j.Kind, store.KindPurge)) {
 			out = append(out, viewOf(j))
 		}
 	}

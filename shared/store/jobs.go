@@ -21,6 +21,13 @@ const (
 	JobCancelled    = "CANCELLED"
 )
 
+// Job kinds: a table's purge, or the orphan sweep's deletion of metadata
+// files no table references (its batches name the files).
+const (
+	KindPurge   = "purge"
+	KindOrphans = "orphans"
+)
+
 // Terminal reports whether a job state is final (it no longer blocks the name).
 func Terminal(state string) bool {
 	return state == JobSucceeded || state == JobFailed || state == JobCancelled
@@ -32,6 +39,7 @@ var ErrTombstoned = errors.New("tombstoned by a purge job")
 // Job is a purge job: the durable record of a table being deleted.
 type Job struct {
 	ID               string   `dynamodbav:"id"`
+	Kind             string   `dynamodbav:"kind"` // "" (jobs from before kinds): purge
 	Catalog          string   `dynamodbav:"catalog"`
 	Namespace        []string `dynamodbav:"ns"`
 	Table            string   `dynamodbav:"table"`
@@ -91,6 +99,8 @@ type Batch struct {
 	JobID     string        `dynamodbav:"job_id"`
 	Number    int           `dynamodbav:"number"`
 	Manifests []ManifestRef `dynamodbav:"manifests"`
+	// Files: an orphans batch's objects (full URIs, one bucket).
+	Files []string `dynamodbav:"files,omitempty"`
 	// Checkpoint: entries of the manifest at Manifest already handled.
 	Manifest int    `dynamodbav:"cp_manifest"`
 	Entry    int    `dynamodbav:"cp_entry"`

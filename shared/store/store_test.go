@@ -54,7 +54,7 @@ func TestCommitIsCompareAndSwap(t *testing.T) {
 			defer wg.Done()
 			next := e
 			next.MetadataLocation = fmt.Sprintf("s3://b/v1-%d", i)
-			errs[i] = s.CommitTable(ctx, "c", next, "s3://b/v0")
+			errs[i] = s.CommitTable(ctx, "c", next, "s3://b/v0", nil)
 		}()
 	}
 	wg.Wait()
@@ -75,7 +75,7 @@ func TestCommitIsCompareAndSwap(t *testing.T) {
 	}
 	missing := e
 	missing.Name = "nope"
-	if err := s.CommitTable(ctx, "c", missing, "s3://b/v0"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.CommitTable(ctx, "c", missing, "s3://b/v0", nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("commit of a missing table: %v, want ErrNotFound", err)
 	}
 }

@@ -44,6 +44,9 @@ type TableWrite struct {
 	// set-location); Release a hold it lets go (the old location).
 	Claim   *Claim
 	Release *Hold
+	// Intent is the pending-write record of the entry's new metadata file,
+	// retired by this write (several writes of one request share one).
+	Intent *Intent
 }
 
 func (s *Store) nsCheck(cat string, ns []string) ddbtypes.TransactWriteItem {
@@ -149,6 +152,14 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 			}
 		}
 	}
+	retired := map[string]bool{}
+	for i, w := range writes {
+		if w.Intent != nil && !retired[w.Intent.ID] {
+			retired[w.Intent.ID] = true
+			items = append(items, s.intentDone(*w.Intent)) // unconditional: never the cause
+			owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
+		}
+	}
 	first := len(items)
 	loc, err := s.locItems(&lc)
 	if err != nil {
@@ -185,11 +196,12 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 }
 
 // CommitTable swaps one table's metadata pointer from expected to the entry's
-// new location: one conditional write. ErrNotFound if the entry is gone,
+// new location: one conditional write (with done, a transaction that also
+// retires the intent of the new file). ErrNotFound if the entry is gone,
 // ErrConditionFailed if another commit won.
-func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string) error {
+func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent) error {
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	update := ddbtypes.Update{
 		TableName:           aws.String(s.table),
 		Key:                 key(pk, sk),
 		UpdateExpression:    aws.String("SET metadata_location = :new, updated_at = :now, legal_hold = :lh, hold_period = :hp"),
@@ -201,6 +213,20 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 			":lh":  &ddbtypes.AttributeValueMemberBOOL{Value: e.LegalHold},
 			":hp":  &ddbtypes.AttributeValueMemberS{Value: e.HoldPeriod},
 		},
+	}
+	if done != nil {
+		err := s.transactWrite(ctx, []ddbtypes.TransactWriteItem{{Update: &update}, s.intentDone(*done)})
+		if cancelReasons(err) == nil {
+			return err
+		}
+		if _, gerr := s.GetTable(ctx, cat, e.Namespace, e.Name); errors.Is(gerr, ErrNotFound) {
+			return ErrNotFound
+		}
+		return ErrConditionFailed
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: update.TableName, Key: update.Key, UpdateExpression: update.UpdateExpression,
+		ConditionExpression: update.ConditionExpression, ExpressionAttributeValues: update.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: ddbtypes.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *ddbtypes.ConditionalCheckFailedException

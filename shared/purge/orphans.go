@@ -1,0 +1,248 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// IntentTTL is how old a pending-write intent must be before the sweep takes
+// its files for orphans. A request that wrote them has ended long before (API
+// Gateway gives up after 29 s; the API function's timeout is 30 s).
+const IntentTTL = time.Hour
+
+// MaxSweepIntents bounds one sweep run (the next run takes the rest).
+const MaxSweepIntents = 1000
+
+// OrphanReport says what one orphan sweep did.
+type OrphanReport struct {
+	Intents int      `json:"intents"`
+	Files   int      `json:"files"`
+	Jobs    []string `json:"jobs"`
+}
+
+// SweepOrphans turns the files of stale intents (older than IntentTTL at now) (metadata files a request
+// wrote but never made current: a lost create, a lost commit) into one job
+// of kind orphans per catalog. The job goes through the delete queue like a
+// purge; its delete step re-checks each file against the ownership index
+// and the owner's metadata, so a file something references is never
+// deleted (a registered copy of a lost commit's file, say).
+func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport, error) {
+	var rep OrphanReport
+	stale, err := s.Store.StaleIntents(ctx, now.Add(-IntentTTL), MaxSweepIntents)
+	if err != nil || len(stale) == 0 {
+		return rep, err
+	}
+	byCatalog := map[string][]store.Intent{}
+	for _, in := range stale {
+		byCatalog[in.Catalog] = append(byCatalog[in.Catalog], in)
+	}
+	for _, cat := range slices.Sorted(maps.Keys(byCatalog)) {
+		intents := byCatalog[cat]
+		j, files, err := s.orphanJob(ctx, cat, intents)
+		if err != nil {
+			return rep, fmt.Errorf("orphans of catalog %s: %w", cat, err)
+		}
+		// The job is the record now: a crash before the intents go makes
+		// the next run send the same files again (deleting twice is harmless).
+		for _, in := range intents {
+			if err := s.Store.DeleteIntent(ctx, in); err != nil {
+				return rep, err
+			}
+		}
+		rep.Intents += len(intents)
+		rep.Files += files
+		if j.ID != "" {
+			rep.Jobs = append(rep.Jobs, j.ID)
+			s.Started(ctx, j)
+		}
+	}
+	return rep, nil
+}
+
+// orphanJob writes one catalog's orphans job: its batches (one bucket each,
+// at most a DeleteObjects call of keys) and then the job, already planned.
+func (s *Service) orphanJob(ctx context.Context, cat string, intents []store.Intent) (store.Job, int, error) {
+	perBucket := map[string][]string{}
+	for _, in := range intents {
+		for _, f := range in.Files {
+			if obj, err := objects.Parse(f); err == nil && obj.Key != "" {
+				perBucket[obj.Bucket] = append(perBucket[obj.Bucket], f)
+			}
+		}
+	}
+	j := store.Job{
+		ID: NewJobID(), Kind: store.KindOrphans, Catalog: cat, State: store.JobPending, Attempts: 1,
+		CreatedBy: "icehold:orphan-sweep", Planned: true, GCEnabled: true,
+	}
+	j.Execution = j.ID
+	var batches []store.Batch
+	files := 0
+	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
+		fs := slices.Compact(slices.Sorted(slices.Values(perBucket[b])))
+		files += len(fs)
+		for chunk := range slices.Chunk(fs, MaxKeysPerCall) {
+			batches = append(batches, store.Batch{JobID: j.ID, Number: len(batches), Files: chunk})
+		}
+	}
+	if len(batches) == 0 {
+		return store.Job{}, 0, nil
+	}
+	j.BatchesTotal = len(batches)
+	if err := s.Store.PutBatches(ctx, batches); err != nil {
+		return j, 0, err
+	}
+	if err := s.crash("orphans.batches-written"); err != nil {
+		return j, 0, err
+	}
+	return j, files, s.Store.CreateJob(ctx, j)
+}
+
+// runOrphanBatch deletes the batch's files that nothing references, in one
+// call, and closes the batch.
+func (s *Service) runOrphanBatch(ctx context.Context, j store.Job, b store.Batch) error {
+	if b.Done {
+		return nil
+	}
+	check := &orphanCheck{s: s, dirs: map[string]*references{}}
+	var objs []object
+	bucket, skipped := "", int64(0)
+	for _, f := range b.Files {
+		obj, ok, err := check.unreferenced(ctx, f)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			skipped++
+			continue
+		}
+		bucket = obj.Bucket
+		objs = append(objs, object{key: obj.Key})
+	}
+	deleted, missing, bytes, err := s.deleteObjects(ctx, bucket, "", objs)
+	if err != nil {
+		return err
+	}
+	if err := s.crash("delete.before-checkpoint"); err != nil {
+		return err
+	}
+	counters := map[string]int64{"files_deleted": deleted, "files_missing": missing, "files_skipped": skipped, "bytes": bytes}
+	err = s.Store.StepBatch(ctx, j, b, store.BatchStep{From: [2]int{b.Manifest, b.Entry}, To: [2]int{1, 0}, Done: true, Counters: counters, WasDead: b.Dead})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return nil // another delivery closed it
+	}
+	if err != nil {
+		return err
+	}
+	if b.Dead {
+		return s.revive(ctx, BatchMessage{Catalog: j.Catalog, JobID: j.ID})
+	}
+	return nil
+}
+
+// orphanCheck decides, per file of an orphans batch, whether it may go. The
+// files of one directory share an owner, so each directory is looked up once.
+type orphanCheck struct {
+	s    *Service
+	dirs map[string]*references
+}
+
+// references is what the owner of a directory references: free (nobody,
+// or only a warehouse, owns it), or the files its metadata names.
+type references struct {
+	free  bool
+	files map[string]bool
+}
+
+// unreferenced says whether a file of a stale intent may go: nobody owns its
+// location, or its owner's metadata (current file and metadata log) does not
+// name it. Whatever cannot be decided keeps the file.
+func (c *orphanCheck) unreferenced(ctx context.Context, path string) (objects.Location, bool, error) {
+	obj, err := objects.Parse(path)
+	if err != nil || obj.Key == "" {
+		return obj, false, nil
+	}
+	dir := obj.Bucket + "/" + obj.Key[:max(strings.LastIndexByte(obj.Key, '/'), 0)]
+	refs, ok := c.dirs[dir]
+	if !ok {
+		if refs, err = c.referencesAt(ctx, obj, path); err != nil {
+			return obj, false, err
+		}
+		c.dirs[dir] = refs
+	}
+	if refs == nil {
+		return obj, false, nil // undecided: keep
+	}
+	return obj, refs.free || !refs.files[path], nil
+}
+
+// referencesAt reads the owner of obj and what it references; nil when that
+// cannot be decided (the owner vanished meanwhile, its metadata unreadable).
+func (c *orphanCheck) referencesAt(ctx context.Context, obj objects.Location, path string) (*references, error) {
+	s := c.s
+	owner, err := s.Store.OwnerAt(ctx, obj.Bucket, obj.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &references{free: true}, nil
+	case err != nil:
+		return nil, err
+	case owner.Kind == store.OwnerWarehouse:
+		return &references{free: true}, nil // in a warehouse, under no table's location
+	}
+	var current []string
+	switch {
+	case owner.JobID != "":
+		j, err := s.Store.GetJob(ctx, owner.Catalog, owner.JobID)
+		if err != nil {
+			return nil, ignoreMissing(err)
+		}
+		current = []string{j.MetadataLocation}
+	case owner.SoftDeleted:
+		recs, err := s.Store.SoftDeletedByName(ctx, owner.Catalog, owner.Namespace, owner.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			current = append(current, r.Entry.MetadataLocation)
+		}
+	default:
+		e, err := s.Store.GetTable(ctx, owner.Catalog, owner.Namespace, owner.Name)
+		if err != nil {
+			return nil, ignoreMissing(err)
+		}
+		current = []string{e.MetadataLocation}
+	}
+	if len(current) == 0 {
+		return nil, nil
+	}
+	refs := &references{files: map[string]bool{}}
+	for _, loc := range current {
+		refs.files[loc] = true
+		meta, err := s.Catalog.ReadMetadata(ctx, loc)
+		if err != nil {
+			slog.Warn("orphan check: owner's metadata unreadable; keeping the file", "file", path, "owner", owner.String(), "error", err)
+			return nil, nil
+		}
+		for prev := range meta.PreviousFiles() {
+			refs.files[prev.MetadataFile] = true
+		}
+	}
+	return refs, nil
+}
+
+// ignoreMissing: an owner that vanished between the index read and this one
+// keeps the file until the next sweep decides.
+func ignoreMissing(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
