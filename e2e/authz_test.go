@@ -159,6 +159,8 @@ var matrix = []row{
 		body: func(fixture) any { return map[string]any{} }},
 	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/purge-now", name: "purge-now", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/sd/purge-now{soft-made}", privs: p(authz.TableDropWithPurge), want: 202,
 		body: func(fixture) any { return map[string]any{} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/partitions/drop", name: "partition drop", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/pt/partitions/drop{part-made}", privs: p(authz.PartitionDrop), want: 200,
+		body: func(fixture) any { return map[string]any{"partitions": []any{map[string]any{"x": 1}}} }},
 }
 
 func routeKey(r router.RouteSpec) string {
@@ -245,7 +247,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 			if strings.Contains(r.path, "{soft") {
 				soft = softDeletedIn(t, shared.Catalog, f.ns, "sd")
 			}
-			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "").Replace(r.path)
+			if strings.Contains(r.path, "{part-made}") {
+				partitionedIn(t, f.ns, "pt")
+			}
+			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "", "{part-made}", "").Replace(r.path)
 			var body any
 			if r.body != nil {
 				body = r.body(f)

@@ -19,6 +19,7 @@ import (
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -153,6 +154,18 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 		rc.Purge.S3 = nil // the drop and undrop functions never delete objects
 	}
 	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge, Events: busOf(cfg, e)}
+	return rc, nil
+}
+
+// PartitionRouterConfig is RouterConfig for the partition-drop function: the
+// router with the partitions service (it reads manifests and writes new
+// ones, never deletes an object).
+func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
+	rc, err := RouterConfig(ctx, e, false)
+	if err != nil {
+		return rc, err
+	}
+	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps, Events: rc.SoftDelete.Events}
 	return rc, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -114,6 +115,7 @@ type Server struct {
 	Catalog    *catalog.Service
 	Purge      *purge.Service
 	SoftDelete *softdelete.Service
+	Partitions *partitions.Service
 	// SQS is a client of the embedded queue service (tests, redrive).
 	SQS *sqs.Client
 	// The emulators themselves, for fault injection in tests.
@@ -236,6 +238,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Events: s.Purge.Events}
 	admin, err := s.loadTokens()
 	if err != nil {
 		return nil, err
@@ -244,6 +247,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Catalog:        s.Catalog,
 		Purge:          s.Purge,
 		SoftDelete:     s.SoftDelete,
+		Partitions:     s.Partitions,
 		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
