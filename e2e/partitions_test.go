@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -20,6 +23,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/partitions"
 )
 
@@ -403,4 +407,339 @@ func partitionedIn(t *testing.T, ns, name string) {
 		"schema":         rawSchema,
 		"partition-spec": map[string]any{"spec-id": 0, "fields": []any{map[string]any{"source-id": 1, "field-id": 1000, "name": "x", "transform": "identity"}}},
 	})
+}
+
+// metadataLocation is the table's current metadata pointer.
+func metadataLocation(t testing.TB, ns, name string) string {
+	t.Helper()
+	var res struct {
+		Loc string `json:"metadata-location"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+name, shared.Token, nil), &res)
+	return res.Loc
+}
+
+// Done when 3: malformed tuples are a 400 and commit nothing; the guards
+// answer 409; read-snapshot-id older only than appends is accepted.
+func TestPartitionDropRefusals(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := uniq("partbad")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := teamTable(t, cat, ns, "events")
+	path := dropPath(ns, "events")
+	ok := `{"team_id": 1, "ts_day": "2026-09-14"}`
+	for _, c := range []struct{ name, body, says string }{
+		{"unknown field", `{"partitions": [{"team_id": 1, "ts_day": "2026-09-14", "region": "eu"}]}`, `"region" is not a field`},
+		{"missing field", `{"partitions": [{"team_id": 1}]}`, `"ts_day" is missing`},
+		{"wrong type", `{"partitions": [` + ok + `, {"team_id": "2", "ts_day": "2026-09-14"}]}`, "not an integer"},
+		{"day as a number", `{"partitions": [{"team_id": 1, "ts_day": 20710}]}`, "not a string"},
+		{"wildcard", `{"partitions": [{"team_id": 1, "ts_day": "*"}]}`, "wildcards"},
+		{"predicate", `{"partitions": [{"team_id": 1, "ts_day": {"lt": "2026-09-16"}}]}`, "not a single value"},
+		{"empty list", `{"partitions": []}`, "partitions is empty"},
+		{"no body", ``, "body"},
+		{"unknown spec", `{"partitions": [` + ok + `], "spec-id": 7}`, "no partition spec 7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := metadataLocation(t, ns, "events")
+			status, out := call(t, "POST", path, shared.Token, c.body)
+			typ, _, msg := errorModel(t, out)
+			if status != 400 || typ != "BadRequestException" || !strings.Contains(msg, c.says) {
+				t.Errorf("%d %s %q, want 400 saying %q", status, typ, msg, c.says)
+			}
+			if after := metadataLocation(t, ns, "events"); after != before {
+				t.Errorf("the table moved: %s → %s", before, after)
+			}
+		})
+	}
+
+	t.Run("expected-table-uuid", func(t *testing.T) {
+		before := metadataLocation(t, ns, "events")
+		body := dropBody(cell{1, day1})
+		body["expected-table-uuid"] = "00000000-0000-0000-0000-000000000000"
+		status, out := call(t, "POST", path, shared.Token, body)
+		if typ, _, msg := errorModel(t, out); status != 409 || !strings.Contains(msg, "table uuid mismatch") {
+			t.Errorf("%d %s %s, want 409", status, typ, msg)
+		}
+		if metadataLocation(t, ns, "events") != before {
+			t.Errorf("the table moved")
+		}
+	})
+
+	// The table's last two snapshots are position deletes, which remove data.
+	snaps := tbl.Metadata().Snapshots()
+	beforeDeletes := snaps[len(snaps)-3].SnapshotID
+	t.Run("read-snapshot-id before a delete", func(t *testing.T) {
+		body := dropBody(cell{1, day1})
+		body["read-snapshot-id"] = beforeDeletes
+		status, out := call(t, "POST", path, shared.Token, body)
+		if typ, _, msg := errorModel(t, out); status != 409 || typ != "CommitFailedException" || !strings.Contains(msg, "removed data") {
+			t.Errorf("%d %s %s, want 409", status, typ, msg)
+		}
+	})
+	t.Run("read-snapshot-id before appends only", func(t *testing.T) {
+		read := tbl.CurrentSnapshot().SnapshotID
+		appendRows(t, tbl, teamRows(t, []int32{4}, []string{day1}, 2, 1000))
+		appendRows(t, loadTable(t, cat, ns, "events"), teamRows(t, []int32{5}, []string{day1}, 2, 2000))
+		body := dropBody(cell{1, day1})
+		body["read-snapshot-id"] = read
+		body["expected-table-uuid"] = tbl.Metadata().TableUUID().String()
+		var res dropResult
+		mustDecode(t, mustCall(t, 200, "POST", path, shared.Token, body), &res)
+		if !res.Committed || res.DataFilesEnded != 2 {
+			t.Errorf("drop after appends: %+v", res)
+		}
+	})
+}
+
+// Done when 3: a partition drop racing an append, 20 times: both land, or
+// the loser gets a 409; no append is lost, and the drop ends exactly its
+// tuple.
+func TestPartitionDropRacesAnAppend(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := uniq("partrace")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "events"}, teamSchema, catalog.WithPartitionSpec(&teamSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs = 20
+	var teams []int32
+	for i := range runs {
+		teams = append(teams, int32(100+i))
+	}
+	tbl = appendRows(t, tbl, teamRows(t, teams, []string{day1}, 3, 0)) // the tuples the drops end
+	both, drops, appends := 0, 0, 0
+	for i := range runs {
+		if i == runs/2 {
+			// The second half: the appender retries a lost commit as
+			// iceberg-go does when told to (it plans again on the drop).
+			tx := loadTable(t, cat, ns, "events").NewTransaction()
+			if err := tx.SetProperties(iceberg.Properties{table.CommitNumRetriesKey: "3", table.CommitMinRetryWaitMsKey: "10"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fresh := loadTable(t, cat, ns, "events")
+		// The append's data file is written before the race: the two
+		// commits start together.
+		tx := fresh.NewTransaction()
+		appendErr := tx.AppendTable(ctx, teamRows(t, []int32{int32(500 + i)}, []string{day2}, 2, 10000+10*i), 1000, nil)
+		if appendErr != nil {
+			t.Fatal(appendErr)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var status int
+		var out []byte
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, appendErr = tx.Commit(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			status, out = call(t, "POST", dropPath(ns, "events"), shared.Token, dropBody(cell{int32(100 + i), day1}))
+		}()
+		close(start)
+		wg.Wait()
+		switch {
+		case status == 200:
+			drops++
+		case status == 409:
+		default:
+			t.Fatalf("run %d: drop answered %d: %s", i, status, out)
+		}
+		if appendErr == nil {
+			appends++
+		} else if !strings.Contains(appendErr.Error(), "commit") {
+			t.Fatalf("run %d: append failed otherwise than a lost commit: %v", i, appendErr)
+		}
+		if status == 200 && appendErr == nil {
+			both++
+		}
+		if status != 200 && appendErr != nil {
+			t.Errorf("run %d: both lost (drop %d, append %v)", i, status, appendErr)
+		}
+		counts := cellCounts(t, loadTable(t, cat, ns, "events"))
+		if got, want := counts[cell{int32(100 + i), day1}], map[bool]int{true: 0, false: 3}[status == 200]; got != want {
+			t.Errorf("run %d: %d rows in the dropped tuple, want %d", i, got, want)
+		}
+		if got, want := counts[cell{int32(500 + i), day2}], map[bool]int{true: 2, false: 0}[appendErr == nil]; got != want {
+			t.Errorf("run %d: %d appended rows, want %d (append error %v)", i, got, want, appendErr)
+		}
+	}
+	final := loadTable(t, cat, ns, "events")
+	if n := countRows(t, final); n != int64(3*(runs-drops)+2*appends) {
+		t.Errorf("%d rows at the end, want %d", n, 3*(runs-drops)+2*appends)
+	}
+	t.Logf("%d runs: %d drops and %d appends landed, %d both", runs, drops, appends, both)
+	if appends < runs/2 {
+		t.Errorf("an appender that retries lost its append")
+	}
+}
+
+// Done when 4: the same key and payload replays the first answer (same
+// snapshot id, no new snapshot), also reordered; another payload is a
+// 422; concurrent requests with one key make one commit.
+func TestPartitionDropIdempotency(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := uniq("partidem")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	teamTable(t, cat, ns, "events")
+	path := dropPath(ns, "events")
+	key := uniq("k")
+	var first, again dropResult
+	mustDecode(t, mustStatus(t, 200, "POST", path, `{"partitions": [{"team_id": 1, "ts_day": "2026-09-14"}, {"team_id": 2, "ts_day": "2026-09-15"}]}`, "Idempotency-Key", key), &first)
+	loc := metadataLocation(t, ns, "events")
+	// Another serialization of the same request: tuples reordered, keys too.
+	mustDecode(t, mustStatus(t, 200, "POST", path, `{"partitions":[{"ts_day":"2026-09-15","team_id":2},{"ts_day":"2026-09-14","team_id":1}]}`, "Idempotency-Key", key), &again)
+	if *again.SnapshotID != *first.SnapshotID || again.DataFilesEnded != first.DataFilesEnded || !first.Committed {
+		t.Errorf("replay answered %+v, first %+v", again, first)
+	}
+	if metadataLocation(t, ns, "events") != loc {
+		t.Errorf("the replay committed again")
+	}
+	if status, out := call(t, "POST", path, shared.Token, dropBody(cell{3, day3}), "Idempotency-Key", key); status != 422 {
+		t.Errorf("same key, other tuples: %d %s, want 422", status, out)
+	}
+
+	// Eight at once under a new key: one commit.
+	key2 := uniq("k")
+	snapsBefore := len(loadTable(t, cat, ns, "events").Metadata().Snapshots())
+	var wg sync.WaitGroup
+	ids := make([]int64, 8)
+	codes := make([]int, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, b := call(t, "POST", path, shared.Token, dropBody(cell{3, day3}), "Idempotency-Key", key2)
+			codes[i] = st
+			if st == 200 {
+				var r dropResult
+				mustDecode(t, b, &r)
+				ids[i] = *r.SnapshotID
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i, st := range codes {
+		switch st {
+		case 200:
+			seen[ids[i]] = true
+		case 409:
+		default:
+			t.Errorf("concurrent request %d: %d", i, st)
+		}
+	}
+	if n := len(loadTable(t, cat, ns, "events").Metadata().Snapshots()); n != snapsBefore+1 || len(seen) != 1 {
+		t.Errorf("%d new snapshots, answers with snapshot ids %v; want one commit", n-snapsBefore, seen)
+	}
+}
+
+// mustStatus sends a raw body with headers and checks the status.
+func mustStatus(t testing.TB, want int, method, path, body string, headers ...string) []byte {
+	t.Helper()
+	status, out := call(t, method, path, shared.Token, body, headers...)
+	if status != want {
+		t.Fatalf("%s %s: %d, want %d: %s", method, path, status, want, out)
+	}
+	return out
+}
+
+// callAt sends one JSON request to another server (a child process).
+func callAt(t testing.TB, base, method, path, token string, body any, headers ...string) (int, []byte) {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+// Done when 4: the receipt outlives a kill -9 of the server: after a
+// restart the same key and payload replay the first answer, and the table
+// has no second snapshot.
+func TestPartitionDropReplaysAfterKill9(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	cmd, info := startChild(t, dir)
+	open := func(info localserver.Info) *rest.Catalog {
+		cat, err := rest.NewCatalog(ctx, "icehold", info.RESTURL, rest.WithOAuthToken(info.AdminToken), rest.WithWarehouseLocation(info.Catalog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	}
+	cat := open(info)
+	ns := uniq("partkill")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	teamTable(t, cat, ns, "events")
+	path := "/lifecycle/v1/catalogs/" + info.Catalog + "/namespaces/" + ns + "/tables/events/partitions/drop"
+	key := uniq("k")
+	status, out := callAt(t, info.RESTURL, "POST", path, info.AdminToken, dropBody(cell{1, day1}, cell{3, day2}), "Idempotency-Key", key)
+	if status != 200 {
+		t.Fatalf("drop: %d %s", status, out)
+	}
+	var first dropResult
+	mustDecode(t, out, &first)
+	killHard(t, cmd)
+
+	cmd, info = startChild(t, dir)
+	defer killHard(t, cmd)
+	cat = open(info)
+	before, err := cat.LoadTable(ctx, table.Identifier{ns, "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, out = callAt(t, info.RESTURL, "POST", path, info.AdminToken, dropBody(cell{1, day1}, cell{3, day2}), "Idempotency-Key", key)
+	var again dropResult
+	mustDecode(t, out, &again)
+	if status != 200 || *again.SnapshotID != *first.SnapshotID || again.DataFilesEnded != first.DataFilesEnded || again.DataFilesEnded != 4 {
+		t.Errorf("after the restart: %d %+v, first answer %+v", status, again, first)
+	}
+	after, err := cat.LoadTable(ctx, table.Identifier{ns, "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.MetadataLocation() != before.MetadataLocation() || after.CurrentSnapshot().SnapshotID != *first.SnapshotID {
+		t.Errorf("the replay committed: %s → %s", before.MetadataLocation(), after.MetadataLocation())
+	}
+	if status, out := callAt(t, info.RESTURL, "POST", path, info.AdminToken, dropBody(cell{2, day2}), "Idempotency-Key", key); status != 422 {
+		t.Errorf("same key, other payload after the restart: %d %s", status, out)
+	}
 }
