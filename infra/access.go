@@ -77,6 +77,10 @@ var (
 // Iceberg's gzip codec names them `….gz.metadata.json`).
 const metadataObjects = "*.metadata.json"
 
+// metadataFolders: what sits in a table's metadata/ folder (metadata files,
+// manifest lists, manifests), at any depth of the warehouse.
+const metadataFolders = "*/metadata/*"
+
 // legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
 const legacyGzipMetadata = "*.metadata.json.gz"
 
@@ -182,6 +186,17 @@ func (s *Stack) grantAccess() {
 	s.grantTable(s.HoldExpiryFn, holdExpiryTableActions, expiryKeys)
 	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
 	s.Bus.GrantPutEventsTo(s.HoldExpiryFn, nil) // TablePermanentlyDeleted, PurgeStarted
+
+	// partition-drop: the router on the partition routes. Reads the
+	// metadata, manifest list and manifests and writes new manifests, a
+	// manifest list and a metadata file, all under a table's metadata/
+	// folder, where Iceberg writers put them: IAM as well as the code keeps
+	// it from every data and delete file. Never deletes.
+	s.grantTable(s.PartitionDropFn, routerTableActions, nil)
+	tableMetadata := *s.Warehouse.ArnForObjects(jsii.String(metadataFolders))
+	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
+	s.Bus.GrantPutEventsTo(s.PartitionDropFn, nil) // PartitionsDropped
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).

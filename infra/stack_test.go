@@ -383,6 +383,12 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
 		}),
+		"PartitionDropFn": merge(router, map[string][]string{
+			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":    {bucketArn},
+			"events:PutEvents": {busArn},
+		}),
 		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
@@ -606,5 +612,51 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 	}
 	template.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), map[string]any{
 		"ResponseType": "REQUEST_TOO_LARGE", "StatusCode": "413",
+	})
+}
+
+// Partition drop in AWS: its route goes to the partition-drop function,
+// whose role reads and writes only what lies in tables' metadata/ folders
+// and deletes nothing.
+func TestPartitionDropFunctionAndRoute(t *testing.T) {
+	fn := logicalID(t, "AWS::Lambda::Function", "PartitionDropFn")
+	for a, res := range grants(t, "PartitionDropFn") {
+		if strings.HasPrefix(a, "s3:Delete") {
+			t.Errorf("the partition-drop function may call %s", a)
+		}
+		if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
+			t.Errorf("%s on %v, want only tables' metadata folders", a, res)
+		}
+	}
+	parts := map[string]string{}
+	parents := map[string]string{}
+	for id, r := range resources("AWS::ApiGateway::Resource") {
+		props := r["Properties"].(map[string]any)
+		parts[id] = props["PathPart"].(string)
+		if p, ok := props["ParentId"].(map[string]any); ok {
+			parents[id], _ = p["Ref"].(string)
+		}
+	}
+	routed := 0
+	for _, m := range resources("AWS::ApiGateway::Method") {
+		props := m["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Integration"])
+		if !strings.Contains(string(raw), fn) {
+			continue
+		}
+		res, _ := props["ResourceId"].(map[string]any)
+		ref, _ := res["Ref"].(string)
+		if parts[ref] != "drop" || parts[parents[ref]] != "partitions" || props["HttpMethod"] != "POST" || props["AuthorizationType"] != "AWS_IAM" {
+			t.Errorf("the partition-drop function serves %s %s/%s (%v)", props["HttpMethod"], parts[parents[ref]], parts[ref], props["AuthorizationType"])
+		}
+		routed++
+	}
+	if routed != len(infra.PartitionRoutes) {
+		t.Errorf("%d methods routed to the partition-drop function, want %d", routed, len(infra.PartitionRoutes))
+	}
+	template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+		"MemorySize": 1024, "Timeout": 29,
+		"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{"ICEHOLD_EVENT_BUS": assertions.Match_AnyValue()})},
+		"Handler":     assertions.Match_AnyValue(),
 	})
 }
