@@ -15,6 +15,7 @@ usage:
   icehold local token add|list|revoke   local bearer tokens (a running server sees changes at once)
   icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
   icehold tables soft-deleted|undrop|purge-now|legal-hold   soft-deleted tables
+  icehold partitions drop NAMESPACE.TABLE --partition k=v,…   end partitions in one snapshot
   icehold migrate ownership --table T   claim the locations of what predates the ownership index (AWS)
 
 run "icehold local -h" for its flags.
@@ -41,6 +42,8 @@ func main() {
 		err = runInvoke(os.Args[2:])
 	case "tables":
 		err = runTables(os.Args[2:], os.Stdout)
+	case "partitions":
+		err = runPartitions(os.Args[2:], os.Stdout)
 	case "migrate":
 		err = runMigrate(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
