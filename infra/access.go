@@ -57,6 +57,9 @@ const (
 	pkSoft      = "SOFT#*"     // soft-deleted records
 	pkExpiry    = "SOFTEXP"    // their expiry index
 	pkPace      = "PACE#*"     // the delete fleet's shared per-prefix pace
+	pkNamespace = "NS#*"       // namespaces (a missing entry's namespace is looked up)
+	// partition retention policies and the sweep's cursor
+	pkRetention, pkRetentionSweep = "RETENTION", "RETSWEEP"
 )
 
 // holdExpiryTableActions: reads due records (a query of the expiry index),
@@ -64,12 +67,18 @@ const (
 // or releases its location claim.
 var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 
+// retentionTableActions: reads policies (Query), entries and namespaces
+// (GetItem), writes the sweep's cursor (PutItem), commits (UpdateItem of the
+// entry's pointer) and marks policies applied (UpdateItem).
+var retentionTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem"}
+
 var (
 	planKeys      = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
 	progressKeys  = []string{pkJob}
 	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace}
 	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
+	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace}
 )
 
 // metadataObjects: the only objects the catalog writes, and the only ones
@@ -197,6 +206,15 @@ func (s *Stack) grantAccess() {
 	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
 	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
 	s.Bus.GrantPutEventsTo(s.PartitionDropFn, nil) // PartitionsDropped
+
+	// retention: walks the policies (a query, its cursor), reads each
+	// table's entry (and its namespace when the entry is gone) and drops
+	// through the catalog's commit (an update of the entry) like the route;
+	// marks the policy applied. The same S3 as the partition-drop function.
+	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
+	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
+	s.Bus.GrantPutEventsTo(s.RetentionFn, nil) // PartitionsDropped
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).

@@ -44,10 +44,10 @@ type Stack struct {
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
 	// Soft delete: the undrop routes and the hold-expiry sweep.
 	UndropFn, HoldExpiryFn awslambda.Function
-	// Partition drop (SPEC §5).
-	PartitionDropFn        awslambda.Function
-	DeleteQueue, DeleteDLQ awssqs.Queue
-	PurgeMachine           awsstepfunctions.StateMachine
+	// Partition drop and retention (SPEC §5).
+	PartitionDropFn, RetentionFn awslambda.Function
+	DeleteQueue, DeleteDLQ       awssqs.Queue
+	PurgeMachine                 awsstepfunctions.StateMachine
 	// Bus receives the lifecycle events (SPEC §4).
 	Bus awsevents.EventBus
 	// AlarmTopic is what the alarms notify.

@@ -135,7 +135,7 @@ func TestStateMachineIsTheSharedDefinition(t *testing.T) {
 }
 
 func TestAlarmsScheduleAndDropRoute(t *testing.T) {
-	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3))
+	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4)) // DLQ, executions, hold expiry, retention
 	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 		"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 1,
 	})
@@ -389,6 +389,12 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"s3:ListBucket":    {bucketArn},
 			"events:PutEvents": {busArn},
 		}),
+		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#*", "GetItem", "Query", "PutItem", "UpdateItem"), map[string][]string{
+			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":    {bucketArn},
+			"events:PutEvents": {busArn},
+		}),
 		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
@@ -615,29 +621,28 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 	})
 }
 
-// Partition drop in AWS: its route goes to the partition-drop function,
-// whose role reads and writes only what lies in tables' metadata/ folders
-// and deletes nothing.
-func TestPartitionDropFunctionAndRoute(t *testing.T) {
+// Partition drop in AWS: its routes (drop, retention policies, verify) go
+// to the partition-drop function, the retention function runs hourly with
+// an alarm on its errors; both read and write only what lies in tables'
+// metadata/ folders and delete nothing.
+func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 	fn := logicalID(t, "AWS::Lambda::Function", "PartitionDropFn")
-	for a, res := range grants(t, "PartitionDropFn") {
-		if strings.HasPrefix(a, "s3:Delete") {
-			t.Errorf("the partition-drop function may call %s", a)
-		}
-		if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
-			t.Errorf("%s on %v, want only tables' metadata folders", a, res)
+	sweep := logicalID(t, "AWS::Lambda::Function", "RetentionFn")
+	for _, name := range []string{"PartitionDropFn", "RetentionFn"} {
+		for a, res := range grants(t, name) {
+			if strings.HasPrefix(a, "s3:Delete") || strings.HasPrefix(a, "sqs:") {
+				t.Errorf("%s may call %s", name, a)
+			}
+			if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
+				t.Errorf("%s: %s on %v, want only tables' metadata folders", name, a, res)
+			}
 		}
 	}
 	parts := map[string]string{}
-	parents := map[string]string{}
 	for id, r := range resources("AWS::ApiGateway::Resource") {
-		props := r["Properties"].(map[string]any)
-		parts[id] = props["PathPart"].(string)
-		if p, ok := props["ParentId"].(map[string]any); ok {
-			parents[id], _ = p["Ref"].(string)
-		}
+		parts[id] = r["Properties"].(map[string]any)["PathPart"].(string)
 	}
-	routed := 0
+	routed := map[string]bool{}
 	for _, m := range resources("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		raw, _ := json.Marshal(props["Integration"])
@@ -646,17 +651,32 @@ func TestPartitionDropFunctionAndRoute(t *testing.T) {
 		}
 		res, _ := props["ResourceId"].(map[string]any)
 		ref, _ := res["Ref"].(string)
-		if parts[ref] != "drop" || parts[parents[ref]] != "partitions" || props["HttpMethod"] != "POST" || props["AuthorizationType"] != "AWS_IAM" {
-			t.Errorf("the partition-drop function serves %s %s/%s (%v)", props["HttpMethod"], parts[parents[ref]], parts[ref], props["AuthorizationType"])
+		routed[props["HttpMethod"].(string)+" "+parts[ref]] = true
+		if props["AuthorizationType"] != "AWS_IAM" {
+			t.Errorf("a partition route without IAM auth: %v", props)
 		}
-		routed++
 	}
-	if routed != len(infra.PartitionRoutes) {
-		t.Errorf("%d methods routed to the partition-drop function, want %d", routed, len(infra.PartitionRoutes))
+	for _, r := range infra.PartitionRoutes {
+		segs := strings.Split(r.Path, "/")
+		if !routed[r.Method+" "+segs[len(segs)-1]] {
+			t.Errorf("%s %s is not routed to the partition-drop function (routed: %v)", r.Method, r.Path, routed)
+		}
 	}
-	template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
-		"MemorySize": 1024, "Timeout": 29,
-		"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{"ICEHOLD_EVENT_BUS": assertions.Match_AnyValue()})},
-		"Handler":     assertions.Match_AnyValue(),
-	})
+	if len(routed) != len(infra.PartitionRoutes) {
+		t.Errorf("routed to the partition-drop function: %v", routed)
+	}
+	scheduled, alarmed := false, false
+	for _, r := range resources("AWS::Events::Rule") {
+		props := r["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Targets"])
+		scheduled = scheduled || props["ScheduleExpression"] == "rate(1 hour)" && strings.Contains(string(raw), sweep)
+	}
+	for _, a := range resources("AWS::CloudWatch::Alarm") {
+		props := a["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Dimensions"])
+		alarmed = alarmed || props["MetricName"] == "Errors" && strings.Contains(string(raw), sweep) && props["AlarmActions"] != nil
+	}
+	if !scheduled || !alarmed {
+		t.Errorf("retention: scheduled hourly %v, alarm on errors %v", scheduled, alarmed)
+	}
 }

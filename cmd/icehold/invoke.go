@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -36,6 +37,17 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 			return nil, err
 		}
 		return svc.Expire(ctx, 0)
+	},
+	"retention": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var ev events.EventBridgeEvent
+		if err := strictJSON(event, &ev); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Partitions(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.SweepRetention(ctx, time.Now(), 0)
 	},
 	"purge-plan": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
 		return svc.Plan(ctx, in)

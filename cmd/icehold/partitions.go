@@ -54,27 +54,18 @@ func runPartitions(args []string, out io.Writer) error {
 		return fmt.Errorf("%w\n%s", errUsage, partitionsUsage)
 	}
 	fs := flag.NewFlagSet("partitions drop", flag.ContinueOnError)
-	connect := clientFlags(fs)
 	var tuples tupleFlag
 	fs.Var(&tuples, "partition", "a tuple: field=value,field=value (repeat for more)")
 	specID := fs.Int("spec-id", -1, "the partition spec the tuples are of (default: the current one)")
 	expect := fs.String("expect-uuid", "", "refuse (409) unless the table is this generation")
 	read := fs.Int64("read-snapshot", 0, "refuse (409) if a snapshot after this one removed data")
 	key := fs.String("key", "", "Idempotency-Key (default: a new one)")
-	pos, err := parseInterleaved(fs, args[1:])
+	c, path, err := tableCommand(fs, args[1:], partitionsUsage)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || len(tuples) == 0 {
-		return fmt.Errorf("%w: name one table and at least one --partition\n%s", errUsage, partitionsUsage)
-	}
-	levels, name, err := splitIdent(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := connect()
-	if err != nil {
-		return err
+	if len(tuples) == 0 {
+		return fmt.Errorf("%w: name at least one --partition\n%s", errUsage, partitionsUsage)
 	}
 	req := partitions.DropRequest{Partitions: tuples, ExpectedTableUUID: *expect}
 	if *specID >= 0 {
@@ -86,10 +77,8 @@ func runPartitions(args []string, out io.Writer) error {
 	if *key == "" {
 		*key = uuid.NewString()
 	}
-	path := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
-		"/tables/" + url.PathEscape(name) + "/partitions/drop"
 	var res partitions.DropResult
-	if err := withHeader(c, "Idempotency-Key", *key).do(context.Background(), "POST", path, req, &res); err != nil {
+	if err := withHeader(c, "Idempotency-Key", *key).do(context.Background(), "POST", path+"/partitions/drop", req, &res); err != nil {
 		return fmt.Errorf("%w (Idempotency-Key %s: the same command with --key %s retries safely)", err, *key, *key)
 	}
 	return printDrop(out, *key, res)
@@ -165,4 +154,112 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(t.key, t.value)
 	return t.base.RoundTrip(r)
+}
+
+const retentionUsage = `usage:
+  icehold retention set   NAMESPACE.TABLE --field ts_day --keep P7D   drop partitions older than keep, hourly
+  icehold retention show  NAMESPACE.TABLE
+  icehold retention clear NAMESPACE.TABLE
+connection flags: --url --token --catalog --sigv4 --dir
+`
+
+// tableCommand parses a table command: connection flags, the table and the
+// path of its lifecycle routes.
+func tableCommand(fs *flag.FlagSet, args []string, usage string) (*client, string, error) {
+	connect := clientFlags(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(pos) != 1 {
+		return nil, "", fmt.Errorf("%w: name one table\n%s", errUsage, usage)
+	}
+	levels, name, err := splitIdent(pos[0])
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := connect()
+	if err != nil {
+		return nil, "", err
+	}
+	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
+		"/tables/" + url.PathEscape(name), nil
+}
+
+func runRetention(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w\n%s", errUsage, retentionUsage)
+	}
+	fs := flag.NewFlagSet("retention "+args[0], flag.ContinueOnError)
+	field := fs.String("field", "", "set: the partition field (a day, hour, month or year transform, or an identity date/timestamp)")
+	keep := fs.String("keep", "", "set: how long to keep (ISO-8601, P7D, or 7d)")
+	c, path, err := tableCommand(fs, args[1:], retentionUsage)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	var p partitions.RetentionPolicy
+	switch args[0] {
+	case "set":
+		if *field == "" || *keep == "" {
+			return fmt.Errorf("%w: set needs --field and --keep\n%s", errUsage, retentionUsage)
+		}
+		if err := c.do(ctx, "PUT", path+"/partition-retention", map[string]string{"field": *field, "keep": *keep}, &p); err != nil {
+			return err
+		}
+	case "show":
+		if err := c.do(ctx, "GET", path+"/partition-retention", nil, &p); err != nil {
+			return err
+		}
+	case "clear":
+		if err := c.do(ctx, "DELETE", path+"/partition-retention", nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "retention policy cleared")
+		return nil
+	default:
+		return fmt.Errorf("%w\n%s", errUsage, retentionUsage)
+	}
+	applied := "not applied yet"
+	if p.AppliedCutoff != "" {
+		applied = "last applied at " + p.AppliedAt + ", cutoff " + p.AppliedCutoff
+	}
+	fmt.Fprintf(out, "field %s, keep %s (table uuid %s): %s\n", p.Field, p.Keep, p.TableUUID, applied)
+	return nil
+}
+
+// runVerify is `icehold tables verify NAMESPACE.TABLE`: it exits non-zero
+// when a check fails.
+func runVerify(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("tables verify", flag.ContinueOnError)
+	c, path, err := tableCommand(fs, args, "usage: icehold tables verify NAMESPACE.TABLE\n")
+	if err != nil {
+		return err
+	}
+	var rep partitions.Report
+	if err := c.do(context.Background(), "GET", path+"/verify", nil, &rep); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "CHECK\tOK\tDETAIL")
+	for _, ch := range rep.Checks {
+		detail := ch.Detail
+		if ch.Violations > 0 {
+			detail += fmt.Sprintf(" (%d offending files)", ch.Violations)
+		}
+		if ch.Incomplete {
+			detail += " (incomplete)"
+		}
+		fmt.Fprintf(w, "%s\t%v\t%s\n", ch.Name, ch.OK, detail)
+		for _, e := range ch.Examples {
+			fmt.Fprintf(w, "\t\t  %s\n", e)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("table %s fails verification", args[0])
+	}
+	return nil
 }

@@ -44,6 +44,8 @@ func TestPartitionsDropCommand(t *testing.T) {
 		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
 		{"/v1/demo/namespaces/ops/tables", `{"name":"t","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]},` +
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"x","transform":"identity"}]}}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
+			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
 	} {
 		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
 		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
@@ -63,5 +65,50 @@ func TestPartitionsDropCommand(t *testing.T) {
 	err = runPartitions([]string{"drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "--key k2") {
 		t.Errorf("bad tuple: %v", err)
+	}
+}
+
+// retention set, show, clear and tables verify against a local server.
+func TestRetentionAndVerifyCommands(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, RetentionEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, r := range []struct{ path, body string }{
+		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
+			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
+	} {
+		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
+		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode >= 300 {
+			t.Fatalf("POST %s: %v %v", r.path, err, res)
+		}
+		res.Body.Close()
+	}
+	conn := []string{"--dir", dir}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "ops.e", "--field", "ts_day", "--keep", "P7D"}, "field ts_day, keep P7D"},
+		{[]string{"show", "ops.e"}, "not applied yet"},
+		{[]string{"clear", "ops.e"}, "cleared"},
+	} {
+		var out bytes.Buffer
+		if err := runRetention(append(c.args, conn...), &out); err != nil || !strings.Contains(out.String(), c.want) {
+			t.Errorf("retention %v: %v\n%s", c.args, err, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := runRetention(append([]string{"show", "ops.e"}, conn...), &out); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("show after clear: %v", err)
+	}
+	out.Reset()
+	if err := runVerify(append([]string{"ops.e"}, conn...), &out); err != nil || !strings.Contains(out.String(), "files-inside-location") {
+		t.Errorf("verify: %v\n%s", err, out.String())
 	}
 }

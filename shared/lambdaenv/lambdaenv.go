@@ -169,6 +169,18 @@ func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
 	return rc, nil
 }
 
+// Partitions builds the partitions service of the retention function: the
+// sweep drops expired partitions (it deletes no object).
+func Partitions(ctx context.Context, e Env) (*partitions.Service, error) {
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
+	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
+	return &partitions.Service{Catalog: cat, IOProps: e.IOProps, Events: busOf(cfg, e)}, nil
+}
+
 // SoftDelete builds the soft-delete service of the hold-expiry function: it
 // starts the purge jobs of expired records (it deletes no object itself).
 func SoftDelete(ctx context.Context, e Env) (*softdelete.Service, error) {

@@ -61,6 +61,9 @@ type Options struct {
 	// the soft-delete clock (nil: real time), for tests.
 	HoldExpiryEvery time.Duration
 	Now             func() time.Time
+	// RetentionEvery is the partition retention schedule (0: 1 hour; < 0:
+	// none); the sweep's clock is Now.
+	RetentionEvery time.Duration
 }
 
 // Defaults of `make run`.
@@ -238,7 +241,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Events: s.Purge.Events}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Events: s.Purge.Events, Now: o.Now}
+	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {
 		return nil, err
@@ -403,4 +407,44 @@ func (s *Server) PrincipalOf(token string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.tokens[token]
+}
+
+// startRetention runs the retention sweep on its schedule (EventBridge
+// rate(1 hour) in AWS), a bounded run each time.
+func (s *Server) startRetention(o Options) {
+	every := o.RetentionEvery
+	if every == 0 {
+		every = time.Hour
+	}
+	if every < 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if prev := s.stop; prev != nil {
+		s.stop = func() { cancel(); prev() }
+	} else {
+		s.stop = cancel
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if rep, err := s.Partitions.SweepRetention(ctx, now(), 0); err != nil {
+					slog.Warn("partition retention", "error", err)
+				} else if rep.Dropped > 0 || len(rep.Failed) > 0 {
+					slog.Info("partition retention", "report", rep)
+				}
+			}
+		}
+	}()
 }

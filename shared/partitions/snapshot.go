@@ -111,12 +111,8 @@ func (s *Service) plan(ctx context.Context, meta table.Metadata, cur *table.Snap
 		index[t.key] = i
 	}
 	results := make([]manifestResult, len(list))
-	workers := s.Workers
-	if workers <= 0 {
-		workers = 8
-	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
+	g.SetLimit(s.workers())
 	for i, m := range list {
 		if int(m.PartitionSpecID()) != spec.ID() || (!m.HasAddedFiles() && !m.HasExistingFiles()) || !mayMatch(m, fields, tuples) {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/partitions"
 )
 
@@ -42,4 +43,83 @@ func (s *server) dropPartitions(w http.ResponseWriter, r *http.Request) {
 		res.Partitions = []partitions.TupleResult{}
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *server) putRetention(w http.ResponseWriter, r *http.Request) {
+	if !s.partitioning(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req struct {
+		Field string `json:"field"`
+		Keep  string `json:"keep"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Field == "" || req.Keep == "" {
+		writeError(w, fmt.Errorf("%w: field and keep are required, e.g. {\"field\": \"ts_day\", \"keep\": \"P7D\"}", catalog.ErrBadRequest))
+		return
+	}
+	p, err := s.Partitions.SetRetention(r.Context(), cat, id, req.Field, req.Keep)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *server) getRetention(w http.ResponseWriter, r *http.Request) {
+	if !s.partitioning(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p, err := s.Partitions.GetRetention(r.Context(), cat, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *server) deleteRetention(w http.ResponseWriter, r *http.Request) {
+	if !s.partitioning(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.Partitions.ClearRetention(r.Context(), cat, id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) verifyTable(w http.ResponseWriter, r *http.Request) {
+	if !s.partitioning(w) {
+		return
+	}
+	cat, id, err := lifecycleTable(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rep, err := s.Partitions.Verify(r.Context(), cat, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }

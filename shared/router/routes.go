@@ -98,6 +98,10 @@ func (s *server) table() []route {
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
 
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/partitions/drop", privs: p(authz.PartitionDrop), canonical: partitions.CanonicalPayload, h: s.dropPartitions},
+		{method: "PUT", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.putRetention},
+		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.TableRead), h: s.getRetention},
+		{method: "DELETE", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.deleteRetention},
+		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/verify", privs: p(authz.TableRead), h: s.verifyTable},
 	}
 }
 
