@@ -40,21 +40,13 @@ func TestPartitionsDropCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	for _, r := range []struct{ path, body string }{
+	seed(t, srv, []struct{ path, body string }{
 		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
 		{"/v1/demo/namespaces/ops/tables", `{"name":"t","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]},` +
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"x","transform":"identity"}]}}`},
 		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
-	} {
-		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
-		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil || res.StatusCode >= 300 {
-			t.Fatalf("POST %s: %v %v", r.path, err, res)
-		}
-		res.Body.Close()
-	}
+	})
 	var out bytes.Buffer
 	if err := runPartitions([]string{"drop", "ops.t", "--partition", "x=7", "--dir", dir, "--key", "k1"}, &out); err != nil {
 		t.Fatal(err)
@@ -76,19 +68,11 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	for _, r := range []struct{ path, body string }{
+	seed(t, srv, []struct{ path, body string }{
 		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
 		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
-	} {
-		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
-		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil || res.StatusCode >= 300 {
-			t.Fatalf("POST %s: %v %v", r.path, err, res)
-		}
-		res.Body.Close()
-	}
+	})
 	conn := []string{"--dir", dir}
 	for _, c := range []struct {
 		args []string
@@ -110,5 +94,19 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 	out.Reset()
 	if err := runVerify(append([]string{"ops.e"}, conn...), &out); err != nil || !strings.Contains(out.String(), "files-inside-location") {
 		t.Errorf("verify: %v\n%s", err, out.String())
+	}
+}
+
+// seed posts JSON bodies to the local server as its admin.
+func seed(t *testing.T, srv *localserver.Server, reqs []struct{ path, body string }) {
+	t.Helper()
+	for _, r := range reqs {
+		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
+		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode >= 300 {
+			t.Fatalf("POST %s: %v %v", r.path, err, res)
+		}
+		res.Body.Close()
 	}
 }

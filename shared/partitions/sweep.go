@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -189,60 +190,31 @@ func jsonTuple(t tuple, fields []field) map[string]json.RawMessage {
 
 // expiredTuples lists the distinct partition tuples of the current spec
 // whose retention field is expired and that hold a live file, oldest first.
-// It reads the manifests whose summary's lower bound on the field is
-// expired (the others cannot hold an expired value).
 func (s *Service) expiredTuples(ctx context.Context, meta table.Metadata, cur *table.Snapshot, spec iceberg.PartitionSpec, tf timeField, cutoff time.Time) ([]tuple, error) {
 	fs, err := icebergio.LoadFS(ctx, s.IOProps, meta.Location())
 	if err != nil {
 		return nil, fmt.Errorf("file io: %w", err)
 	}
-	list, err := cur.Manifests(fs)
-	if err != nil {
-		return nil, fmt.Errorf("manifest list %s: %w", cur.ManifestList, err)
-	}
 	fields := specFields(meta, spec)
-	found := make([]map[string]tuple, len(list))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.workers())
-	for i, m := range list {
-		if int(m.PartitionSpecID()) != spec.ID() || (!m.HasAddedFiles() && !m.HasExistingFiles()) || !mayHoldExpired(m, tf, cutoff) {
-			continue
-		}
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			out := map[string]tuple{}
-			for e, err := range m.Entries(fs, true) {
-				if err != nil {
-					return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
-				}
-				part := e.DataFile().Partition()
-				v, err := normalize(part[tf.id])
-				if err != nil || !tf.expired(v, cutoff) {
-					continue
-				}
-				values := make([]norm, len(fields))
-				for j, f := range fields {
-					if values[j], err = normalize(part[f.id]); err != nil {
-						return fmt.Errorf("%s: %w", e.DataFile().FilePath(), err)
-					}
-				}
-				k := tupleKey(values)
-				out[k] = tuple{values: values, key: k}
-			}
-			found[i] = out
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
+	var mu sync.Mutex
 	all := map[string]tuple{}
-	for _, m := range found {
-		for k, t := range m {
-			all[k] = t
+	err = s.eachExpired(ctx, fs, cur, spec, tf, cutoff, func(df iceberg.DataFile, _ norm) error {
+		part := df.Partition()
+		values := make([]norm, len(fields))
+		for j, f := range fields {
+			var err error
+			if values[j], err = normalize(part[f.id]); err != nil {
+				return fmt.Errorf("%s: %w", df.FilePath(), err)
+			}
 		}
+		k := tupleKey(values)
+		mu.Lock()
+		all[k] = tuple{values: values, key: k}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]tuple, 0, len(all))
 	for _, t := range all {
@@ -257,6 +229,43 @@ func (s *Service) expiredTuples(ctx context.Context, meta table.Metadata, cur *t
 		return strings.Compare(a.key, b.key)
 	})
 	return out, nil
+}
+
+// eachExpired calls fn (from several goroutines) for every live file of the
+// snapshot, of the spec, whose retention field is expired at cutoff. It
+// reads only the manifests whose summary lower bound on the field is
+// expired: the others cannot hold an expired value.
+func (s *Service) eachExpired(ctx context.Context, fs icebergio.IO, cur *table.Snapshot, spec iceberg.PartitionSpec, tf timeField, cutoff time.Time, fn func(iceberg.DataFile, norm) error) error {
+	list, err := cur.Manifests(fs)
+	if err != nil {
+		return fmt.Errorf("manifest list %s: %w", cur.ManifestList, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.workers())
+	for _, m := range list {
+		if int(m.PartitionSpecID()) != spec.ID() || (!m.HasAddedFiles() && !m.HasExistingFiles()) || !mayHoldExpired(m, tf, cutoff) {
+			continue
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			for e, err := range m.Entries(fs, true) {
+				if err != nil {
+					return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
+				}
+				v, err := normalize(e.DataFile().Partition()[tf.id])
+				if err != nil || !tf.expired(v, cutoff) {
+					continue
+				}
+				if err := fn(e.DataFile(), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // mayHoldExpired: the manifest's smallest value of the field (its summary's

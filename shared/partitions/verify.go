@@ -122,41 +122,17 @@ func (s *Service) checkRetention(ctx context.Context, cat string, id catalog.Ide
 		c.OK = true
 		return c
 	}
-	list, err := cur.Manifests(fs)
-	if err != nil {
-		c.Detail = fmt.Sprintf("manifest list %s: %v", cur.ManifestList, err)
-		return c
-	}
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.workers())
-	for _, m := range list {
-		if int(m.PartitionSpecID()) != spec.ID() || (!m.HasAddedFiles() && !m.HasExistingFiles()) || !mayHoldExpired(m, tf, cutoff) {
-			continue
+	err = s.eachExpired(ctx, fs, cur, spec, tf, cutoff, func(df iceberg.DataFile, v norm) error {
+		mu.Lock()
+		defer mu.Unlock()
+		c.Violations++
+		if len(c.Examples) < maxExamples {
+			c.Examples = append(c.Examples, fmt.Sprintf("%s (%s=%v)", df.FilePath(), tf.name, formatValue(v, tf.typ)))
 		}
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			for e, err := range m.Entries(fs, true) {
-				if err != nil {
-					return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
-				}
-				v, err := normalize(e.DataFile().Partition()[tf.id])
-				if err != nil || !tf.expired(v, cutoff) {
-					continue
-				}
-				mu.Lock()
-				c.Violations++
-				if len(c.Examples) < maxExamples {
-					c.Examples = append(c.Examples, fmt.Sprintf("%s (%s=%v)", e.DataFile().FilePath(), tf.name, formatValue(v, tf.typ)))
-				}
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+		return nil
+	})
+	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}

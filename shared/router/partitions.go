@@ -20,13 +20,22 @@ func (s *server) partitioning(w http.ResponseWriter) bool {
 	return true
 }
 
-func (s *server) dropPartitions(w http.ResponseWriter, r *http.Request) {
+// partitionTable is the table of a partition route; false: answered.
+func (s *server) partitionTable(w http.ResponseWriter, r *http.Request) (string, catalog.Ident, bool) {
 	if !s.partitioning(w) {
-		return
+		return "", catalog.Ident{}, false
 	}
 	cat, id, err := lifecycleTable(r)
 	if err != nil {
 		writeError(w, err)
+		return "", catalog.Ident{}, false
+	}
+	return cat, id, true
+}
+
+func (s *server) dropPartitions(w http.ResponseWriter, r *http.Request) {
+	cat, id, ok := s.partitionTable(w, r)
+	if !ok {
 		return
 	}
 	req, err := partitions.ParseDropRequest(peekBody(r))
@@ -46,12 +55,8 @@ func (s *server) dropPartitions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) putRetention(w http.ResponseWriter, r *http.Request) {
-	if !s.partitioning(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
+	cat, id, ok := s.partitionTable(w, r)
+	if !ok {
 		return
 	}
 	var req struct {
@@ -75,12 +80,8 @@ func (s *server) putRetention(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getRetention(w http.ResponseWriter, r *http.Request) {
-	if !s.partitioning(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
+	cat, id, ok := s.partitionTable(w, r)
+	if !ok {
 		return
 	}
 	p, err := s.Partitions.GetRetention(r.Context(), cat, id)
@@ -92,12 +93,8 @@ func (s *server) getRetention(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) deleteRetention(w http.ResponseWriter, r *http.Request) {
-	if !s.partitioning(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
+	cat, id, ok := s.partitionTable(w, r)
+	if !ok {
 		return
 	}
 	if err := s.Partitions.ClearRetention(r.Context(), cat, id); err != nil {
@@ -108,12 +105,8 @@ func (s *server) deleteRetention(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) verifyTable(w http.ResponseWriter, r *http.Request) {
-	if !s.partitioning(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
+	cat, id, ok := s.partitionTable(w, r)
+	if !ok {
 		return
 	}
 	rep, err := s.Partitions.Verify(r.Context(), cat, id)
