@@ -120,24 +120,27 @@ type tuple struct {
 	key    string
 }
 
-// specFields resolves the spec's fields and result types against the
-// table's schemas (the current one, or the newest holding every source
-// column when one was dropped since).
+// specFields resolves the spec's fields and result types (specSchema).
 func specFields(meta table.Metadata, spec iceberg.PartitionSpec) []field {
+	var out []field
+	for _, nf := range spec.PartitionType(specSchema(meta, spec)).FieldList {
+		out = append(out, field{id: nf.ID, name: nf.Name, typ: nf.Type})
+	}
+	return out
+}
+
+// specSchema is the schema a spec's fields resolve against: the current
+// one, or the newest holding every source column when one was dropped since.
+func specSchema(meta table.Metadata, spec iceberg.PartitionSpec) *iceberg.Schema {
 	schema := meta.CurrentSchema()
 	if schemas := meta.Schemas(); !hasSources(schema, spec) {
 		for i := len(schemas) - 1; i >= 0; i-- {
 			if hasSources(schemas[i], spec) {
-				schema = schemas[i]
-				break
+				return schemas[i]
 			}
 		}
 	}
-	var out []field
-	for _, nf := range spec.PartitionType(schema).FieldList {
-		out = append(out, field{id: nf.ID, name: nf.Name, typ: nf.Type})
-	}
-	return out
+	return schema
 }
 
 func hasSources(schema *iceberg.Schema, spec iceberg.PartitionSpec) bool {

@@ -228,7 +228,7 @@ func tupleMayMatch(t tuple, sums []iceberg.FieldSummary, lower, upper []norm, kn
 func (d *dropPlan) rewrite(meta table.Metadata, spec iceberg.PartitionSpec, m iceberg.ManifestFile, pos int, fields []field, index map[string]int) (manifestResult, error) {
 	res := manifestResult{read: true, perTuple: map[int]tupleCounts{}}
 	var buf bytes.Buffer
-	w, err := iceberg.NewManifestWriter(meta.Version(), &buf, spec, meta.CurrentSchema(), d.snapshotID,
+	w, err := iceberg.NewManifestWriter(meta.Version(), &buf, spec, specSchema(meta, spec), d.snapshotID,
 		iceberg.WithManifestWriterContent(m.ManifestContent()))
 	if err != nil {
 		return res, err
