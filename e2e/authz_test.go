@@ -159,6 +159,13 @@ var matrix = []row{
 		body: func(fixture) any { return map[string]any{} }},
 	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/purge-now", name: "purge-now", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/sd/purge-now{soft-made}", privs: p(authz.TableDropWithPurge), want: 202,
 		body: func(fixture) any { return map[string]any{} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/partitions/drop", name: "partition drop", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/pt/partitions/drop{part-made}", privs: p(authz.PartitionDrop), want: 200,
+		body: func(fixture) any { return map[string]any{"partitions": []any{map[string]any{"x": 1}}} }},
+	{route: "PUT " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "set partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-made}", privs: p(authz.PartitionDrop), want: 200,
+		body: func(fixture) any { return map[string]any{"field": "ts_day", "keep": "P7D"} }},
+	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "show partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.TableRead), want: 200},
+	{route: "DELETE " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "clear partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.PartitionDrop), want: 204},
+	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/verify", name: "verify", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/verify", privs: p(authz.TableRead), want: 200},
 }
 
 func routeKey(r router.RouteSpec) string {
@@ -245,7 +252,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 			if strings.Contains(r.path, "{soft") {
 				soft = softDeletedIn(t, shared.Catalog, f.ns, "sd")
 			}
-			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "").Replace(r.path)
+			if strings.Contains(r.path, "{part-made}") {
+				partitionedIn(t, f.ns, "pt")
+			}
+			if strings.Contains(r.path, "{ret-") {
+				retentionIn(t, f.ns, "rt", strings.Contains(r.path, "{ret-set}"))
+			}
+			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "", "{part-made}", "",
+				"{ret-made}", "", "{ret-set}", "").Replace(r.path)
 			var body any
 			if r.body != nil {
 				body = r.body(f)

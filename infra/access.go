@@ -60,12 +60,22 @@ const (
 	pkExpiry    = "SOFTEXP"    // their expiry index
 	pkPace      = "PACE#*"     // the delete fleet's shared per-prefix pace
 	pkIntent    = "INTENT#*"   // pending metadata writes (the orphan sweep)
+	pkNamespace = "NS#*"       // namespaces (a missing entry's namespace is looked up)
+	// partition retention policies and the sweep's cursor
+	pkRetention, pkRetentionSweep = "RETENTION", "RETSWEEP"
 )
 
 // holdExpiryTableActions: reads due records (a query of the expiry index),
 // ends each in a transaction that may create a purge job (Put) and moves
 // or releases its location claim.
 var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+
+// retentionTableActions: reads policies (Query), entries and namespaces
+// (GetItem), writes the sweep's cursor (PutItem), commits (UpdateItem of the
+// entry's pointer) and marks policies applied (UpdateItem). A commit first
+// records its metadata file's intent (PutItem) and retires it in the commit's
+// transaction (DeleteItem).
+var retentionTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"}
 
 var (
 	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
@@ -75,12 +85,17 @@ var (
 	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft}
 	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
+	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent}
 )
 
 // metadataObjects: the only objects the catalog writes, and the only ones
 // engines may not (`<location>/metadata/<version>-<uuid>.metadata.json`;
 // Iceberg's gzip codec names them `….gz.metadata.json`).
 const metadataObjects = "*.metadata.json"
+
+// metadataFolders: what sits in a table's metadata/ folder (metadata files,
+// manifest lists, manifests), at any depth of the warehouse.
+const metadataFolders = "*/metadata/*"
 
 // legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
 const legacyGzipMetadata = "*.metadata.json.gz"
@@ -187,6 +202,26 @@ func (s *Stack) grantAccess() {
 	s.grantTable(s.HoldExpiryFn, holdExpiryTableActions, expiryKeys)
 	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
 	s.Bus.GrantPutEventsTo(s.HoldExpiryFn, nil) // TablePermanentlyDeleted, PurgeStarted
+
+	// partition-drop: the router on the partition routes. Reads the
+	// metadata, manifest list and manifests and writes new manifests, a
+	// manifest list and a metadata file, all under a table's metadata/
+	// folder, where Iceberg writers put them: IAM as well as the code keeps
+	// it from every data and delete file. Never deletes.
+	s.grantTable(s.PartitionDropFn, routerTableActions, nil)
+	tableMetadata := *s.Warehouse.ArnForObjects(jsii.String(metadataFolders))
+	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
+	s.Bus.GrantPutEventsTo(s.PartitionDropFn, nil) // PartitionsDropped
+
+	// retention: walks the policies (a query, its cursor), reads each
+	// table's entry (and its namespace when the entry is gone) and drops
+	// through the catalog's commit (an update of the entry) like the route;
+	// marks the policy applied. The same S3 as the partition-drop function.
+	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
+	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
+	s.Bus.GrantPutEventsTo(s.RetentionFn, nil) // PartitionsDropped
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).

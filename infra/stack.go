@@ -44,8 +44,10 @@ type Stack struct {
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
 	// Soft delete: the undrop routes and the hold-expiry sweep.
 	UndropFn, HoldExpiryFn awslambda.Function
-	DeleteQueue, DeleteDLQ awssqs.Queue
-	PurgeMachine           awsstepfunctions.StateMachine
+	// Partition drop and retention (SPEC §5).
+	PartitionDropFn, RetentionFn awslambda.Function
+	DeleteQueue, DeleteDLQ       awssqs.Queue
+	PurgeMachine                 awsstepfunctions.StateMachine
 	// Bus receives the lifecycle events (SPEC §4).
 	Bus awsevents.EventBus
 	// AlarmTopic is what the alarms notify.
@@ -114,6 +116,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 
 	s.purgePipeline(st, p, env)
 	s.softDelete(st, p, env)
+	s.partitions(st, p, env)
 	s.grantAccess()
 
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})

@@ -135,7 +135,7 @@ func TestStateMachineIsTheSharedDefinition(t *testing.T) {
 }
 
 func TestAlarmsScheduleAndDropRoute(t *testing.T) {
-	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3))
+	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4)) // DLQ, executions, hold expiry, retention
 	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 		"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 1,
 	})
@@ -383,6 +383,18 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
 		}),
+		"PartitionDropFn": merge(router, map[string][]string{
+			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":    {bucketArn},
+			"events:PutEvents": {busArn},
+		}),
+		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"), map[string][]string{
+			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":    {bucketArn},
+			"events:PutEvents": {busArn},
+		}),
 		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},
 			"events:PutEvents":      {busArn},
@@ -607,4 +619,64 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), map[string]any{
 		"ResponseType": "REQUEST_TOO_LARGE", "StatusCode": "413",
 	})
+}
+
+// Partition drop in AWS: its routes (drop, retention policies, verify) go
+// to the partition-drop function, the retention function runs hourly with
+// an alarm on its errors; both read and write only what lies in tables'
+// metadata/ folders and delete nothing.
+func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
+	fn := logicalID(t, "AWS::Lambda::Function", "PartitionDropFn")
+	sweep := logicalID(t, "AWS::Lambda::Function", "RetentionFn")
+	for _, name := range []string{"PartitionDropFn", "RetentionFn"} {
+		for a, res := range grants(t, name) {
+			if strings.HasPrefix(a, "s3:Delete") || strings.HasPrefix(a, "sqs:") {
+				t.Errorf("%s may call %s", name, a)
+			}
+			if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
+				t.Errorf("%s: %s on %v, want only tables' metadata folders", name, a, res)
+			}
+		}
+	}
+	parts := map[string]string{}
+	for id, r := range resources("AWS::ApiGateway::Resource") {
+		parts[id] = r["Properties"].(map[string]any)["PathPart"].(string)
+	}
+	routed := map[string]bool{}
+	for _, m := range resources("AWS::ApiGateway::Method") {
+		props := m["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Integration"])
+		if !strings.Contains(string(raw), fn) {
+			continue
+		}
+		res, _ := props["ResourceId"].(map[string]any)
+		ref, _ := res["Ref"].(string)
+		routed[props["HttpMethod"].(string)+" "+parts[ref]] = true
+		if props["AuthorizationType"] != "AWS_IAM" {
+			t.Errorf("a partition route without IAM auth: %v", props)
+		}
+	}
+	for _, r := range infra.PartitionRoutes {
+		segs := strings.Split(r.Path, "/")
+		if !routed[r.Method+" "+segs[len(segs)-1]] {
+			t.Errorf("%s %s is not routed to the partition-drop function (routed: %v)", r.Method, r.Path, routed)
+		}
+	}
+	if len(routed) != len(infra.PartitionRoutes) {
+		t.Errorf("routed to the partition-drop function: %v", routed)
+	}
+	scheduled, alarmed := false, false
+	for _, r := range resources("AWS::Events::Rule") {
+		props := r["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Targets"])
+		scheduled = scheduled || props["ScheduleExpression"] == "rate(1 hour)" && strings.Contains(string(raw), sweep)
+	}
+	for _, a := range resources("AWS::CloudWatch::Alarm") {
+		props := a["Properties"].(map[string]any)
+		raw, _ := json.Marshal(props["Dimensions"])
+		alarmed = alarmed || props["MetricName"] == "Errors" && strings.Contains(string(raw), sweep) && props["AlarmActions"] != nil
+	}
+	if !scheduled || !alarmed {
+		t.Errorf("retention: scheduled hourly %v, alarm on errors %v", scheduled, alarmed)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -22,9 +23,10 @@ import (
 // functions maps a function name (functions/<name>) to a runner of its
 // handler on a raw event, built as its main builds it.
 var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error){
-	"api":    apiRunner(false),
-	"drop":   apiRunner(true),
-	"undrop": apiRunner(true),
+	"api":            apiRunner(false),
+	"drop":           apiRunner(true),
+	"undrop":         apiRunner(true),
+	"partition-drop": routerRunner(lambdaenv.PartitionRouterConfig),
 	"hold-expiry": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.EventBridgeEvent
 		if err := strictJSON(event, &ev); err != nil {
@@ -35,6 +37,17 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 			return nil, err
 		}
 		return svc.Expire(ctx, 0)
+	},
+	"retention": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		var ev events.EventBridgeEvent
+		if err := strictJSON(event, &ev); err != nil {
+			return nil, err
+		}
+		svc, err := lambdaenv.Partitions(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return svc.SweepRetention(ctx, time.Now(), 0)
 	},
 	"purge-plan": purgeRunner(func(ctx context.Context, svc *purge.Service, in purge.Input) (any, error) {
 		return svc.Plan(ctx, in)
@@ -97,12 +110,19 @@ func strictJSON(b []byte, v any) error {
 }
 
 func apiRunner(withPurge bool) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+	return routerRunner(func(ctx context.Context, env lambdaenv.Env) (router.Config, error) {
+		return lambdaenv.RouterConfig(ctx, env, withPurge)
+	})
+}
+
+// routerRunner runs the router as a function's main builds it.
+func routerRunner(build func(context.Context, lambdaenv.Env) (router.Config, error)) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 	return func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.APIGatewayProxyRequest
 		if err := json.Unmarshal(event, &ev); err != nil {
 			return nil, fmt.Errorf("not an API Gateway proxy event: %w", err)
 		}
-		cfg, err := lambdaenv.RouterConfig(ctx, env, withPurge)
+		cfg, err := build(ctx, env)
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,9 @@ usage:
   icehold local token add|list|revoke   local bearer tokens (a running server sees changes at once)
   icehold jobs list|show|watch          purge jobs (watch draws a progress bar)
   icehold tables soft-deleted|undrop|purge-now|legal-hold   soft-deleted tables
+  icehold partitions drop NAMESPACE.TABLE --partition k=v,…   end partitions in one snapshot
+  icehold retention set|show|clear NAMESPACE.TABLE            partition retention (set: --field --keep)
+  icehold tables verify NAMESPACE.TABLE                       check a table's lifecycle invariants
   icehold migrate ownership --table T   claim the locations of what predates the ownership index (AWS)
 
 run "icehold local -h" for its flags.
@@ -40,7 +43,15 @@ func main() {
 	case "invoke":
 		err = runInvoke(os.Args[2:])
 	case "tables":
-		err = runTables(os.Args[2:], os.Stdout)
+		if len(os.Args) > 2 && os.Args[2] == "verify" {
+			err = runVerify(os.Args[3:], os.Stdout)
+		} else {
+			err = runTables(os.Args[2:], os.Stdout)
+		}
+	case "retention":
+		err = runRetention(os.Args[2:], os.Stdout)
+	case "partitions":
+		err = runPartitions(os.Args[2:], os.Stdout)
 	case "migrate":
 		err = runMigrate(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":

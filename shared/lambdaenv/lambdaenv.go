@@ -19,6 +19,7 @@ import (
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -154,6 +155,30 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 	}
 	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge, Events: busOf(cfg, e)}
 	return rc, nil
+}
+
+// PartitionRouterConfig is RouterConfig for the partition-drop function: the
+// router with the partitions service (it reads manifests and writes new
+// ones, never deletes an object).
+func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
+	rc, err := RouterConfig(ctx, e, false)
+	if err != nil {
+		return rc, err
+	}
+	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps, Events: rc.SoftDelete.Events}
+	return rc, nil
+}
+
+// Partitions builds the partitions service of the retention function: the
+// sweep drops expired partitions (it deletes no object).
+func Partitions(ctx context.Context, e Env) (*partitions.Service, error) {
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
+	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
+	return &partitions.Service{Catalog: cat, IOProps: e.IOProps, Events: busOf(cfg, e)}, nil
 }
 
 // SoftDelete builds the soft-delete service of the hold-expiry function: it

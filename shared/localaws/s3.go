@@ -19,6 +19,7 @@ type S3 struct {
 	inner   http.Handler
 	Backend gofakes3.Backend
 	fault   atomic.Pointer[Fault]
+	observe atomic.Pointer[func(*http.Request)]
 	// Requests counts every request served (benchmarks: requests per file).
 	Requests atomic.Int64
 }
@@ -34,8 +35,21 @@ type Fault struct {
 // SetFault installs a fault; nil clears it.
 func (s *S3) SetFault(f *Fault) { s.fault.Store(f) }
 
+// SetObserver installs a function that sees every request before it is
+// served (tests: requests counted by object kind); nil clears it.
+func (s *S3) SetObserver(fn func(*http.Request)) {
+	if fn == nil {
+		s.observe.Store(nil)
+		return
+	}
+	s.observe.Store(&fn)
+}
+
 func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
+	if fn := s.observe.Load(); fn != nil {
+		(*fn)(r)
+	}
 	if f := s.fault.Load(); f != nil && f.Match(r) {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(f.Status)

@@ -25,6 +25,7 @@ import (
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -60,6 +61,9 @@ type Options struct {
 	// the soft-delete clock (nil: real time), for tests.
 	HoldExpiryEvery time.Duration
 	Now             func() time.Time
+	// RetentionEvery is the partition retention schedule (0: 1 hour; < 0:
+	// none); the sweep's clock is Now.
+	RetentionEvery time.Duration
 }
 
 // Defaults of `make run`.
@@ -114,6 +118,7 @@ type Server struct {
 	Catalog    *catalog.Service
 	Purge      *purge.Service
 	SoftDelete *softdelete.Service
+	Partitions *partitions.Service
 	// SQS is a client of the embedded queue service (tests, redrive).
 	SQS *sqs.Client
 	// The emulators themselves, for fault injection in tests.
@@ -239,6 +244,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Events: s.Purge.Events, Now: o.Now}
+	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {
 		return nil, err
@@ -247,6 +254,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Catalog:        s.Catalog,
 		Purge:          s.Purge,
 		SoftDelete:     s.SoftDelete,
+		Partitions:     s.Partitions,
 		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
@@ -402,4 +410,44 @@ func (s *Server) PrincipalOf(token string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.tokens[token]
+}
+
+// startRetention runs the retention sweep on its schedule (EventBridge
+// rate(1 hour) in AWS), a bounded run each time.
+func (s *Server) startRetention(o Options) {
+	every := o.RetentionEvery
+	if every == 0 {
+		every = time.Hour
+	}
+	if every < 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if prev := s.stop; prev != nil {
+		s.stop = func() { cancel(); prev() }
+	} else {
+		s.stop = cancel
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if rep, err := s.Partitions.SweepRetention(ctx, now(), 0); err != nil {
+					slog.Warn("partition retention", "error", err)
+				} else if rep.Dropped > 0 || len(rep.Failed) > 0 {
+					slog.Info("partition retention", "report", rep)
+				}
+			}
+		}
+	}()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
 )
@@ -71,6 +72,9 @@ func statusOf(err error) (int, string) {
 		{softdelete.ErrNameTaken, http.StatusConflict, "AlreadyExistsException"},
 		{softdelete.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
+		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
+		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},
+		{partitions.ErrNoRetention, http.StatusNotFound, "NoSuchRetentionPolicyException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},

@@ -74,7 +74,9 @@ func validKey(k string) bool {
 // principal: the same key with the same request replays the stored answer,
 // with another request is a 422, and while the first is still running a 409.
 // The guard has authorized the request before it gets here.
-func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, h http.HandlerFunc) {
+// canonical, when the route has one, replaces the body and the raw URI in
+// the fingerprint by the body's canonical form and the decoded path.
+func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, canonical func([]byte) []byte, h http.HandlerFunc) {
 	if !validKey(key) {
 		writeError(w, fmt.Errorf("%w: Idempotency-Key must be 1 to 128 visible ASCII characters", catalog.ErrBadRequest))
 		return
@@ -82,7 +84,11 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 	body := peekBody(r)
 	sum := sha256.New()
 	principal := authz.Principal(r.Context())
-	for _, part := range []string{principal, r.Method, r.URL.RequestURI(), string(body)} {
+	uri, fpBody := r.URL.RequestURI(), body
+	if canonical != nil {
+		uri, fpBody = r.URL.Path, canonical(body)
+	}
+	for _, part := range []string{principal, r.Method, uri, string(fpBody)} {
 		sum.Write([]byte(part))
 		sum.Write([]byte{0})
 	}

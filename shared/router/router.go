@@ -16,6 +16,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
@@ -51,6 +52,8 @@ type Config struct {
 	// SoftDelete runs drops on catalogs with soft delete, undrop, purge-now,
 	// legal hold and the soft-deleted listing; nil: drops are hard drops.
 	SoftDelete *softdelete.Service
+	// Partitions drops partitions (SPEC §5); nil answers its routes 501.
+	Partitions *partitions.Service
 	Authz      *authz.Authorizer
 	// Authenticate returns the caller's principal, "" for none.
 	Authenticate func(*http.Request) string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/partitions"
 )
 
 // The route table is the one place that says what each endpoint needs: the
@@ -36,7 +37,10 @@ type route struct {
 	any          bool // any privilege on the catalog (reads of namespaces, config)
 	system       bool // always the system scope
 	variants     []variant
-	h            http.HandlerFunc
+	// canonical, when set, is the form of the body an Idempotency-Key's
+	// receipt fingerprints (SPEC §5: the canonical payload).
+	canonical func(body []byte) []byte
+	h         http.HandlerFunc
 }
 
 // variant is a form of a request that needs other privileges than the
@@ -92,6 +96,12 @@ func (s *server) table() []route {
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.CatalogManage), h: s.legalHold},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/undrop", privs: p(authz.TableUndrop), h: s.undrop},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
+
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/partitions/drop", privs: p(authz.PartitionDrop), canonical: partitions.CanonicalPayload, h: s.dropPartitions},
+		{method: "PUT", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.putRetention},
+		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.TableRead), h: s.getRetention},
+		{method: "DELETE", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.deleteRetention},
+		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/verify", privs: p(authz.TableRead), h: s.verifyTable},
 	}
 }
 
@@ -149,7 +159,7 @@ func (s *server) guard(rt route) http.HandlerFunc {
 			}
 		}
 		if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			s.idempotent(w, r, key, rt.h)
+			s.idempotent(w, r, key, rt.canonical, rt.h)
 			return
 		}
 		rt.h(w, r)

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/icehold/icehold/shared/localserver"
+)
+
+// --partition values are JSON where they parse as JSON, strings otherwise.
+func TestTupleFlag(t *testing.T) {
+	var f tupleFlag
+	for _, s := range []string{`team_id=42,ts_day=2026-09-15`, `name="42",on=true,x=null`} {
+		if err := f.Set(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Set("team_id"); err == nil {
+		t.Errorf("a tuple without = was accepted")
+	}
+	want := []map[string]string{{"team_id": `42`, "ts_day": `"2026-09-15"`}, {"name": `"42"`, "on": `true`, "x": `null`}}
+	for i, w := range want {
+		for k, v := range w {
+			if string(f[i][k]) != v {
+				t.Errorf("tuple %d %s = %s, want %s", i, k, f[i][k], v)
+			}
+		}
+	}
+}
+
+// partitions drop against a local server: a table without snapshots has
+// nothing to drop; a bad tuple is the server's 400, with the key to retry.
+func TestPartitionsDropCommand(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	seed(t, srv, []struct{ path, body string }{
+		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"t","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]},` +
+			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"x","transform":"identity"}]}}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
+			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
+	})
+	var out bytes.Buffer
+	if err := runPartitions([]string{"drop", "ops.t", "--partition", "x=7", "--dir", dir, "--key", "k1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "nothing to drop") || !strings.Contains(out.String(), "x=7") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	err = runPartitions([]string{"drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "--key k2") {
+		t.Errorf("bad tuple: %v", err)
+	}
+}
+
+// retention set, show, clear and tables verify against a local server.
+func TestRetentionAndVerifyCommands(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, RetentionEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	seed(t, srv, []struct{ path, body string }{
+		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"e","schema":{"type":"struct","fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]},` +
+			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
+	})
+	conn := []string{"--dir", dir}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "ops.e", "--field", "ts_day", "--keep", "P7D"}, "field ts_day, keep P7D"},
+		{[]string{"show", "ops.e"}, "not applied yet"},
+		{[]string{"clear", "ops.e"}, "cleared"},
+	} {
+		var out bytes.Buffer
+		if err := runRetention(append(c.args, conn...), &out); err != nil || !strings.Contains(out.String(), c.want) {
+			t.Errorf("retention %v: %v\n%s", c.args, err, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := runRetention(append([]string{"show", "ops.e"}, conn...), &out); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("show after clear: %v", err)
+	}
+	out.Reset()
+	if err := runVerify(append([]string{"ops.e"}, conn...), &out); err != nil || !strings.Contains(out.String(), "files-inside-location") {
+		t.Errorf("verify: %v\n%s", err, out.String())
+	}
+}
+
+// seed posts JSON bodies to the local server as its admin.
+func seed(t *testing.T, srv *localserver.Server, reqs []struct{ path, body string }) {
+	t.Helper()
+	for _, r := range reqs {
+		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))
+		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode >= 300 {
+			t.Fatalf("POST %s: %v %v", r.path, err, res)
+		}
+		res.Body.Close()
+	}
+}
