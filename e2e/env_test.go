@@ -17,8 +17,10 @@ import (
 
 	"github.com/apache/iceberg-go/catalog/rest"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// FileIO for the client
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/localserver"
 )
 
@@ -39,6 +41,30 @@ const slowDeletesEnv = "ICEHOLD_E2E_SLOW_DELETES"
 
 // holdExpiryEnv sets the child's hold-expiry schedule (a duration).
 const holdExpiryEnv = "ICEHOLD_E2E_HOLD_EXPIRY"
+
+// outboxEnv stalls the child's event relay: "hold" never publishes (events
+// stay in the outbox), "die-after-publish" kills the process with SIGKILL
+// right after the first publish, before the outbox record is deleted.
+const outboxEnv = "ICEHOLD_E2E_OUTBOX"
+
+// stalledBus is the event bus of a child run with outboxEnv.
+type stalledBus struct {
+	next eventbus.PutEvents
+	mode string
+}
+
+func (b stalledBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if b.mode == "hold" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	out, err := b.next.PutEvents(ctx, in, opts...)
+	if b.mode == "die-after-publish" {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	return out, err
+}
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
@@ -72,6 +98,9 @@ func serveForever(dir string) {
 	o := testOptions(dir)
 	if d, err := time.ParseDuration(os.Getenv(holdExpiryEnv)); err == nil {
 		o.HoldExpiryEvery = d
+	}
+	if mode := os.Getenv(outboxEnv); mode != "" {
+		o.WrapEvents = func(next eventbus.PutEvents) eventbus.PutEvents { return stalledBus{next: next, mode: mode} }
 	}
 	srv, err := localserver.Start(ctx, o)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -312,6 +313,12 @@ func TestPartitionDropEndsTuplesInOneSnapshot(t *testing.T) {
 	}
 	if p := cur.Summary.Properties; p["deleted-data-files"] != "4" || p["removed-delete-files"] != "1" || p["deleted-records"] != "16" || p["total-data-files"] != "14" {
 		t.Errorf("summary %v", p)
+	}
+
+	// The event, recorded by the commit: PartitionsDropped once.
+	uuid := tbl.Metadata().TableUUID().String()
+	if got := eventually(func() []string { return tableEvents(t, uuid) }, func(got []string) bool { return len(got) > 0 }); !slices.Equal(got, []string{"PartitionsDropped"}) {
+		t.Errorf("events of the drop: %v", got)
 	}
 
 	// The scan: no row of the dropped tuples, every other row intact.

@@ -250,7 +250,7 @@ func TestFailingStepTakesCatchPath(t *testing.T) {
 // published after the state change it reports, so a reader that has seen
 // the state may not have the event yet (the outbox of the first-contact
 // issue orders them; until then the tests wait).
-func eventually(read func() []string, ok func([]string) bool) []string {
+func eventually[T any](read func() T, ok func(T) bool) T {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := read()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -288,4 +289,83 @@ func TestSoftDeleteSurvivesKill9(t *testing.T) {
 	if len(soft.Tables) != 0 || len(js.Jobs) != n || len(per) != n {
 		t.Errorf("after the restart: %d records left, %d jobs for %d tables; want 0, %d, %d", len(soft.Tables), len(js.Jobs), len(per), n, n)
 	}
+}
+
+// Events across kill -9 (the outbox): a purge runs to its end while the
+// relay is stalled, the server is killed; a restart that dies right after
+// its first publish (before the outbox record goes) is killed too; the next
+// run delivers the rest. Every event of the job is in the log exactly once,
+// in order.
+func TestEventsSurviveKill9(t *testing.T) {
+	localOnly(t)
+	dir := t.TempDir()
+	cmd, info := startChild(t, dir, outboxEnv+"=hold")
+	saved := *shared
+	shared = &env{URL: info.RESTURL, Token: info.AdminToken, Catalog: info.Catalog}
+	defer func() { *shared = saved }()
+
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "outbox")
+	writtenTable(t, cat, ns, "t", nil, false)
+	job := dropPurge(t, ns, "t")
+	waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	logged := func() []jobEvent { return jobEvents(t, filepath.Join(dir, "events.log"), job.ID) }
+	if got := logged(); len(got) != 0 {
+		t.Fatalf("events published while the relay was held: %v", got)
+	}
+	killHard(t, cmd) // the job ended; its events are only in the outbox
+
+	cmd, _ = startChild(t, dir, outboxEnv+"=die-after-publish")
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the relay never published after the restart")
+	}
+	if got := logged(); len(got) != 1 {
+		t.Fatalf("after a crash right after the first publish, the log holds %v, want one event", got)
+	}
+
+	cmd, _ = startChild(t, dir)
+	defer killHard(t, cmd)
+	want := []string{"TablePermanentlyDeleted", "PurgeStarted", "PurgeCompleted"}
+	got := eventually(logged, func(got []jobEvent) bool { return len(got) >= len(want) })
+	var types []string
+	seen := map[string]bool{}
+	for _, e := range got {
+		types = append(types, e.Type)
+		if seen[e.ID] || e.ID == "" {
+			t.Errorf("event id %q logged twice or missing", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	if !slices.Equal(types, want) {
+		t.Errorf("events after two crashes: %v, want %v", types, want)
+	}
+}
+
+type jobEvent struct{ Type, ID string }
+
+// jobEvents reads a job's events from a local event log, in order.
+func jobEvents(t *testing.T, path, jobID string) []jobEvent {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []jobEvent
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e struct {
+			Type   string `json:"detail-type"`
+			Detail struct {
+				ID    string `json:"event-id"`
+				JobID string `json:"job-id"`
+			} `json:"detail"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Detail.JobID == jobID {
+			out = append(out, jobEvent{Type: e.Type, ID: e.Detail.ID})
+		}
+	}
+	return out
 }

@@ -26,9 +26,9 @@ var (
 	routerTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 	// planTableActions: reads the job and its catalog, writes the batches
 	// (BatchWriteItem), moves the job (a transaction of updates; on a
-	// permanent failure also the deletes of its marker and tombstone and the
-	// release of its claim). No PutItem, no Query.
-	planTableActions = []string{"GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// permanent failure also the deletes of its marker and tombstone, the
+	// release of its claim and the Put of its PurgeFailed event). No Query.
+	planTableActions = []string{"GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 	// progressTableActions: the WaitForBatches task stores its callback token
 	// on the job (a guarded update).
 	progressTableActions = []string{"GetItem", "UpdateItem"}
@@ -37,11 +37,15 @@ var (
 	// job (deletes its marker and tombstone, releases its claim).
 	// It also records each batch's delivery (PutItem of the in-flight marker).
 	deleteTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
+	// A step that changes a job (the plan when it fails one, the delete
+	// step, reconcile, hold expiry) records the change's lifecycle event in
+	// the same transaction: a Put of an OUTBOX item (docs/design.md, "Events").
 	// reconcileTableActions: lists the active-job markers and in-flight
 	// batches, reads jobs and batches, renames executions, marks batches
 	// dead, fails jobs past their attempts. The orphan sweep in the same
 	// run queries stale intents, writes an orphans job (a transaction of
-	// Puts) with its batches (BatchWriteItem) and deletes the intents.
+	// Puts) with its batches (BatchWriteItem) and deletes the intents. Then
+	// it relays what the outbox still holds (Query, DeleteItem, PutEvents).
 	reconcileTableActions = []string{"GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 )
 
@@ -61,6 +65,7 @@ const (
 	pkPace      = "PACE#*"     // the delete fleet's shared per-prefix pace
 	pkIntent    = "INTENT#*"   // pending metadata writes (the orphan sweep)
 	pkNamespace = "NS#*"       // namespaces (a missing entry's namespace is looked up)
+	pkOutbox    = "OUTBOX"     // lifecycle events not yet relayed to the bus
 	// partition retention policies and the sweep's cursor
 	pkRetention, pkRetentionSweep = "RETENTION", "RETSWEEP"
 )
@@ -78,14 +83,17 @@ var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem
 var retentionTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"}
 
 var (
-	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim}
+	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim, pkOutbox}
 	progressKeys = []string{pkJob}
 	// The delete step of an orphans job reads the owner of each file (a
 	// table entry, a soft-deleted record or a job) before deleting it.
-	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft}
-	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent}
-	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog}
-	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent}
+	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft, pkOutbox}
+	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent, pkOutbox}
+	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog, pkOutbox}
+	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent, pkOutbox}
+	// The outbox function reads pending events and deletes each once sent.
+	outboxTableActions = []string{"Query", "DeleteItem"}
+	outboxKeys         = []string{pkOutbox}
 )
 
 // metadataObjects: the only objects the catalog writes, and the only ones
@@ -152,10 +160,9 @@ func (s *Stack) grantAccess() {
 	allow(s.APIFn, actions("s3", "PutObject"), metadata)
 	allow(s.APIFn, actions("s3", "ListBucket"), bucket)
 
-	// drop: one transaction, a StartExecution, two events. No S3 at all.
+	// drop: one transaction (with its two events), a StartExecution. No S3.
 	s.grantTable(s.DropFn, routerTableActions, nil)
 	s.PurgeMachine.GrantStartExecution(s.DropFn)
-	s.Bus.GrantPutEventsTo(s.DropFn, nil)
 
 	// purge-plan: reads the metadata and manifest lists (ListBucket: a
 	// missing metadata file fails the job at once, not after retries).
@@ -164,7 +171,6 @@ func (s *Stack) grantAccess() {
 	allow(s.PlanFn, actions("s3", "ListBucket"), bucket)
 	// It enqueues the batches (SendMessageBatch is authorized as SendMessage).
 	allow(s.PlanFn, actions("sqs", "SendMessage"), *s.DeleteQueue.QueueArn())
-	s.Bus.GrantPutEventsTo(s.PlanFn, nil) // PurgeFailed (metadata unreadable)
 
 	// purge-progress (the WaitForBatches task): stores the callback token.
 	s.grantTable(s.ProgressFn, progressTableActions, progressKeys)
@@ -181,7 +187,6 @@ func (s *Stack) grantAccess() {
 	// last batch returns the waiting workflow's token.
 	allow(s.DeleteFn, actions("sqs", "ReceiveMessage", "DeleteMessage", "GetQueueAttributes", "ChangeMessageVisibility", "SendMessage"), *s.DeleteQueue.QueueArn())
 	allow(s.DeleteFn, actions("states", taskResponses...), s.purgeMachineARN())
-	s.Bus.GrantPutEventsTo(s.DeleteFn, nil) // PurgeCompleted, PurgeDeadLettered, PurgeFailed
 
 	// reconcile: starts and inspects executions of the purge state machine
 	// only (execution:<machine name>:*), fails jobs past their attempts.
@@ -190,18 +195,16 @@ func (s *Stack) grantAccess() {
 	s.PurgeMachine.GrantExecution(s.ReconcileFn, jsii.String("states:DescribeExecution"))
 	// Heartbeats for a waiting execution, and a lost callback sent again.
 	allow(s.ReconcileFn, actions("states", taskResponses...), s.purgeMachineARN())
-	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // PurgeFailed, PurgeDeadLettered
+	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // the outbox backstop
 
 	// undrop: the router on the soft-delete routes (undrop puts the entry
 	// back, purge-now makes a job and starts it). No S3 at all.
 	s.grantTable(s.UndropFn, routerTableActions, nil)
 	s.PurgeMachine.GrantStartExecution(s.UndropFn)
-	s.Bus.GrantPutEventsTo(s.UndropFn, nil) // TableUndropped, LegalHoldChanged, TablePermanentlyDeleted, PurgeStarted
 
 	// hold-expiry: ends expired records and starts their purge jobs. No S3.
 	s.grantTable(s.HoldExpiryFn, holdExpiryTableActions, expiryKeys)
 	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
-	s.Bus.GrantPutEventsTo(s.HoldExpiryFn, nil) // TablePermanentlyDeleted, PurgeStarted
 
 	// partition-drop: the router on the partition routes. Reads the
 	// metadata, manifest list and manifests and writes new manifests, a
@@ -212,7 +215,6 @@ func (s *Stack) grantAccess() {
 	tableMetadata := *s.Warehouse.ArnForObjects(jsii.String(metadataFolders))
 	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
 	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
-	s.Bus.GrantPutEventsTo(s.PartitionDropFn, nil) // PartitionsDropped
 
 	// retention: walks the policies (a query, its cursor), reads each
 	// table's entry (and its namespace when the entry is gone) and drops
@@ -221,7 +223,13 @@ func (s *Stack) grantAccess() {
 	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
 	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
 	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
-	s.Bus.GrantPutEventsTo(s.RetentionFn, nil) // PartitionsDropped
+
+	// outbox: woken by the table's stream, publishes pending events and
+	// deletes each once sent. The only role besides reconcile that may put
+	// events on the bus: every other function records them in DynamoDB.
+	s.grantTable(s.OutboxFn, outboxTableActions, outboxKeys)
+	s.Table.GrantStreamRead(s.OutboxFn)
+	s.Bus.GrantPutEventsTo(s.OutboxFn, nil)
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).

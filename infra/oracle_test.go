@@ -40,6 +40,7 @@ import (
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/store"
@@ -318,15 +319,17 @@ type policy []map[string]any
 func localPolicy(t *testing.T, statements []map[string]any) policy {
 	t.Helper()
 	byPrefix := map[string]string{
-		"Catalog.Arn":      "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName,
-		"Warehouse.Arn":    "arn:aws:s3:::" + localserver.DefaultBucket,
-		"DeleteQueue.Arn":  "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + localserver.DeleteQueue,
-		"PurgeMachine":     oracleMachine,
-		"LifecycleBus.Arn": "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
-		"Api":              "local-api", // the engines' execute-api:Invoke (not exercised here)
-		"AWS::Partition":   "aws",
-		"AWS::Region":      oracleRegion,
-		"AWS::AccountId":   oracleAccount,
+		"Catalog.Arn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName,
+		// The stream: the event source mapping reads it (not exercised here).
+		"Catalog.StreamArn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName + "/stream/local",
+		"Warehouse.Arn":     "arn:aws:s3:::" + localserver.DefaultBucket,
+		"DeleteQueue.Arn":   "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + localserver.DeleteQueue,
+		"PurgeMachine":      oracleMachine,
+		"LifecycleBus.Arn":  "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
+		"Api":               "local-api", // the engines' execute-api:Invoke (not exercised here)
+		"AWS::Partition":    "aws",
+		"AWS::Region":       oracleRegion,
+		"AWS::AccountId":    oracleAccount,
 	}
 	var resolve func(v any) string
 	resolve = func(v any) string {
@@ -560,7 +563,7 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 // by its role's synthesized policy.
 func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1, ReconcileEvery: time.Hour, RelayEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +572,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	sfn := &fakeSFN{status: map[string]string{}}
 	recs := map[string]*recorder{}
 	envs := map[string]lambdaenv.Env{}
-	for _, fn := range []string{"ApiFn", "DropFn", "PurgePlanFn", "PurgeProgressFn", "DeleteFn", "ReconcileFn", "engine"} {
+	for _, fn := range []string{"ApiFn", "DropFn", "PurgePlanFn", "PurgeProgressFn", "DeleteFn", "ReconcileFn", "OutboxFn", "engine"} {
 		r, at := newRecorder(t, info, sfn)
 		recs[fn], envs[fn] = r, functionEnv(info, at)
 	}
@@ -852,6 +855,23 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	if job.State != "FAILED" {
 		t.Fatalf("t2's purge is %s after reconcile, want FAILED", job.State)
 	}
+	// The outbox relay, as the reconcile function's main runs it after
+	// the sweep, and as the outbox function runs it on the stream.
+	relay := func(fn string) int {
+		t.Helper()
+		st, bus, err := lambdaenv.Outbox(ctx, envs[fn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := outbox.Drain(ctx, st, bus)
+		if err != nil {
+			t.Fatalf("%s relay: %v", fn, err)
+		}
+		return n
+	}
+	if n := relay("ReconcileFn"); n == 0 {
+		t.Fatal("the reconcile relay found no event to publish")
+	}
 
 	// reconcile's orphan sweep and the delete step of an orphans job: a
 	// metadata file whose request never made it current (its intent is two
@@ -879,6 +899,9 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	if job.State != "SUCCEEDED" || job.FilesDeleted != 1 {
 		t.Fatalf("orphans job ended %+v, want SUCCEEDED with the file deleted", job)
 	}
+	if n := relay("OutboxFn"); n == 0 {
+		t.Fatal("the outbox function found no event to publish")
+	}
 
 	// Every call of every function, against its role.
 	for fn, r := range recs {
@@ -891,9 +914,10 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	}
 	// And the run reached what the narrowed grants are about.
 	for fn, actions := range map[string][]string{
-		"DeleteFn":    {"s3:DeleteObject", "sqs:ChangeMessageVisibility", "dynamodb:Query", "events:PutEvents"},
-		"ReconcileFn": {"states:DescribeExecution", "states:StartExecution", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PutItem"},
-		"PurgePlanFn": {"dynamodb:BatchWriteItem", "s3:GetObject", "events:PutEvents"},
+		"DeleteFn":    {"s3:DeleteObject", "sqs:ChangeMessageVisibility", "dynamodb:Query", "dynamodb:PutItem"},
+		"ReconcileFn": {"states:DescribeExecution", "states:StartExecution", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "events:PutEvents"},
+		"PurgePlanFn": {"dynamodb:BatchWriteItem", "s3:GetObject", "dynamodb:PutItem"},
+		"OutboxFn":    {"dynamodb:Query", "dynamodb:DeleteItem", "events:PutEvents"},
 		"ApiFn":       {"s3:PutObject"},
 		"DropFn":      {"states:StartExecution", "dynamodb:PutItem"},
 	} {

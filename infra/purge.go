@@ -18,6 +18,7 @@ import (
 
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // Pipeline settings: the delete queue's lease and dead-lettering.
@@ -105,6 +106,21 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 	awsevents.NewRule(st, jsii.String("ReconcileSchedule"), &awsevents.RuleProps{
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(5))),
 		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.ReconcileFn, nil)},
+	})
+
+	// The event outbox's relay: the table's stream, filtered to inserted
+	// OUTBOX items, wakes it. It retries a failed run a few times; the
+	// reconcile schedule relays whatever is left.
+	s.OutboxFn = goFunction(st, "OutboxFn", filepath.Join(p.AssetsDir, "outbox"), env, 256, 60)
+	s.OutboxFn.AddEventSourceMapping(jsii.String("OutboxStream"), &awslambda.EventSourceMappingOptions{
+		EventSourceArn:   s.Table.TableStreamArn(),
+		StartingPosition: awslambda.StartingPosition_LATEST,
+		BatchSize:        jsii.Number(100),
+		RetryAttempts:    jsii.Number(3),
+		Filters: &[]*map[string]any{awslambda.FilterCriteria_Filter(&map[string]any{
+			"eventName": awslambda.FilterRule_IsEqual(jsii.String("INSERT")),
+			"dynamodb":  map[string]any{"Keys": map[string]any{"pk": map[string]any{"S": awslambda.FilterRule_IsEqual(jsii.String(store.OutboxPK))}}},
+		})},
 	})
 
 	// DELETE …/tables/{table} goes to the drop function.

@@ -42,6 +42,8 @@ type Stack struct {
 	APIFn     awslambda.Function
 	// The purge pipeline.
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
+	// OutboxFn relays the lifecycle events the other functions record.
+	OutboxFn awslambda.Function
 	// Soft delete: the undrop routes and the hold-expiry sweep.
 	UndropFn, HoldExpiryFn awslambda.Function
 	// Partition drop and retention (SPEC §5).
@@ -68,6 +70,9 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		SortKey:             &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String("expires_at"),
+		// The outbox function wakes on new OUTBOX items (keys are enough:
+		// it reads the outbox itself, in order).
+		Stream: awsdynamodb.StreamViewType_KEYS_ONLY,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},

@@ -315,6 +315,7 @@ const (
 	objectsArn = "${Warehouse.Arn}/*"
 	bucketArn  = "${Warehouse.Arn}"
 	busArn     = "${LifecycleBus.Arn}"
+	streamArn  = "${Catalog.StreamArn}"
 	machineArn = "${PurgeMachine}"
 	queueArn   = "${DeleteQueue.Arn}"
 )
@@ -357,16 +358,14 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 		}),
 		"DropFn": merge(router, map[string][]string{
 			"states:StartExecution": {machineArn},
-			"events:PutEvents":      {busArn},
 		}),
-		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#*", "GetItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
-			"s3:GetObject":     {objectsArn},
-			"s3:ListBucket":    {bucketArn},
-			"sqs:SendMessage":  {queueArn}, // it enqueues the batches
-			"events:PutEvents": {busArn},
+		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+			"s3:GetObject":    {objectsArn},
+			"s3:ListBucket":   {bucketArn},
+			"sqs:SendMessage": {queueArn}, // it enqueues the batches
 		}),
 		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem")),
-		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":                {objectsArn},
 			"s3:DeleteObject":             {objectsArn},
 			"sqs:ReceiveMessage":          {queueArn},
@@ -377,29 +376,32 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:SendTaskSuccess":      {namedMachineArn},
 			"states:SendTaskFailure":      {namedMachineArn},
 			"states:SendTaskHeartbeat":    {namedMachineArn},
-			"events:PutEvents":            {busArn},
 		}),
 		"UndropFn": merge(router, map[string][]string{
 			"states:StartExecution": {machineArn},
-			"events:PutEvents":      {busArn},
 		}),
 		"PartitionDropFn": merge(router, map[string][]string{
-			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket":    {bucketArn},
-			"events:PutEvents": {busArn},
+			"s3:GetObject":  {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":  {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket": {bucketArn},
 		}),
-		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"), map[string][]string{
-			"s3:GetObject":     {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":     {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket":    {bucketArn},
-			"events:PutEvents": {busArn},
+		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"), map[string][]string{
+			"s3:GetObject":  {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":  {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket": {bucketArn},
 		}),
-		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#*", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},
-			"events:PutEvents":      {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#*", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
+		// The relay: the only role besides reconcile that puts events.
+		"OutboxFn": merge(tableGrants("OUTBOX", "Query", "DeleteItem"), map[string][]string{
+			"dynamodb:ListStreams":      {"*"},
+			"dynamodb:DescribeStream":   {streamArn},
+			"dynamodb:GetRecords":       {streamArn},
+			"dynamodb:GetShardIterator": {streamArn},
+			"events:PutEvents":          {busArn},
+		}),
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution":    {machineArn},
 			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
 			"states:SendTaskSuccess":   {namedMachineArn},
@@ -431,12 +433,19 @@ func TestDropRoleHasNoS3(t *testing.T) {
 }
 
 // No role holds table-wide reads or table management: Scan, BatchGetItem,
-// DescribeTable, streams, wildcards.
+// DescribeTable, wildcards; only the outbox function reads the stream.
 func TestNoRoleScansOrManagesTheTable(t *testing.T) {
+	outbox := logicalID(t, "AWS::IAM::Role", "OutboxFnServiceRole")
+	stream := []string{"ListStreams", "DescribeStream", "GetRecords", "GetShardIterator"}
 	for _, p := range resources("AWS::IAM::Policy") {
+		roles := p["Properties"].(map[string]any)["Roles"]
 		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
 			for _, a := range strs(st.(map[string]any)["Action"]) {
-				if strings.HasPrefix(a, "dynamodb:") && !slices.Contains([]string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem", "BatchWriteItem"}, strings.TrimPrefix(a, "dynamodb:")) {
+				ok := []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem", "BatchWriteItem"}
+				if reflect.DeepEqual(roles, []any{map[string]any{"Ref": outbox}}) {
+					ok = append(ok, stream...)
+				}
+				if strings.HasPrefix(a, "dynamodb:") && !slices.Contains(ok, strings.TrimPrefix(a, "dynamodb:")) {
 					t.Errorf("%v grants %s", p["Properties"].(map[string]any)["Roles"], a)
 				}
 				if strings.Contains(a, "*") {
@@ -525,7 +534,9 @@ func TestDeleteReservedConcurrency(t *testing.T) {
 	reserved, _ := fn["Properties"].(map[string]any)["ReservedConcurrentExecutions"].(float64)
 	var max float64
 	for _, m := range resources("AWS::Lambda::EventSourceMapping") {
-		max, _ = m["Properties"].(map[string]any)["ScalingConfig"].(map[string]any)["MaximumConcurrency"].(float64)
+		if sc, ok := m["Properties"].(map[string]any)["ScalingConfig"].(map[string]any); ok {
+			max, _ = sc["MaximumConcurrency"].(float64)
+		}
 	}
 	if max != 50 || reserved != 60 {
 		t.Errorf("delete function: reserved %v, mapping maximum %v; want 60 = 50 + 10 for finalize", reserved, max)
@@ -678,5 +689,35 @@ func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 	}
 	if !scheduled || !alarmed {
 		t.Errorf("retention: scheduled hourly %v, alarm on errors %v", scheduled, alarmed)
+	}
+}
+
+// The outbox: the table streams its keys, and the outbox function is woken
+// by inserted OUTBOX items only (not by every write of the catalog).
+func TestOutboxFunctionReadsTheStreamFilteredToEvents(t *testing.T) {
+	table := resources("AWS::DynamoDB::Table")[logicalID(t, "AWS::DynamoDB::Table", "Catalog")]
+	if spec := table["Properties"].(map[string]any)["StreamSpecification"]; !reflect.DeepEqual(spec, map[string]any{"StreamViewType": "KEYS_ONLY"}) {
+		t.Errorf("table stream: %v", spec)
+	}
+	fn := logicalID(t, "AWS::Lambda::Function", "OutboxFn")
+	found := 0
+	for _, m := range resources("AWS::Lambda::EventSourceMapping") {
+		p := m["Properties"].(map[string]any)
+		if !reflect.DeepEqual(p["FunctionName"], map[string]any{"Ref": fn}) {
+			continue
+		}
+		found++
+		raw, _ := json.Marshal(p["FilterCriteria"])
+		for _, want := range []string{`\"eventName\":[\"INSERT\"]`, `\"pk\":{\"S\":[\"OUTBOX\"]}`} {
+			if !strings.Contains(string(raw), want) {
+				t.Errorf("outbox mapping filter %s lacks %s", raw, want)
+			}
+		}
+		if p["StartingPosition"] != "LATEST" {
+			t.Errorf("outbox mapping starts at %v", p["StartingPosition"])
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d event source mappings for the outbox function, want 1", found)
 	}
 }

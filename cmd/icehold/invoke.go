@@ -16,6 +16,7 @@ import (
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 )
@@ -94,8 +95,29 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 		if err != nil {
 			return nil, err
 		}
-		return svc.Reconcile(ctx)
+		rep, err := svc.Reconcile(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.EventsRelayed, err = relay(ctx, env)
+		return rep, err
 	},
+	"outbox": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
+		if err := strictJSON(event, &events.DynamoDBEvent{}); err != nil {
+			return nil, err
+		}
+		n, err := relay(ctx, env)
+		return outbox.Report{Published: n}, err
+	},
+}
+
+// relay drains the outbox as the outbox and reconcile functions do.
+func relay(ctx context.Context, env lambdaenv.Env) (int, error) {
+	st, bus, err := lambdaenv.Outbox(ctx, env)
+	if err != nil {
+		return 0, err
+	}
+	return outbox.Drain(ctx, st, bus)
 }
 
 // strictJSON decodes an event, refusing fields its type does not know: a

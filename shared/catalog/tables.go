@@ -49,6 +49,9 @@ type TableChange struct {
 	Identifier   *Ident             `json:"identifier,omitempty"`
 	Requirements table.Requirements `json:"requirements"`
 	Updates      table.Updates      `json:"updates"`
+	// Events the change reports, recorded in the outbox by the commit's
+	// transaction (set by domain services, never by a client).
+	Events []store.OutboxEvent `json:"-"`
 }
 
 // TableResult is what load, create, register and commit answer: the metadata
@@ -358,7 +361,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	next.MetadataLocation = metaLoc
 	mirrorLifecycle(&next, meta)
-	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation, Intent: in}
+	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation, Intent: in, Events: ch.Events}
 	if claim != nil {
 		// A new location: the entry claims it and lets its old one go.
 		w.Claim, w.Release, w.Entry.Hold = claim, current.Hold, &claim.Hold
@@ -401,7 +404,7 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
 		}
 	} else {
-		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent)
+		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent, st.write.Events...)
 	}
 	if err != nil {
 		return TableResult{}, tableErr("commit", id, err)

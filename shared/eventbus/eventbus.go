@@ -4,6 +4,7 @@
 package eventbus
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,8 +38,11 @@ type PutEvents interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// Event is one lifecycle event's detail.
+// Event is one lifecycle event's detail. ID identifies it across
+// redeliveries: the outbox delivers at least once, so a consumer dedupes on
+// event-id.
 type Event struct {
+	ID        string         `json:"event-id"`
 	Type      string         `json:"-"`
 	Actor     string         `json:"actor,omitempty"`
 	Catalog   string         `json:"catalog"`
@@ -85,10 +89,33 @@ func (b *Bus) Publish(ctx context.Context, e Event) error {
 }
 
 // JSONLines is the local event bus: every entry becomes one JSON line
-// {"detail-type", "source", "bus", "detail"}.
+// {"detail-type", "source", "bus", "detail"}. An event whose event-id it
+// has written already (a redelivery) is not written again.
 type JSONLines struct {
-	mu sync.Mutex
-	W  io.Writer
+	mu   sync.Mutex
+	W    io.Writer
+	seen map[string]bool
+}
+
+// NewJSONLines returns the local bus appending to w; past holds the lines
+// written before (the log of an earlier run), whose event ids count as seen.
+func NewJSONLines(w io.Writer, past io.Reader) *JSONLines {
+	j := &JSONLines{W: w, seen: map[string]bool{}}
+	if past != nil {
+		sc := bufio.NewScanner(past)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var line struct {
+				Detail struct {
+					ID string `json:"event-id"`
+				} `json:"detail"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Detail.ID != "" {
+				j.seen[line.Detail.ID] = true
+			}
+		}
+	}
+	return j
 }
 
 // PutEvents writes the entries.
@@ -96,6 +123,18 @@ func (j *JSONLines) PutEvents(_ context.Context, in *eventbridge.PutEventsInput,
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, e := range in.Entries {
+		var d struct {
+			ID string `json:"event-id"`
+		}
+		if json.Unmarshal([]byte(aws.ToString(e.Detail)), &d) == nil && d.ID != "" {
+			if j.seen[d.ID] {
+				continue
+			}
+			if j.seen == nil {
+				j.seen = map[string]bool{}
+			}
+			j.seen[d.ID] = true
+		}
 		line, _ := json.Marshal(map[string]any{
 			"detail-type": aws.ToString(e.DetailType), "source": aws.ToString(e.Source),
 			"bus": aws.ToString(e.EventBusName), "detail": json.RawMessage(aws.ToString(e.Detail)),

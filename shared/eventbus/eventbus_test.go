@@ -1,6 +1,7 @@
 package eventbus_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -73,5 +74,31 @@ func TestPublishToEventBridge(t *testing.T) {
 	fail = true
 	if err := bus.Publish(context.Background(), eventbus.Event{Type: eventbus.TableSoftDeleted, Catalog: "prod"}); err == nil || !strings.Contains(err.Error(), "try again") {
 		t.Errorf("a failed entry: %v", err)
+	}
+}
+
+// The local bus writes an event id once: a redelivery in this run or of an
+// event an earlier run logged adds no line.
+func TestJSONLinesDedupesByEventID(t *testing.T) {
+	ctx := context.Background()
+	var first bytes.Buffer
+	bus := eventbus.New(eventbus.NewJSONLines(&first, nil), "icehold")
+	for _, id := range []string{"a", "b", "a"} {
+		if err := bus.Publish(ctx, eventbus.Event{ID: id, Type: "PurgeStarted", Catalog: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(first.String(), "\n"); n != 2 {
+		t.Fatalf("%d lines for events a, b, a:\n%s", n, first.String())
+	}
+	var second bytes.Buffer
+	bus = eventbus.New(eventbus.NewJSONLines(&second, strings.NewReader(first.String())), "icehold")
+	for _, id := range []string{"b", "c"} {
+		if err := bus.Publish(ctx, eventbus.Event{ID: id, Type: "PurgeCompleted", Catalog: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(second.String(), `"event-id":"c"`) || strings.Contains(second.String(), `"event-id":"b"`) {
+		t.Errorf("after a restart, b was logged again or c was not:\n%s", second.String())
 	}
 }

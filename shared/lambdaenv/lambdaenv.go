@@ -153,7 +153,7 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 		rc.Purge = purgeService(cfg, e, st, cat)
 		rc.Purge.S3 = nil // the drop and undrop functions never delete objects
 	}
-	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge, Events: busOf(cfg, e)}
+	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge}
 	return rc, nil
 }
 
@@ -165,7 +165,7 @@ func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
 	if err != nil {
 		return rc, err
 	}
-	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps, Events: rc.SoftDelete.Events}
+	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps}
 	return rc, nil
 }
 
@@ -178,7 +178,7 @@ func Partitions(ctx context.Context, e Env) (*partitions.Service, error) {
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
-	return &partitions.Service{Catalog: cat, IOProps: e.IOProps, Events: busOf(cfg, e)}, nil
+	return &partitions.Service{Catalog: cat, IOProps: e.IOProps}, nil
 }
 
 // SoftDelete builds the soft-delete service of the hold-expiry function: it
@@ -189,7 +189,7 @@ func SoftDelete(ctx context.Context, e Env) (*softdelete.Service, error) {
 		return nil, err
 	}
 	p.S3 = nil
-	return &softdelete.Service{Catalog: p.Catalog, Purge: p, Events: p.Events}, nil
+	return &softdelete.Service{Catalog: p.Catalog, Purge: p}, nil
 }
 
 // Purge builds the purge pipeline's service for a step function.
@@ -213,8 +213,17 @@ func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) 
 		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
 		Sender: awsconfig.SQS(cfg, e.Endpoints), Queue: e.Queue,
 		Metrics: os.Stdout, // CloudWatch reads embedded-metric-format lines from the logs
-		Events:  busOf(cfg, e),
 	}
+}
+
+// Outbox builds the event relay's parts: the store holding pending events
+// and the bus they go to.
+func Outbox(ctx context.Context, e Env) (*store.Store, *eventbus.Bus, error) {
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table), busOf(cfg, e), nil
 }
 
 func busOf(cfg aws.Config, e Env) *eventbus.Bus {

@@ -23,6 +23,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/partitions"
@@ -36,6 +37,11 @@ import (
 type Options struct {
 	// Dir keeps state (journal, S3 objects, tokens); "" keeps all in memory.
 	Dir string
+	// WrapEvents wraps the local event bus (tests hold or crash the relay).
+	WrapEvents func(eventbus.PutEvents) eventbus.PutEvents
+	// RelayEvery is the outbox relay's poll interval (0: 100 ms; < 0: no
+	// relay here, as when the functions' relay is under test).
+	RelayEvery time.Duration
 	// Addr, S3Addr, DynamoAddr: listen addresses; "127.0.0.1:0" picks a port.
 	Addr, S3Addr, DynamoAddr string
 	Bucket                   string
@@ -119,6 +125,8 @@ type Server struct {
 	Purge      *purge.Service
 	SoftDelete *softdelete.Service
 	Partitions *partitions.Service
+	// Events is the local event bus (events.log) the outbox relay feeds.
+	Events *eventbus.Bus
 	// SQS is a client of the embedded queue service (tests, redrive).
 	SQS *sqs.Client
 	// The emulators themselves, for fault injection in tests.
@@ -244,7 +252,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Events: s.Purge.Events, Now: o.Now}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now}
 	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {

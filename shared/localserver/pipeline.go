@@ -1,9 +1,12 @@
 package localserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -20,6 +23,7 @@ import (
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
@@ -101,6 +105,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		},
 		BatchManifests: o.BatchManifests, Now: o.Now,
 	}
+	var bus eventbus.PutEvents = eventbus.NewJSONLines(io.Discard, nil)
 	if s.dir != "" {
 		f, err := os.OpenFile(filepath.Join(s.dir, "metrics.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -108,16 +113,26 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		}
 		svc.Metrics = f
 		s.closers = append(s.closers, f)
-		ev, err := os.OpenFile(filepath.Join(s.dir, "events.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		// The local event bus: one JSON line per EventBridge entry. The ids
+		// already in the log count as delivered (the relay is at least once).
+		path := filepath.Join(s.dir, "events.log")
+		past, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		ev, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
-		// The local event bus: one JSON line per EventBridge entry.
-		svc.Events = eventbus.New(&eventbus.JSONLines{W: ev}, "icehold")
+		bus = eventbus.NewJSONLines(ev, bytes.NewReader(past))
 		s.closers = append(s.closers, ev)
 	}
+	if o.WrapEvents != nil {
+		bus = o.WrapEvents(bus)
+	}
+	s.Events = eventbus.New(bus, "icehold")
 	s.Purge = svc
-	s.SoftDelete = &softdelete.Service{Catalog: s.Catalog, Purge: svc, Events: svc.Events, Now: o.Now}
+	s.SoftDelete = &softdelete.Service{Catalog: s.Catalog, Purge: svc, Now: o.Now}
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
 		PlanFunction:     lambdaOf(svc.Plan),
 		ProgressFunction: lambdaOf(svc.AwaitBatches),
@@ -159,7 +174,30 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	if o.HoldExpiryEvery == 0 {
 		o.HoldExpiryEvery = 15 * time.Minute
 	}
-	s.bg.Add(3)
+	if o.RelayEvery == 0 {
+		o.RelayEvery = 100 * time.Millisecond
+	}
+	s.bg.Add(4)
+	go func() {
+		// The outbox relay (the table's stream and the outbox function in
+		// AWS): publishes committed events, oldest first.
+		defer s.bg.Done()
+		if o.RelayEvery < 0 {
+			return
+		}
+		t := time.NewTicker(o.RelayEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				if _, err := outbox.Drain(bg, st, s.Events); err != nil && bg.Err() == nil {
+					slog.Warn("outbox relay", "error", err)
+				}
+			}
+		}
+	}()
 	go func() {
 		// The hold-expiry schedule (EventBridge rate(15 minutes) in AWS).
 		defer s.bg.Done()

@@ -20,6 +20,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 )
 
 // Domain errors; the router maps them to HTTP.
@@ -47,8 +48,6 @@ type Service struct {
 	// IOProps configure iceberg-go's FileIO for manifest lists and
 	// manifests (locally: the embedded S3's endpoint and keys).
 	IOProps map[string]string
-	// Events receives PartitionsDropped; nil publishes nothing.
-	Events *eventbus.Bus
 	// Workers bounds the manifests read and written at once (0: 8).
 	Workers int
 	// Now stamps snapshots (nil: time.Now).
@@ -208,12 +207,13 @@ func (s *Service) dropOnce(ctx context.Context, cat string, id catalog.Ident, re
 				deref(main.MaxRefAgeMs), deref(main.MaxSnapshotAgeMs), deref(main.MinSnapshotsToKeep)),
 		},
 	}
+	res.SnapshotID = &snap.SnapshotID
+	change.Events = outbox.Records(dropEvent(ctx, cat, id, meta.TableUUID().String(), res))
 	committed, err := s.Catalog.CommitTable(ctx, cat, id, change)
 	if err != nil {
 		return DropResult{}, err
 	}
-	res.SnapshotID, res.Committed, res.MetadataLocation = &snap.SnapshotID, true, committed.MetadataLocation
-	s.publish(ctx, cat, id, meta.TableUUID().String(), res)
+	res.Committed, res.MetadataLocation = true, committed.MetadataLocation
 	return res, nil
 }
 
@@ -251,24 +251,19 @@ func checkRead(meta table.Metadata, read int64) error {
 	return fmt.Errorf("%w: read-snapshot-id %d is not an ancestor of the current snapshot (expired, or never on main)", ErrDataRemoved, read)
 }
 
-func (s *Service) publish(ctx context.Context, cat string, id catalog.Ident, uuid string, res DropResult) {
-	if s.Events == nil {
-		return
-	}
+// dropEvent is the PartitionsDropped event of a drop, recorded in the
+// outbox by the commit that makes its snapshot current.
+func dropEvent(ctx context.Context, cat string, id catalog.Ident, uuid string, res DropResult) eventbus.Event {
 	tuples := make([]map[string]any, len(res.Partitions))
 	for i, p := range res.Partitions {
 		tuples[i] = p.Partition
 	}
-	err := s.Events.Publish(ctx, eventbus.Event{
+	return eventbus.Event{
 		Type: EventPartitionsDropped, Actor: authz.Principal(ctx), Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: uuid,
 		Detail: map[string]any{
 			"snapshot-id": *res.SnapshotID, "partitions": tuples, "data-files-ended": res.DataFilesEnded,
 			"delete-files-ended": res.DeleteFilesEnded, "records-ended": res.RecordsEnded,
 		},
-	})
-	if err != nil {
-		// Events are notifications: the snapshot is the durable truth.
-		slog.Error("publish PartitionsDropped", "table", id.String(), "error", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -52,12 +53,10 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 	err = s.runBatch(ctx, j, b)
 	if err != nil && !errors.Is(err, errContinue) && maxReceives > 0 && receiveCount >= maxReceives {
 		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
-		derr := s.Store.MarkBatchDead(ctx, j, b, reason)
+		derr := s.Store.MarkBatchDead(ctx, j, b, reason,
+			outbox.Record(JobEvent(eventbus.PurgeDeadLettered, j, map[string]any{"batch": b.Number, "reason": reason})))
 		if derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
 			return errors.Join(err, derr)
-		}
-		if derr == nil {
-			s.publish(ctx, eventbus.PurgeDeadLettered, j, map[string]any{"batch": b.Number, "reason": reason})
 		}
 	}
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -106,20 +107,22 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 
 // succeed ends a job SUCCEEDED with its last counters and announces it.
 func (s *Service) succeed(ctx context.Context, in Input, j store.Job, counters map[string]int64) (FinalizeResult, error) {
+	// The event carries the final counters: the job's plus this last step's
+	// (the update is conditioned on the job as read, so they are exact).
+	deleted := j.FilesDeleted + counters["files_deleted"]
+	done := JobEvent(eventbus.PurgeCompleted, j, map[string]any{
+		"files-deleted": deleted, "files-missing": j.FilesMissing + counters["files_missing"],
+		"files-skipped": j.FilesSkipped + counters["files_skipped"], "bytes": j.Bytes + counters["bytes"],
+	})
 	err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
 		Set: map[string]any{"state": store.JobSucceeded}, Add: counters, Finish: true,
-		States: []string{store.JobRunning},
+		States: []string{store.JobRunning}, Events: outbox.Records(done),
 	})
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		return FinalizeResult{}, err
 	}
 	if err == nil {
-		if j, err := s.job(ctx, in); err == nil {
-			s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(j.FilesDeleted)})
-			s.publish(ctx, eventbus.PurgeCompleted, j, map[string]any{
-				"files-deleted": j.FilesDeleted, "files-missing": j.FilesMissing, "files-skipped": j.FilesSkipped, "bytes": j.Bytes,
-			})
-		}
+		s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(deleted)})
 	}
 	return FinalizeResult{Done: true}, nil
 }

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -103,7 +105,7 @@ func (s *Service) orphanJob(ctx context.Context, cat string, intents []store.Int
 	if err := s.crash("orphans.batches-written"); err != nil {
 		return j, 0, err
 	}
-	return j, files, s.Store.CreateJob(ctx, j)
+	return j, files, s.Store.CreateJob(ctx, j, outbox.Record(JobEvent(eventbus.PurgeStarted, j, nil)))
 }
 
 // runOrphanBatch deletes the batch's files that nothing references, in one

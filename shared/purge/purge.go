@@ -26,6 +26,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -81,8 +82,6 @@ type Service struct {
 	DeadlineMargin time.Duration
 	// Metrics receives CloudWatch EMF lines (stdout in Lambda); nil: none.
 	Metrics Writer
-	// Events publishes the purge's lifecycle events; nil: none.
-	Events *eventbus.Bus
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
 	// Now is the orphan sweep's clock (tests advance it); nil: time.Now.
@@ -152,7 +151,8 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 			MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
 		}
 		j.Execution = j.ID
-		err = s.Store.DropForPurge(ctx, e, j, true)
+		err = s.Store.DropForPurge(ctx, e, j, true, outbox.Records(
+			JobEvent(eventbus.TablePermanentlyDeleted, j, nil), JobEvent(eventbus.PurgeStarted, j, nil))...)
 		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
 			continue // a commit moved the pointer (or the entry went): drop what is there now
 		}
@@ -164,9 +164,7 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		}
 		break
 	}
-	s.publish(ctx, eventbus.TablePermanentlyDeleted, j, nil)
-	s.publish(ctx, eventbus.PurgeStarted, j, nil)
-	// The job is durable already: if this fails, the reconcile sweep starts it.
+	// The job (and its events) are durable already: if this fails, the reconcile sweep starts it.
 	if err := s.crash("drop.before-start"); err != nil {
 		return j, nil
 	}
@@ -176,10 +174,10 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 	return j, nil
 }
 
-// Started announces a job made outside Drop (purge-now, hold expiry) and
-// starts its execution; if that fails, reconcile starts it.
+// Started starts the execution of a job made outside Drop (purge-now, hold
+// expiry, the orphan sweep), whose creating transaction recorded its
+// PurgeStarted event; if starting fails, reconcile starts it.
 func (s *Service) Started(ctx context.Context, j store.Job) {
-	s.publish(ctx, eventbus.PurgeStarted, j, nil)
 	if err := s.Start(ctx, j); err != nil {
 		slog.Warn("start purge execution; reconcile will retry", "job", j.ID, "error", err)
 	}
@@ -224,25 +222,28 @@ func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
 		Set: map[string]any{"state": store.JobFailed, "last_error": reason}, Finish: true,
 		States: []string{store.JobPending, store.JobRunning, store.JobDeadLettered},
+		Events: outbox.Records(JobEvent(eventbus.PurgeFailed, j, map[string]any{"reason": reason})),
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // already terminal
 	}
 	if err == nil {
 		s.emit(map[string]float64{"JobsFailed": 1})
-		s.publish(ctx, eventbus.PurgeFailed, j, map[string]any{"reason": reason})
 	}
 	return err
 }
 
-// publish sends a job's event. Events are a notification, not the record:
-// a failed publish is logged and the step goes on (the job is the record).
-func (s *Service) publish(ctx context.Context, typ string, j store.Job, detail map[string]any) {
-	err := s.Events.Publish(ctx, eventbus.Event{
+// JobEvent is a job's lifecycle event (recorded in the outbox by the
+// transaction that makes the change it reports).
+func JobEvent(typ string, j store.Job, detail map[string]any) eventbus.Event {
+	if j.Kind != "" && j.Kind != store.KindPurge {
+		if detail == nil {
+			detail = map[string]any{}
+		}
+		detail["kind"] = j.Kind
+	}
+	return eventbus.Event{
 		Type: typ, Actor: j.CreatedBy, Catalog: j.Catalog, Namespace: j.Namespace, Table: j.Table,
 		TableUUID: j.TableUUID, JobID: j.ID, Detail: detail,
-	})
-	if err != nil {
-		slog.Warn("publish event", "type", typ, "job", j.ID, "error", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -29,6 +30,9 @@ type ReconcileReport struct {
 	DeadLettered int `json:"dead_lettered"`
 	// Orphans: what the orphan sweep of this run did.
 	Orphans OrphanReport `json:"orphans"`
+	// EventsRelayed: lifecycle events the same run relayed from the
+	// outbox (the reconcile function's backstop for the outbox function).
+	EventsRelayed int `json:"events_relayed"`
 }
 
 // Reconcile walks the jobs that are not terminal: it starts executions that
@@ -157,7 +161,8 @@ func (s *Service) deadInFlight(ctx context.Context, j store.Job, rep *ReconcileR
 			if err != nil {
 				return err
 			}
-			err = s.Store.MarkBatchDead(ctx, fresh, b, reason)
+			err = s.Store.MarkBatchDead(ctx, fresh, b, reason,
+				outbox.Record(JobEvent(eventbus.PurgeDeadLettered, fresh, map[string]any{"batch": b.Number, "reason": reason})))
 			if errors.Is(err, store.ErrConditionFailed) {
 				continue // marked, finished or redriven meanwhile
 			}
@@ -165,7 +170,6 @@ func (s *Service) deadInFlight(ctx context.Context, j store.Job, rep *ReconcileR
 				return err
 			}
 			rep.DeadLettered++
-			s.publish(ctx, eventbus.PurgeDeadLettered, fresh, map[string]any{"batch": b.Number, "reason": reason})
 		}
 		if next == "" {
 			return nil

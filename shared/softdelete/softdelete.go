@@ -18,6 +18,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -53,8 +54,7 @@ type Service struct {
 	Catalog *catalog.Service
 	// Purge starts the jobs of permanent deletes (nil: no function here
 	// starts executions; reconcile does).
-	Purge  *purge.Service
-	Events *eventbus.Bus
+	Purge *purge.Service
 	// Now is the clock (tests set it); nil: time.Now.
 	Now func() time.Time
 }
@@ -163,7 +163,9 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		if e.HoldPeriod != "" {
 			r.Properties[catalog.PropHoldPeriod] = e.HoldPeriod
 		}
-		err = s.store().SoftDelete(ctx, cat, e, r)
+		r.Catalog, r.Entry = cat, e
+		ev := s.event(ctx, eventbus.TableSoftDeleted, r, map[string]any{"purge-at": r.PurgeAt, "hold-period": period, "legal-hold": r.LegalHold})
+		err = s.store().SoftDelete(ctx, cat, e, r, outbox.Record(ev))
 		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
 			continue // a commit moved the pointer: drop what is there now
 		}
@@ -173,8 +175,6 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		if err != nil {
 			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, err)
 		}
-		r.Catalog, r.Entry = cat, e
-		s.publish(ctx, eventbus.TableSoftDeleted, r, map[string]any{"purge-at": r.PurgeAt, "hold-period": period, "legal-hold": r.LegalHold})
 		return r, nil
 	}
 }
@@ -227,7 +227,10 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 	}
 	e := r.Entry
 	e.Namespace, e.Name = to.Namespace, to.Name
-	nsMissing, err := s.store().Undrop(ctx, r, e)
+	moved := r
+	moved.Entry = e
+	ev := s.event(ctx, eventbus.TableUndropped, moved, map[string]any{"from": map[string]any{"namespace": id.Namespace, "name": id.Name}})
+	nsMissing, err := s.store().Undrop(ctx, r, e, outbox.Record(ev))
 	switch {
 	case nsMissing:
 		return store.TableEntry{}, fmt.Errorf("undrop %s: namespace %s does not exist (recreate it, or undrop with rename-to): %w",
@@ -246,8 +249,6 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 	case err != nil:
 		return store.TableEntry{}, fmt.Errorf("undrop %s: %w", id, err)
 	}
-	r.Entry = e
-	s.publish(ctx, eventbus.TableUndropped, r, map[string]any{"from": map[string]any{"namespace": id.Namespace, "name": id.Name}})
 	return e, nil
 }
 
@@ -286,14 +287,17 @@ func (s *Service) permanentlyDelete(ctx context.Context, r store.SoftDeleted, wi
 		j.Execution = j.ID
 		job = &j
 	}
-	if err := s.store().PermanentlyDelete(ctx, r, job); err != nil {
-		return store.Job{}, err
-	}
 	detail := map[string]any{"purge": withPurge}
 	if job != nil {
 		detail["job-id"] = job.ID
 	}
-	s.publish(ctx, eventbus.TablePermanentlyDeleted, r, detail)
+	events := []eventbus.Event{s.event(ctx, eventbus.TablePermanentlyDeleted, r, detail)}
+	if job != nil {
+		events = append(events, purge.JobEvent(eventbus.PurgeStarted, *job, nil))
+	}
+	if err := s.store().PermanentlyDelete(ctx, r, job, outbox.Records(events...)...); err != nil {
+		return store.Job{}, err
+	}
 	if job == nil {
 		return store.Job{}, nil
 	}
@@ -315,14 +319,13 @@ func (s *Service) SetLegalHold(ctx context.Context, cat, uuid string, on bool) (
 	if r.LegalHold == on {
 		return r, nil
 	}
-	r, err = s.store().SetLegalHold(ctx, r, on)
+	r, err = s.store().SetLegalHold(ctx, r, on, outbox.Record(s.event(ctx, eventbus.LegalHoldChanged, r, map[string]any{"legal-hold": on})))
 	if errors.Is(err, store.ErrNotFound) {
 		return r, fmt.Errorf("soft-deleted table %s: %w", uuid, ErrNoRecord)
 	}
 	if err != nil {
 		return r, err
 	}
-	s.publish(ctx, eventbus.LegalHoldChanged, r, map[string]any{"legal-hold": on})
 	return r, nil
 }
 
@@ -342,12 +345,11 @@ func (s *Service) List(ctx context.Context, cat string, ns []string, token strin
 	return out, next, nil
 }
 
-func (s *Service) publish(ctx context.Context, typ string, r store.SoftDeleted, detail map[string]any) {
-	err := s.Events.Publish(ctx, eventbus.Event{
+// event is a record's lifecycle event, recorded in the outbox by the
+// transaction that makes the change it reports.
+func (s *Service) event(ctx context.Context, typ string, r store.SoftDeleted, detail map[string]any) eventbus.Event {
+	return eventbus.Event{
 		Type: typ, Actor: authz.Principal(ctx), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name,
 		TableUUID: r.Entry.TableUUID, Detail: detail,
-	})
-	if err != nil {
-		slog.Warn("publish event", "type", typ, "table", r.Entry.Name, "error", err)
 	}
 }

@@ -180,11 +180,11 @@ type Tombstone struct {
 // tombstone) the tombstone, in one transaction; the entry's location claim
 // passes to the job. ErrNotFound if the entry moved or vanished since it was
 // read; ErrTombstoned if a job already holds the name.
-func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone bool) error {
+func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone bool, events ...OutboxEvent) error {
 	j.CreatedAt, j.UpdatedAt = now(), now()
 	j.Tombstoned = tombstone
 	j.Hold = e.Hold
-	items, err := s.jobCreateItems(j)
+	items, err := s.jobCreateItems(j, events)
 	if err != nil {
 		return err
 	}
@@ -225,10 +225,11 @@ func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone
 	return err
 }
 
-// CreateJob stores a job without touching a table entry (hold expiry).
-func (s *Store) CreateJob(ctx context.Context, j Job) error {
+// CreateJob stores a job without touching a table entry (the orphan sweep),
+// with the events that announce it.
+func (s *Store) CreateJob(ctx context.Context, j Job, events ...OutboxEvent) error {
 	j.CreatedAt, j.UpdatedAt = now(), now()
-	items, err := s.jobCreateItems(j)
+	items, err := s.jobCreateItems(j, events)
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	return err
 }
 
-func (s *Store) jobCreateItems(j Job) ([]ddbtypes.TransactWriteItem, error) {
+func (s *Store) jobCreateItems(j Job, events []OutboxEvent) ([]ddbtypes.TransactWriteItem, error) {
 	pk, sk := jobKey(j.Catalog, j.ID)
 	item, err := withKey(j, pk, sk)
 	if err != nil {
@@ -252,10 +253,10 @@ func (s *Store) jobCreateItems(j Job) ([]ddbtypes.TransactWriteItem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []ddbtypes.TransactWriteItem{
+	return s.withEvents([]ddbtypes.TransactWriteItem{
 		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
 		{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: active}},
-	}, nil
+	}, events)
 }
 
 // GetJob loads a job; ErrNotFound if unknown.
@@ -328,6 +329,8 @@ type JobUpdate struct {
 	// Extra guard on the job, e.g. "finalize_offset = :fo" with its values.
 	Cond       string
 	CondValues map[string]any
+	// Events the update reports (the outbox: written in its transaction).
+	Events []OutboxEvent
 }
 
 func (s *Store) jobUpdateItems(j Job, u JobUpdate) ([]ddbtypes.TransactWriteItem, error) {
@@ -413,7 +416,7 @@ func (s *Store) jobUpdateItems(j Job, u JobUpdate) ([]ddbtypes.TransactWriteItem
 			items = append(items, loc...)
 		}
 	}
-	return items, nil
+	return s.withEvents(items, u.Events)
 }
 
 // UpdateJob applies a guarded job change; ErrConditionFailed when the guard
@@ -534,7 +537,7 @@ func (s *Store) StepBatch(ctx context.Context, j Job, b Batch, st BatchStep) err
 
 // MarkBatchDead records that a batch exhausted its receives; the job becomes
 // DEAD_LETTERED with the reason. Idempotent.
-func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string) error {
+func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string, events ...OutboxEvent) error {
 	pk, sk := batchKey(b.JobID, b.Number)
 	items := []ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
@@ -548,7 +551,7 @@ func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string
 	}}}
 	ju, err := s.jobUpdateItems(j, JobUpdate{
 		Set: map[string]any{"state": JobDeadLettered, "last_error": reason}, Add: map[string]int64{"batches_dead": 1},
-		States: []string{JobRunning, JobDeadLettered},
+		States: []string{JobRunning, JobDeadLettered}, Events: events,
 	})
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func (s *Store) softRemoveItems(r SoftDeleted) []ddbtypes.TransactWriteItem {
 // the active view into a soft-deleted record, in one transaction; the
 // entry's location stays claimed (by the record). ErrNotFound when the entry
 // moved or vanished.
-func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r SoftDeleted) error {
+func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r SoftDeleted, events ...OutboxEvent) error {
 	r.Catalog, r.Entry = cat, e
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	items := []ddbtypes.TransactWriteItem{{Delete: &ddbtypes.Delete{
@@ -121,6 +121,9 @@ func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r Soft
 			return err
 		}
 		items = append(items, loc...)
+	}
+	if items, err = s.withEvents(items, events); err != nil {
+		return err
 	}
 	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
@@ -187,7 +190,7 @@ func (s *Store) softPage(ctx context.Context, cat, prefix, token string, limit i
 // ErrTombstoned: a purge job holds the name; ErrNotFound with nsMissing: the
 // namespace is gone; ErrConditionFailed: the record is gone (undropped,
 // purged or expired meanwhile).
-func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry) (nsMissing bool, err error) {
+func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events ...OutboxEvent) (nsMissing bool, err error) {
 	to.Hold = r.Entry.Hold
 	put, err := s.tablePut(r.Catalog, TableWrite{Entry: to})
 	if err != nil {
@@ -207,6 +210,9 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry) (nsMis
 			return false, err
 		}
 		items = append(items, loc...)
+	}
+	if items, err = s.withEvents(items, events); err != nil {
+		return false, err
 	}
 	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
@@ -230,7 +236,7 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry) (nsMis
 // (the files stay, owned by nobody). ErrConditionFailed when the record is
 // gone (another sweep, a purge-now or an undrop got there first);
 // ErrLegalHold when it is under legal hold.
-func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job) error {
+func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, events ...OutboxEvent) error {
 	items := s.softRemoveItems(r)
 	// Legal hold is checked by the transaction, not by the read before it.
 	items[0].Delete.ConditionExpression = aws.String("attribute_exists(pk) AND legal_hold = :f")
@@ -239,7 +245,7 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job) 
 	if job != nil {
 		job.CreatedAt, job.UpdatedAt = now(), now()
 		job.Hold = r.Entry.Hold
-		ji, err := s.jobCreateItems(*job)
+		ji, err := s.jobCreateItems(*job, nil)
 		if err != nil {
 			return err
 		}
@@ -255,6 +261,9 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job) 
 		return err
 	}
 	items = append(items, loc...)
+	if items, err = s.withEvents(items, events); err != nil {
+		return err
+	}
 	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
 		if reasons[0] {
@@ -271,7 +280,7 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job) 
 // expiry index, cleared ones come back to it (at their purge time; a time
 // already past makes them due at the next sweep). ErrNotFound when the
 // record is gone.
-func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool) (SoftDeleted, error) {
+func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool, events ...OutboxEvent) (SoftDeleted, error) {
 	uk, nk := softKeys(r)
 	var items []ddbtypes.TransactWriteItem
 	for i, sk := range []string{uk, nk} {
@@ -298,7 +307,11 @@ func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool) (SoftD
 		}
 		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: item}})
 	}
-	err := s.transactWrite(ctx, items)
+	items, err := s.withEvents(items, events)
+	if err != nil {
+		return r, err
+	}
+	err = s.transactWrite(ctx, items)
 	if cancelReasons(err) != nil {
 		return r, ErrNotFound
 	}

@@ -47,6 +47,8 @@ type TableWrite struct {
 	// Intent is the pending-write record of the entry's new metadata file,
 	// retired by this write (several writes of one request share one).
 	Intent *Intent
+	// Events the write reports (the outbox: written in its transaction).
+	Events []OutboxEvent
 }
 
 func (s *Store) nsCheck(cat string, ns []string) ddbtypes.TransactWriteItem {
@@ -160,6 +162,16 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 			owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
 		}
 	}
+	for i, w := range writes {
+		puts, err := s.outboxPuts(w.Events)
+		if err != nil {
+			return i, err
+		}
+		for _, p := range puts {
+			items = append(items, p) // unconditional: never the cause
+			owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
+		}
+	}
 	first := len(items)
 	loc, err := s.locItems(&lc)
 	if err != nil {
@@ -199,7 +211,7 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 // new location: one conditional write (with done, a transaction that also
 // retires the intent of the new file). ErrNotFound if the entry is gone,
 // ErrConditionFailed if another commit won.
-func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent) error {
+func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, events ...OutboxEvent) error {
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	update := ddbtypes.Update{
 		TableName:           aws.String(s.table),
@@ -214,8 +226,16 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 			":hp":  &ddbtypes.AttributeValueMemberS{Value: e.HoldPeriod},
 		},
 	}
-	if done != nil {
-		err := s.transactWrite(ctx, []ddbtypes.TransactWriteItem{{Update: &update}, s.intentDone(*done)})
+	if done != nil || len(events) > 0 {
+		items := []ddbtypes.TransactWriteItem{{Update: &update}}
+		if done != nil {
+			items = append(items, s.intentDone(*done))
+		}
+		items, err := s.withEvents(items, events)
+		if err != nil {
+			return err
+		}
+		err = s.transactWrite(ctx, items)
 		if cancelReasons(err) == nil {
 			return err
 		}
