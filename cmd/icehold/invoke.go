@@ -145,13 +145,13 @@ func purgeRunner(step func(context.Context, *purge.Service, purge.Input) (any, e
 }
 
 func invokeCmd(conn *connOpts) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "invoke FUNCTION EVENT.json [STATE_DIR]",
 		Short: "Run a function's handler on a sample event against the local server (make invoke)",
 		Long: `Runs one function's handler on a sample event against the running local
 server's emulators (make run), as Lambda would against AWS. The samples are
-in events/FUNCTION/; run "icehold invoke seed" once first on a fresh server
-so that every sample finds the state it names.`,
+in events/FUNCTION/; "icehold invoke seed" makes the state they name, once,
+on a fresh server (make invoke-all seeds and runs every sample in file order).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || len(args) > 3 {
 				return usagef(cmd, "%s (functions: %s)", cmd.UseLine(), strings.Join(functionNames(), ", "))
@@ -174,6 +174,8 @@ so that every sample finds the state it names.`,
 			return runInvoke(cmd.Context(), conn, args[0], args[1], cmd.OutOrStdout())
 		},
 	}
+	cmd.AddCommand(seedCmd(conn))
+	return cmd
 }
 
 func functionNames() []string {

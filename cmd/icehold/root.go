@@ -42,16 +42,24 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short: "The table-lifecycle Iceberg REST catalog: operator CLI and local server",
 		Long: `icehold: the table-lifecycle Iceberg REST catalog.
 
-Every verb that talks to the API finds its server the same way:
-  --url / ICEHOLD_URL      the API (default: the local server's .icehold/local.json,
-                           looked for in --dir / ICEHOLD_DIR, else in this folder
-                           and its parents)
-  --token / ICEHOLD_TOKEN  a bearer token (default: local.json's admin token when
-                           the URL is that local server's)
-  --sigv4, --profile P     sign with SigV4 (AWS: API Gateway's IAM auth), with the
-                           AWS credential chain or profile P; an execute-api URL
-                           without a token implies --sigv4
-  --catalog / ICEHOLD_CATALOG  the catalog (default: local.json's, else demo)`,
+Every verb that talks to the API finds its server and credentials the same way:
+  --url / ICEHOLD_URL      the API; default: the local server of --dir /
+                           ICEHOLD_DIR, else of the nearest .icehold folder here
+                           or in a parent folder (its local.json, which make run
+                           writes)
+  --token / ICEHOLD_TOKEN  a bearer token; default: the local server's admin
+                           token, when --url is that server
+  --profile P, --sigv4, ICEHOLD_AUTH=sigv4
+                           sign with SigV4 for API Gateway's IAM auth (AWS), with
+                           profile P or the default credential chain; an
+                           execute-api URL without a token is signed too
+  --region                 the SigV4 region; default: the execute-api URL's,
+                           else the AWS config's
+  --catalog / ICEHOLD_CATALOG  the catalog; default: the local server's, else demo
+  --output table|json      how answers print
+
+Exit status: 0 done, 1 failed, 2 the command line does not parse.
+Shell completion: icehold completion bash|zsh|fish --help.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Alone it shows its help; an unknown verb is a usage error.

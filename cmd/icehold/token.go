@@ -17,8 +17,7 @@ const tokenHelp = `Local bearer tokens:
 They edit <dir>/tokens.json (--dir, default .icehold), whether or not the
 local server runs; a running server sees the change from its next request on.
 A new principal holds no privilege until granted one:
-  curl -X PUT -H "Authorization: Bearer $ADMIN" -d '{"privileges":["TABLE_READ"]}' \
-    http://127.0.0.1:8181/lifecycle/v1/catalogs/demo/grants/PRINCIPAL
+  icehold grants set PRINCIPAL TABLE_READ
 `
 
 // tokenCmd is `icehold local token ...`: only the token (add) or the
