@@ -109,6 +109,15 @@ func TestHelpIsOffline(t *testing.T) {
 	if n := len(api.requests()); n != 0 {
 		t.Errorf("help and usage errors sent %d requests", n)
 	}
+	for args, want := range map[string]int{"jobs -h": 0, "jobs": 2, "jobs list --bogus": 2} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), strings.Fields(args), &out, &errOut); code != want {
+			t.Errorf("icehold %s exits %d, want %d (%s)", args, code, want, errOut.String())
+		}
+	}
+	if n := len(api.requests()); n != 0 {
+		t.Errorf("help and usage errors sent %d requests", n)
+	}
 }
 
 // The global flags work before the verb, between verb and argument and

@@ -14,10 +14,8 @@ import (
 // is wrong and where the help is, and the exit status is 2.
 var errUsage = errors.New("usage")
 
-// usageError wraps a parse error with the way to the command's help.
-func usageError(cmd *cobra.Command, err error) error {
-	return fmt.Errorf("%w: %v (see '%s --help')", errUsage, err, cmd.CommandPath())
-}
+// usageError wraps a flag parse error with the way to the command's help.
+func usageError(cmd *cobra.Command, err error) error { return usagef(cmd, "%v", err) }
 
 // usagef is a usage error of cmd, pointing at its help.
 func usagef(cmd *cobra.Command, format string, a ...any) error {

@@ -143,12 +143,13 @@ const oauthTokensPath = "/v1/oauth/tokens"
 func refuseOAuth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="icehold"`)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusUnauthorized, map[string]string{
-		"error": "invalid_client",
-		"error_description": "icehold does not offer the OAuth2 token endpoint (no client credentials are exchanged here): " +
-			"send a bearer token directly (iceberg-go rest.WithOAuthToken, PyIceberg token=, Spark ...token) locally, or SigV4 in AWS",
-	})
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "error_description": OAuthRefusal})
 }
+
+// OAuthRefusal is the token endpoint's error_description, here and in the
+// API Gateway stage's answer (infra), which no function serves.
+const OAuthRefusal = "icehold does not offer the OAuth2 token endpoint (no client credentials are exchanged here): " +
+	"send a bearer token directly (iceberg-go rest.WithOAuthToken, PyIceberg token=, Spark ...token) locally, or SigV4 in AWS"
 
 func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
