@@ -136,6 +136,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"after the argument", nil, []string{"jobs", "show", "pj-1", "--url", api.URL, "--token", "a", "--catalog", "c"}, api, "Bearer a"},
 		{"before the verb", nil, []string{"--url", api.URL, "--token", "a", "--catalog", "c", "jobs", "show", "pj-1"}, api, "Bearer a"},
 		{"between", nil, []string{"jobs", "--url", api.URL, "show", "--token=a", "pj-1", "--catalog=c"}, api, "Bearer a"},
+		{"Go's single dash", nil, []string{"jobs", "show", "pj-1", "-url", api.URL, "-token=a", "-catalog", "c"}, api, "Bearer a"},
 		{"environment", map[string]string{"ICEHOLD_URL": api.URL, "ICEHOLD_TOKEN": "e", "ICEHOLD_CATALOG": "c"}, []string{"jobs", "show", "pj-1"}, api, "Bearer e"},
 		{"flags beat the environment", map[string]string{"ICEHOLD_URL": api.URL, "ICEHOLD_TOKEN": "e", "ICEHOLD_CATALOG": "x"},
 			[]string{"jobs", "show", "pj-1", "--url", other.URL, "--token", "f", "--catalog", "c"}, other, "Bearer f"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -26,8 +27,26 @@ func usagef(cmd *cobra.Command, format string, a ...any) error {
 // one process; flags keep no state between them).
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := newRoot(stdout, stderr)
-	root.SetArgs(args)
+	root.SetArgs(goFlags(args))
 	return root.ExecuteContext(ctx)
+}
+
+// goFlags spells Go's single-dash long flags (-dir X, from before cobra) as
+// --dir X; one letter after the dash stays a shorthand (-o json, -h), and
+// nothing after "--" changes.
+func goFlags(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && unicode.IsLetter(rune(a[1])) {
+			a = "-" + a
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // newRoot builds the command tree. The connection flags are persistent on
