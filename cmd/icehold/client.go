@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -40,7 +41,7 @@ func (o *connOpts) register(root *cobra.Command) {
 	f.StringVar(&o.url, "url", os.Getenv("ICEHOLD_URL"), "API URL (env ICEHOLD_URL; default: the local server's)")
 	f.StringVar(&o.token, "token", os.Getenv("ICEHOLD_TOKEN"), "bearer token (env ICEHOLD_TOKEN; default: the local server's admin token)")
 	f.StringVar(&o.catalog, "catalog", os.Getenv("ICEHOLD_CATALOG"), "catalog (env ICEHOLD_CATALOG; default: the local server's, else demo)")
-	f.StringVar(&o.dir, "dir", envDefault("ICEHOLD_DIR", ".icehold"), "local state folder (env ICEHOLD_DIR); unset, .icehold is looked for here and in the parent folders")
+	f.StringVar(&o.dir, "dir", cmp.Or(os.Getenv("ICEHOLD_DIR"), ".icehold"), "local state folder (env ICEHOLD_DIR); unset, .icehold is looked for here and in the parent folders")
 	f.StringVar(&o.profile, "profile", "", "sign requests with SigV4 using this AWS profile (API Gateway IAM auth)")
 	f.StringVar(&o.region, "region", "", "AWS region (default: the execute-api URL's, else the AWS config's)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
@@ -55,13 +56,6 @@ func (o *connOpts) register(root *cobra.Command) {
 		}
 		return nil
 	}
-}
-
-func envDefault(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // stateDir is the local state folder: the one named, else the nearest
@@ -134,7 +128,7 @@ func (o *connOpts) connect(ctx context.Context) (*client, error) {
 	sigv4 := o.sigv4 || o.profile != "" || (c.token == "" && executeAPIRegion(c.url) != "")
 	switch {
 	case sigv4:
-		cfg, err := awsconfig.Load(ctx, awsconfig.Endpoints{Profile: o.profile, Region: cmpOr(o.region, executeAPIRegion(c.url))})
+		cfg, err := awsconfig.Load(ctx, awsconfig.Endpoints{Profile: o.profile, Region: cmp.Or(o.region, executeAPIRegion(c.url))})
 		if err != nil {
 			return nil, fmt.Errorf("AWS credentials for SigV4: %w", err)
 		}
@@ -155,13 +149,6 @@ func (o *connOpts) connect(ctx context.Context) (*client, error) {
 		c.catalog = "demo"
 	}
 	return c, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // sameServer says whether two URLs name one server (scheme, host, port).

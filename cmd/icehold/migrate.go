@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,7 @@ func migrateCmd(conn *connOpts) *cobra.Command {
 				if table == "" {
 					return usagef(cmd, "--table (or ICEHOLD_TABLE) names the stack's DynamoDB table")
 				}
-				return runMigrate(cmd.Context(), use, migrateTarget{table: table, region: cmpOr(conn.region, os.Getenv("AWS_REGION")),
+				return runMigrate(cmd.Context(), use, migrateTarget{table: table, region: cmp.Or(conn.region, os.Getenv("AWS_REGION")),
 					profile: conn.profile, endpoint: endpoint, dynamo: dynamo, s3: s3}, cmd.OutOrStdout())
 			},
 		}
