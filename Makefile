@@ -12,7 +12,7 @@ export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: run test vet lint-cfn fuzz bench e2e invoke lambdas synth localstack-up localstack-deploy clean
+.PHONY: run test vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth localstack-up localstack-deploy clean
 
 ## run: the whole product on this machine, state in .icehold/
 run:
@@ -48,8 +48,22 @@ e2e:
 	E2E_ENDPOINT=$(E2E_ENDPOINT) $(GO) test -count=1 -v ./e2e/
 
 ## invoke: FN=api EVENT=events/api/01-config.json, against a running make run
+## (make invoke-seed once first: the state the samples name)
 invoke:
 	$(GO) run ./cmd/icehold invoke $(FN) $(EVENT)
+
+## invoke-seed: make the tables and purge jobs the sample events name
+invoke-seed:
+	$(GO) run ./cmd/icehold invoke seed
+
+## invoke-all: seed, then every sample event in file order (on a fresh make run)
+invoke-all:
+	@bin=$$(mktemp -d)/icehold && $(GO) build -o $$bin ./cmd/icehold && \
+	$$bin invoke seed && \
+	for ev in events/*/*.json; do \
+		fn=$$(basename $$(dirname $$ev)); echo "== $$fn $$ev"; \
+		$$bin invoke $$fn $$ev || exit 1; \
+	done
 
 ## lambdas: one bootstrap per function for provided.al2023 on arm64
 lambdas:

@@ -18,6 +18,13 @@ import (
 // call sends one raw request to the suite's endpoint and returns status and body.
 func call(t testing.TB, method, path, token string, body any, headers ...string) (int, []byte) {
 	t.Helper()
+	status, _, out := callHeaders(t, method, path, token, body, headers...)
+	return status, out
+}
+
+// callHeaders is call that also returns the answer's headers.
+func callHeaders(t testing.TB, method, path, token string, body any, headers ...string) (int, http.Header, []byte) {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -50,7 +57,7 @@ func call(t testing.TB, method, path, token string, body any, headers ...string)
 	}
 	defer res.Body.Close()
 	out, _ := io.ReadAll(res.Body)
-	return res.StatusCode, out
+	return res.StatusCode, res.Header, out
 }
 
 // mustCall is call that fails the test unless the status is want.

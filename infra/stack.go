@@ -2,6 +2,7 @@
 package infra
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/router"
 )
 
 // Props configure the stack.
@@ -113,6 +115,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
 	gatewayErrors(s.API)
 	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
+	oauthTokens(s.API)
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete, never write metadata files"),
@@ -163,6 +166,40 @@ func gatewayErrors(api awsapigateway.RestApi) {
 				`{"error":{"message":` + msg + `,"type":"` + g.errTyp + `","code":` + g.status + `}}`)},
 		})
 	}
+}
+
+// oauthTokens answers the Iceberg REST spec's OAuth2 token endpoint, which
+// icehold does not offer, in RFC 6749's error shape, as the local router
+// does: OAuth2 clients (iceberg-go's rest.WithCredential) send no SigV4, so
+// behind IAM auth they would read API Gateway's 403 with no reason. A mock
+// integration answers without auth and without invoking a function.
+func oauthTokens(api awsapigateway.RestApi) {
+	body, _ := json.Marshal(map[string]string{"error": "invalid_client", "error_description": router.OAuthRefusal})
+	request := jsii.String(`{"statusCode": 401}`)
+	headers := map[string]*string{
+		"method.response.header.WWW-Authenticate": jsii.String(`'Bearer realm="icehold"'`),
+		"method.response.header.Cache-Control":    jsii.String("'no-store'"),
+	}
+	api.Root().ResourceForPath(jsii.String("v1/oauth/tokens")).AddMethod(jsii.String("POST"),
+		awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
+			// OAuth2 clients post a form; a mock integration reads the status from its template.
+			RequestTemplates:    &map[string]*string{"application/x-www-form-urlencoded": request, "application/json": request},
+			PassthroughBehavior: awsapigateway.PassthroughBehavior_NEVER,
+			IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{
+				StatusCode:         jsii.String("401"),
+				ResponseTemplates:  &map[string]*string{"application/json": jsii.String(string(body))},
+				ResponseParameters: &headers,
+			}},
+		}),
+		&awsapigateway.MethodOptions{
+			AuthorizationType: awsapigateway.AuthorizationType_NONE,
+			MethodResponses: &[]*awsapigateway.MethodResponse{{
+				StatusCode: jsii.String("401"),
+				ResponseParameters: &map[string]*bool{
+					"method.response.header.WWW-Authenticate": jsii.Bool(true), "method.response.header.Cache-Control": jsii.Bool(true),
+				},
+			}},
+		})
 }
 
 // goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap

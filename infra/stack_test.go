@@ -632,6 +632,50 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 	})
 }
 
+// The OAuth2 token endpoint answers RFC 6749's invalid_client without auth
+// and without a function (a mock integration); it is the only method without
+// IAM auth.
+func TestOAuthTokenEndpointRefusesInRFC6749Shape(t *testing.T) {
+	open := 0
+	for _, m := range resources("AWS::ApiGateway::Method") {
+		props := m["Properties"].(map[string]any)
+		if props["AuthorizationType"] == "AWS_IAM" {
+			continue
+		}
+		open++
+		integ, _ := props["Integration"].(map[string]any)
+		resps, _ := integ["IntegrationResponses"].([]any)
+		if integ["Type"] != "MOCK" || props["HttpMethod"] != "POST" || len(resps) != 1 {
+			t.Errorf("a method without IAM auth that is not the token endpoint's mock: %v", props)
+			continue
+		}
+		r := resps[0].(map[string]any)
+		var body struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		tmpl, _ := r["ResponseTemplates"].(map[string]any)["application/json"].(string)
+		if err := json.Unmarshal([]byte(tmpl), &body); err != nil || r["StatusCode"] != "401" || body.Error != "invalid_client" ||
+			!strings.Contains(body.Description, "does not offer") {
+			t.Errorf("token endpoint answers %v %q (%v), want 401 invalid_client", r["StatusCode"], tmpl, err)
+		}
+		reqs, _ := integ["RequestTemplates"].(map[string]any)
+		if reqs["application/x-www-form-urlencoded"] == nil {
+			t.Errorf("no request template for the form OAuth2 clients post: %v", reqs)
+		}
+	}
+	if open != 1 {
+		t.Errorf("%d methods without IAM auth, want the token endpoint only", open)
+	}
+	paths := map[string]bool{}
+	for _, r := range resources("AWS::ApiGateway::Resource") {
+		paths[r["Properties"].(map[string]any)["PathPart"].(string)] = true
+	}
+	if !paths["oauth"] || !paths["tokens"] {
+		t.Errorf("no v1/oauth/tokens resource: %v", paths)
+	}
+}
+
 // Partition drop in AWS: its routes (drop, retention policies, verify) go
 // to the partition-drop function, the retention function runs hourly with
 // an alarm on its errors; both read and write only what lies in tables'

@@ -5,17 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/spf13/cobra"
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -166,43 +166,68 @@ func purgeRunner(step func(context.Context, *purge.Service, purge.Input) (any, e
 	}
 }
 
+func invokeCmd(conn *connOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "invoke FUNCTION EVENT.json [STATE_DIR]",
+		Short: "Run a function's handler on a sample event against the local server (make invoke)",
+		Long: `Runs one function's handler on a sample event against the running local
+server's emulators (make run), as Lambda would against AWS. The samples are
+in events/FUNCTION/; "icehold invoke seed" makes the state they name, once,
+on a fresh server (make invoke-all seeds and runs every sample in file order).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || len(args) > 3 {
+				return usagef(cmd, "%s (functions: %s)", cmd.UseLine(), strings.Join(functionNames(), ", "))
+			}
+			if _, ok := functions[args[0]]; !ok {
+				return usagef(cmd, "unknown function %q (functions: %s)", args[0], strings.Join(functionNames(), ", "))
+			}
+			return nil
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return functionNames(), cobra.ShellCompDirectiveNoFileComp
+			}
+			return []string{"json"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 2 {
+				conn.dir, conn.dirSet = args[2], true
+			}
+			return runInvoke(cmd.Context(), conn, args[0], args[1], cmd.OutOrStdout())
+		},
+	}
+	cmd.AddCommand(seedCmd(conn))
+	return cmd
+}
+
+func functionNames() []string {
+	names := make([]string, 0, len(functions))
+	for n := range functions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // runInvoke runs one function's handler on a sample event against the
 // running local server's emulators (make run), as Lambda would against AWS.
-func runInvoke(args []string) error {
-	if len(args) < 2 {
-		names := make([]string, 0, len(functions))
-		for n := range functions {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("usage: icehold invoke FUNCTION EVENT.json [STATE_DIR]\nfunctions: %s", strings.Join(names, ", "))
-	}
-	fn, ok := functions[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown function %q", args[0])
-	}
-	event, err := os.ReadFile(args[1])
+func runInvoke(ctx context.Context, conn *connOpts, name, eventFile string, stdout io.Writer) error {
+	event, err := os.ReadFile(eventFile)
 	if err != nil {
 		return err
 	}
-	dir := ".icehold"
-	if len(args) > 2 {
-		dir = args[2]
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "local.json"))
-	if err != nil {
-		return fmt.Errorf("start the local server first (make run): %w", err)
-	}
-	var info localserver.Info
-	if err := json.Unmarshal(raw, &info); err != nil {
-		return err
-	}
-	env := info.FunctionEnv()
-	out, err := fn(context.Background(), env, event)
+	info, err := conn.localInfo()
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
+	if info == nil {
+		return fmt.Errorf("no local server in %s: start it first (make run)", conn.stateDir())
+	}
+	out, err := functions[name](ctx, info.FunctionEnv(), event)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }

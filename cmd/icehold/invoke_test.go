@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -51,26 +54,86 @@ func TestSampleEventsInvokeEveryFunction(t *testing.T) {
 			})
 		}
 	}
+}
 
-	// The drop sample purges a table that exists.
-	raw, _ := os.ReadFile("../../events/api/02-create-namespace.json")
-	if _, err := functions["api"](ctx, env, raw); err != nil {
-		t.Fatal(err)
+// What make invoke-all does: on a fresh server, icehold invoke seed, then
+// every sample in file order through icehold invoke; each runs as its name
+// says (only the malformed and unauthenticated api samples are refused),
+// though earlier samples renamed and dropped the api samples' table.
+func TestSamplesRunInFileOrder(t *testing.T) {
+	samples, _ := filepath.Glob("../../events/*/*.json")
+	for i := range samples {
+		samples[i], _ = filepath.Abs(samples[i])
 	}
-	raw, _ = os.ReadFile("../../events/api/04-create-table.json")
-	if _, err := functions["api"](ctx, env, raw); err != nil {
-		t.Fatal(err)
+	if len(samples) == 0 {
+		t.Fatal("no samples")
 	}
-	raw, _ = os.ReadFile("../../events/drop/drop-with-purge.json")
-	out, err := functions["drop"](ctx, env, raw)
+	isolate(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	// make run's reconcile runs each minute: the samples run before it.
+	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, ReconcileEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := out.(events.APIGatewayProxyResponse); res.StatusCode != 204 {
-		t.Fatalf("drop with purge: %d %s", res.StatusCode, res.Body)
+	defer srv.Close()
+	if out, _, err := cli("invoke", "seed", "--dir", dir); err != nil || !strings.Contains(out, "pj-0019dd1c7a2b0-5f1e2d3c4b") {
+		t.Fatalf("seed: %v\n%s", err, out)
 	}
-	jobs, _, err := srv.Catalog.Store().ListJobs(ctx, "demo", "", 10)
-	if err != nil || len(jobs) != 1 || jobs[0].Table != "orders" || store.Terminal(jobs[0].State) && jobs[0].State != store.JobSucceeded {
-		t.Errorf("drop sample made jobs %+v (%v)", jobs, err)
+	refused := map[string]int{"api/12-malformed-body.json": 400, "api/13-unauthenticated.json": 401}
+	for _, sample := range samples {
+		name := filepath.Base(filepath.Dir(sample)) + "/" + filepath.Base(sample)
+		out, _, err := cli("invoke", filepath.Base(filepath.Dir(sample)), sample, "--dir", dir)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var res struct {
+			StatusCode int               `json:"statusCode"`
+			Body       string            `json:"body"`
+			Failures   []json.RawMessage `json:"batchItemFailures"`
+			Enqueued   *int              `json:"enqueued"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Errorf("%s printed %q: %v", name, out, err)
+			continue
+		}
+		want := refused[name]
+		switch {
+		case want != 0 && res.StatusCode != want:
+			t.Errorf("%s answered %d, want %d", name, res.StatusCode, want)
+		case want == 0 && res.StatusCode >= 400:
+			t.Errorf("%s answered %d: %s", name, res.StatusCode, res.Body)
+		case len(res.Failures) > 0:
+			t.Errorf("%s: the delete step failed its message: %s", name, out)
+		case res.Enqueued != nil && *res.Enqueued < 0:
+			t.Errorf("%s: enqueued %d", name, *res.Enqueued)
+		}
+	}
+	st := srv.Catalog.Store()
+	for id, want := range map[string]string{
+		"pj-0019dd1c7a2b3-5f1e2d3c4b": store.JobFailed,    // finalize-failed
+		"pj-0019dd1c7a2b2-5f1e2d3c4b": store.JobSucceeded, // finalize
+	} {
+		if j, err := st.GetJob(ctx, "demo", id); err != nil || j.State != want {
+			t.Errorf("job %s: %s (%v), want %s", id, j.State, err, want)
+		}
+	}
+	if j, err := st.GetJob(ctx, "demo", "pj-0019dd1c7a2b0-5f1e2d3c4b"); err != nil || !j.Planned {
+		t.Errorf("the purge-plan samples did not plan their job: %+v (%v)", j, err)
+	}
+	jobs, _, err := st.ListJobs(ctx, "demo", "", 20)
+	var dropped []string
+	for _, j := range jobs {
+		if j.Table == "orders" {
+			dropped = append(dropped, fmt.Sprint(j.Namespace))
+		}
+	}
+	if err != nil || len(dropped) != 1 || dropped[0] != "[samples]" {
+		t.Errorf("the drop sample's purge jobs: %v (%v), want one of samples.orders", dropped, err)
+	}
+	// Seeding again makes only what the samples used up (the purged table).
+	if out, _, err := cli("invoke", "seed", "--dir", dir); err != nil || out != "table samples.orders\n" {
+		t.Errorf("second seed: %v %q", err, out)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -10,97 +9,150 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/icehold/icehold/shared/router"
 )
 
 // job is a purge job as the API answers it.
 type job = router.JobView
 
-const jobsUsage = `usage:
-  icehold jobs list  [--state S] [--kind purge|orphans] [--namespace a.b] [--table t]
-  icehold jobs show  JOB_ID
-  icehold jobs watch JOB_ID      (a progress bar until the job ends)
-connection flags: --url --token --catalog --sigv4 --dir
-`
+func jobsCmd(conn *connOpts) *cobra.Command {
+	var state, kind, ns, tbl string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List purge jobs, newest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if state != "" {
+				q.Set("state", state)
+			}
+			if kind != "" {
+				q.Set("kind", kind)
+			}
+			if ns != "" {
+				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
+			}
+			if tbl != "" {
+				q.Set("table", tbl)
+			}
+			var all []job
+			for token := ""; ; {
+				if token != "" {
+					q.Set("pageToken", token)
+				}
+				var page struct {
+					Jobs []job  `json:"jobs"`
+					Next string `json:"next-page-token"`
+				}
+				if err := c.do(cmd.Context(), "GET", jobsPath(c)+"?"+q.Encode(), nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Jobs...)
+				if token = page.Next; token == "" {
+					break
+				}
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"jobs": all}, func(out io.Writer) error {
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tKIND\tTABLE\tSTATE\tBATCHES\tFILES DELETED\tCREATED")
+				for _, j := range all {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", j.ID, j.Kind, tableOf(j), j.State,
+						j.BatchesDone, j.BatchesTotal, j.FilesDeleted, j.CreatedAt)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
+	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's) or orphans (the orphan sweep's)")
+	list.Flags().StringVar(&ns, "namespace", "", "only jobs of this namespace (levels joined by '.')")
+	list.Flags().StringVar(&tbl, "table", "", "only jobs of this table")
+	_ = list.RegisterFlagCompletionFunc("state", fixedValues(jobStates...))
+	_ = list.RegisterFlagCompletionFunc("kind", fixedValues("purge", "orphans"))
 
-func runJobs(args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w\n%s", errUsage, jobsUsage)
-	}
-	fs := flag.NewFlagSet("jobs "+args[0], flag.ContinueOnError)
-	connect := clientFlags(fs)
-	state := fs.String("state", "", "filter: job state")
-	kind := fs.String("kind", "", "filter: purge (a table's) or orphans (the orphan sweep's)")
-	ns := fs.String("namespace", "", "filter: namespace (levels joined by '.')")
-	tbl := fs.String("table", "", "filter: table")
-	every := fs.Duration("every", time.Second, "watch: refresh interval")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	c, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	base := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/purge-jobs"
-	switch args[0] {
-	case "list":
-		q := url.Values{}
-		if *state != "" {
-			q.Set("state", *state)
-		}
-		if *kind != "" {
-			q.Set("kind", *kind)
-		}
-		if *ns != "" {
-			q.Set("namespace", strings.ReplaceAll(*ns, ".", "\x1f"))
-		}
-		if *tbl != "" {
-			q.Set("table", *tbl)
-		}
-		w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tKIND\tTABLE\tSTATE\tBATCHES\tFILES DELETED\tCREATED")
-		token := ""
-		for {
-			if token != "" {
-				q.Set("pageToken", token)
-			}
-			var page struct {
-				Jobs []job  `json:"jobs"`
-				Next string `json:"next-page-token"`
-			}
-			if err := c.do(ctx, "GET", base+"?"+q.Encode(), nil, &page); err != nil {
+	show := &cobra.Command{
+		Use:               "show JOB_ID",
+		Short:             "Show a purge job",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeJobs(conn),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
 				return err
 			}
-			for _, j := range page.Jobs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", j.ID, j.Kind, tableOf(j), j.State,
-					j.BatchesDone, j.BatchesTotal, j.FilesDeleted, j.CreatedAt)
-			}
-			if page.Next == "" {
-				break
-			}
-			token = page.Next
-		}
-		return w.Flush()
-	case "show", "watch":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("%w\n%s", errUsage, jobsUsage)
-		}
-		path := base + "/" + url.PathEscape(fs.Arg(0))
-		if args[0] == "show" {
 			var j job
-			if err := c.do(ctx, "GET", path, nil, &j); err != nil {
+			if err := c.do(cmd.Context(), "GET", jobsPath(c)+"/"+url.PathEscape(args[0]), nil, &j); err != nil {
 				return err
 			}
-			showJob(out, j)
-			return nil
-		}
-		return watch(ctx, out, *every, func() (job, error) {
-			var j job
-			return j, c.do(ctx, "GET", path, nil, &j)
-		})
+			return c.emit(cmd.OutOrStdout(), j, func(out io.Writer) error {
+				showJob(out, j, deadNote(cmd.Context(), c, j))
+				return nil
+			})
+		},
 	}
-	return fmt.Errorf("%w\n%s", errUsage, jobsUsage)
+
+	var every time.Duration
+	watchCmd := &cobra.Command{
+		Use:               "watch JOB_ID",
+		Short:             "Draw a purge job's progress bar until the job ends",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeJobs(conn),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return watchJob(cmd.Context(), c, cmd.OutOrStdout(), every, args[0])
+		},
+	}
+	watchCmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
+	return group("jobs", "Purge jobs: list, show, watch", list, show, watchCmd)
+}
+
+var jobStates = []string{"PENDING", "RUNNING", "DEAD_LETTERED", "SUCCEEDED", "FAILED", "CANCELLED"}
+
+func jobsPath(c *client) string {
+	return "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/purge-jobs"
+}
+
+// watchJob redraws a job's progress until it ends.
+func watchJob(ctx context.Context, c *client, out io.Writer, every time.Duration, id string) error {
+	path := jobsPath(c) + "/" + url.PathEscape(id)
+	return watch(ctx, out, every, func() (job, error) {
+		var j job
+		return j, c.do(ctx, "GET", path, nil, &j)
+	})
+}
+
+// completeJobs completes a job id from the server's unfinished jobs, then
+// the rest; nothing when the server cannot be reached.
+func completeJobs(conn *connOpts) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := conn.connect(cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var page struct {
+			Jobs []job `json:"jobs"`
+		}
+		if c.do(cmd.Context(), "GET", jobsPath(c), nil, &page) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ids := make([]string, 0, len(page.Jobs))
+		for _, j := range page.Jobs {
+			ids = append(ids, j.ID+"\t"+j.State+" "+tableOf(j))
+		}
+		return ids, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // tableOf names a job's table ("-" for an orphans job, which has none).
@@ -111,7 +163,7 @@ func tableOf(j job) string {
 	return strings.Join(j.Namespace, ".") + "." + j.Table
 }
 
-func showJob(out io.Writer, j job) {
+func showJob(out io.Writer, j job, note string) {
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	lastErr := "-"
 	if j.LastError != nil {
@@ -125,6 +177,9 @@ func showJob(out io.Writer, j job) {
 		{"updated", j.UpdatedAt},
 	} {
 		fmt.Fprintf(w, "%s\t%s\n", row[0], row[1])
+	}
+	if note != "" {
+		fmt.Fprintf(w, "note\t%s\n", note)
 	}
 	_ = w.Flush()
 }

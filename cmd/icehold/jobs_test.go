@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -56,7 +58,7 @@ func TestJobsCommands(t *testing.T) {
 
 	conn := []string{"--dir", dir}
 	var out bytes.Buffer
-	if err := runJobs(append([]string{"list", "--table", "t"}, conn...), &out); err != nil {
+	if err := execute(ctx, append([]string{"jobs", "list", "--table", "t"}, conn...), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -65,22 +67,54 @@ func TestJobsCommands(t *testing.T) {
 	}
 	id := strings.Fields(lines[1])[0]
 	out.Reset()
-	if err := runJobs(append(append([]string{"watch"}, conn...), "--every", "50ms", id), &out); err != nil {
+	if err := execute(ctx, append(append([]string{"jobs", "watch"}, conn...), "--every", "50ms", id), &out, io.Discard); err != nil {
 		var show bytes.Buffer
-		_ = runJobs(append(append([]string{"show"}, conn...), id), &show)
+		_ = execute(ctx, []string{"jobs", "show", id, "--dir", dir}, &show, io.Discard)
 		t.Fatalf("watch: %v\n%s", err, show.String())
 	}
 	if !strings.Contains(out.String(), "100%") || !strings.Contains(out.String(), "SUCCEEDED") {
 		t.Errorf("watch did not end at 100%%:\n%s", out.String())
 	}
 	out.Reset()
-	if err := runJobs(append(append([]string{"show"}, conn...), id), &out); err != nil {
+	if err := execute(ctx, []string{"jobs", "show", id, "--dir", dir}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "SUCCEEDED") || !strings.Contains(out.String(), "deleted") {
 		t.Errorf("show:\n%s", out.String())
 	}
-	if err := runJobs(append(append([]string{"show"}, conn...), "pj-nope"), &out); err == nil || !strings.Contains(err.Error(), "404") {
+	if err := execute(ctx, append(append([]string{"jobs", "show"}, conn...), "pj-nope"), &out, io.Discard); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("show of an unknown job: %v", err)
+	}
+}
+
+// tables drop --purge --watch follows the job the drop's Icehold-Purge-Job
+// header names until it ends; a plain drop only drops.
+func TestDropWatch(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	table := `{"name":"%s","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]}}`
+	seed(t, srv, []struct{ path, body string }{
+		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "t")},
+		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "u")},
+	})
+	out, _, err := cli("tables", "drop", "ops.t", "--purge", "--watch", "--every", "50ms", "--dir", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	jobs, _, err := srv.Catalog.Store().ListJobs(context.Background(), "demo", "", 10)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs %+v (%v)", jobs, err)
+	}
+	if !strings.Contains(out, "purge job "+jobs[0].ID+" started") || !strings.Contains(out, "100%") || !strings.Contains(out, "SUCCEEDED") {
+		t.Errorf("drop --watch did not follow %s to its end:\n%s", jobs[0].ID, out)
+	}
+	if out, _, err := cli("tables", "drop", "ops.u", "--dir", dir); err != nil || out != "dropped ops.u\n" {
+		t.Errorf("plain drop: %v %q", err, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ func TestMakeRunServesConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- serveLocal(ctx, []string{"--dir", dir}, &out) }()
+	go func() { done <- execute(ctx, []string{"local", "--dir", dir}, &out, io.Discard) }()
 	stopped := false
 	stop := func() {
 		if !stopped {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
@@ -14,52 +16,55 @@ import (
 	"github.com/icehold/icehold/shared/store"
 )
 
+func migrateCmd(conn *connOpts) *cobra.Command {
+	var table, endpoint, dynamo, s3 string
+	mk := func(use, short string) *cobra.Command {
+		c := &cobra.Command{
+			Use:   use + " --table TABLE",
+			Short: short,
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if table == "" {
+					return usagef(cmd, "--table (or ICEHOLD_TABLE) names the stack's DynamoDB table")
+				}
+				return runMigrate(cmd.Context(), use, migrateTarget{table: table, region: cmp.Or(conn.region, os.Getenv("AWS_REGION")),
+					profile: conn.profile, endpoint: endpoint, dynamo: dynamo, s3: s3}, cmd.OutOrStdout())
+			},
+		}
+		f := c.Flags()
+		f.StringVar(&table, "table", os.Getenv("ICEHOLD_TABLE"), "the stack's DynamoDB table (output TableName; env ICEHOLD_TABLE)")
+		f.StringVar(&endpoint, "endpoint-url", "", "DynamoDB and S3 endpoint (LocalStack); empty: AWS")
+		f.StringVar(&dynamo, "dynamodb-endpoint", "", "DynamoDB endpoint, when it differs from --endpoint-url")
+		f.StringVar(&s3, "s3-endpoint", "", "S3 endpoint, when it differs from --endpoint-url")
+		return c
+	}
+	return group("migrate", "One-time store migrations of a deployed stack (AWS credentials; --profile, --region)",
+		mk("ownership", "Claim the location of every catalog, table and unfinished purge job created before the ownership index (idempotent)"),
+		mk("children", "Count every namespace's tables and child namespaces for the counter a namespace drop is conditioned on (run before traffic)"))
+}
+
+type migrateTarget struct {
+	table, region, profile, endpoint, dynamo, s3 string
+}
+
 // runMigrate runs a one-time store migration against a deployed stack's
 // DynamoDB table with the operator's AWS credentials (make run runs them
 // itself at start).
-func runMigrate(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	table := fs.String("table", os.Getenv("ICEHOLD_TABLE"), "the stack's DynamoDB table (output TableName)")
-	region := fs.String("region", os.Getenv("AWS_REGION"), "AWS region")
-	endpoint := fs.String("endpoint-url", "", "DynamoDB and S3 endpoint (LocalStack); empty: AWS")
-	dynamo := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint, when it differs from --endpoint-url")
-	s3 := fs.String("s3-endpoint", "", "S3 endpoint, when it differs from --endpoint-url")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: icehold migrate ownership|children --table TABLE [--region R]
-
-ownership  claim the location of every catalog, table and unfinished purge
-           job created before the ownership index (idempotent; prints what
-           it claimed and what owns nothing because another owner holds it)
-children   count every namespace's tables and child namespaces for the
-           counter a namespace drop is conditioned on (run before traffic)
-`)
-		fs.PrintDefaults()
+func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Writer) error {
+	ep := awsconfig.Endpoints{Region: t.region, DynamoDB: t.endpoint, S3: t.endpoint, Profile: t.profile}
+	if t.dynamo != "" {
+		ep.DynamoDB = t.dynamo
 	}
-	if len(args) == 0 || (args[0] != "ownership" && args[0] != "children") {
-		fs.Usage()
-		return errUsage
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if *table == "" {
-		return fmt.Errorf("--table (or ICEHOLD_TABLE) names the stack's DynamoDB table")
-	}
-	ctx := context.Background()
-	ep := awsconfig.Endpoints{Region: *region, DynamoDB: *endpoint, S3: *endpoint}
-	if *dynamo != "" {
-		ep.DynamoDB = *dynamo
-	}
-	if *s3 != "" {
-		ep.S3 = *s3
+	if t.s3 != "" {
+		ep.S3 = t.s3
 	}
 	cfg, err := awsconfig.Load(ctx, ep)
 	if err != nil {
 		return err
 	}
-	st := store.New(awsconfig.DynamoDB(cfg, ep), *table)
+	st := store.New(awsconfig.DynamoDB(cfg, ep), t.table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
-	if args[0] == "children" {
+	if which == "children" {
 		n, err := cat.BackfillChildren(ctx)
 		if err != nil {
 			return err

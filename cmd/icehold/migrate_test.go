@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestMigrateOwnership(t *testing.T) {
 		"--dynamodb-endpoint", srv.Info.DynamoDB, "--s3-endpoint", srv.Info.S3Endpoint}
 	for run, wantTables := range []int{1, 0} {
 		var out bytes.Buffer
-		if err := runMigrate(args, &out); err != nil {
+		if err := execute(ctx, append([]string{"migrate"}, args...), &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		var rep catalog.OwnershipReport
@@ -61,7 +62,8 @@ func TestMigrateOwnership(t *testing.T) {
 			t.Errorf("%s: hold %+v (%v), want owning %v", name, e.Hold, err, owns)
 		}
 	}
-	if err := runMigrate([]string{"ownership"}, &bytes.Buffer{}); err == nil {
+	t.Setenv("ICEHOLD_TABLE", "")
+	if err := execute(ctx, []string{"migrate", "ownership"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
 		t.Errorf("no --table: no error")
 	}
 }
@@ -105,8 +107,8 @@ func TestMigrateChildren(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
 	var out bytes.Buffer
-	if err := runMigrate([]string{"children", "--table", localserver.TableName, "--region", localserver.Region,
-		"--endpoint-url", srv.Info.DynamoDB}, &out); err != nil {
+	if err := execute(ctx, []string{"migrate", "children", "--table", localserver.TableName, "--region", localserver.Region,
+		"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `"namespaces"`) {

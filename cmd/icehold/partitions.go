@@ -1,36 +1,31 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/icehold/icehold/shared/partitions"
 )
 
-const partitionsUsage = `usage:
-  icehold partitions drop NAMESPACE.TABLE --partition team_id=42,ts_day=2026-09-15 [--partition …]
-        [--spec-id N] [--expect-uuid U] [--read-snapshot ID] [--key K]
-    ends every live file of the named partition tuples in one snapshot. Values are
-    JSON where they parse as JSON (42, true, null, "42") and strings otherwise
-    (2026-09-15). --key is the Idempotency-Key (default: a new one, printed):
-    the same key and tuples replay the first answer instead of dropping again.
-connection flags: --url --token --catalog --sigv4 --dir
-`
+const partitionsDropHelp = `Ends every live file of the named partition tuples in one snapshot. Values
+are JSON where they parse as JSON (42, true, null, "42") and strings otherwise
+(2026-09-15). --key is the Idempotency-Key (default: a new one, printed): the
+same key and tuples replay the first answer instead of dropping again.`
 
 // tupleFlag collects --partition k=v,k=v flags.
 type tupleFlag []map[string]json.RawMessage
 
 func (f *tupleFlag) String() string { return fmt.Sprint(len(*f)) }
+
+func (f *tupleFlag) Type() string { return "field=value,…" }
 
 func (f *tupleFlag) Set(s string) error {
 	t := map[string]json.RawMessage{}
@@ -49,39 +44,49 @@ func (f *tupleFlag) Set(s string) error {
 	return nil
 }
 
-func runPartitions(args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "drop" {
-		return fmt.Errorf("%w\n%s", errUsage, partitionsUsage)
-	}
-	fs := flag.NewFlagSet("partitions drop", flag.ContinueOnError)
+func partitionsCmd(conn *connOpts) *cobra.Command {
 	var tuples tupleFlag
-	fs.Var(&tuples, "partition", "a tuple: field=value,field=value (repeat for more)")
-	specID := fs.Int("spec-id", -1, "the partition spec the tuples are of (default: the current one)")
-	expect := fs.String("expect-uuid", "", "refuse (409) unless the table is this generation")
-	read := fs.Int64("read-snapshot", 0, "refuse (409) if a snapshot after this one removed data")
-	key := fs.String("key", "", "Idempotency-Key (default: a new one)")
-	c, path, err := tableCommand(fs, args[1:], partitionsUsage)
-	if err != nil {
-		return err
+	var specID int
+	var expect, key string
+	var read int64
+	drop := &cobra.Command{
+		Use:     "drop NAMESPACE.TABLE --partition field=value,… [--partition …]",
+		Short:   "End partitions in one snapshot",
+		Long:    partitionsDropHelp,
+		Example: "  icehold partitions drop ops.events --partition team_id=42,ts_day=2026-09-15",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(tuples) == 0 {
+				return usagef(cmd, "name at least one --partition")
+			}
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			req := partitions.DropRequest{Partitions: tuples, ExpectedTableUUID: expect}
+			if specID >= 0 {
+				req.SpecID = &specID
+			}
+			if read != 0 {
+				req.ReadSnapshotID = &read
+			}
+			if key == "" {
+				key = uuid.NewString()
+			}
+			var res partitions.DropResult
+			if err := withHeader(c, "Idempotency-Key", key).do(cmd.Context(), "POST", path+"/partitions/drop", req, &res); err != nil {
+				return fmt.Errorf("%w (Idempotency-Key %s: the same command with --key %s retries safely)", err, key, key)
+			}
+			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error { return printDrop(out, key, res) })
+		},
 	}
-	if len(tuples) == 0 {
-		return fmt.Errorf("%w: name at least one --partition\n%s", errUsage, partitionsUsage)
-	}
-	req := partitions.DropRequest{Partitions: tuples, ExpectedTableUUID: *expect}
-	if *specID >= 0 {
-		req.SpecID = specID
-	}
-	if *read != 0 {
-		req.ReadSnapshotID = read
-	}
-	if *key == "" {
-		*key = uuid.NewString()
-	}
-	var res partitions.DropResult
-	if err := withHeader(c, "Idempotency-Key", *key).do(context.Background(), "POST", path+"/partitions/drop", req, &res); err != nil {
-		return fmt.Errorf("%w (Idempotency-Key %s: the same command with --key %s retries safely)", err, *key, *key)
-	}
-	return printDrop(out, *key, res)
+	f := drop.Flags()
+	f.Var(&tuples, "partition", "a tuple: field=value,field=value (repeat for more)")
+	f.IntVar(&specID, "spec-id", -1, "the partition spec the tuples are of (default: the current one)")
+	f.StringVar(&expect, "expect-uuid", "", "refuse (409) unless the table is this generation")
+	f.Int64Var(&read, "read-snapshot", 0, "refuse (409) if a snapshot after this one removed data")
+	f.StringVar(&key, "key", "", "Idempotency-Key (default: a new one)")
+	return group("partitions", "Partitions: drop", drop)
 }
 
 func printDrop(out io.Writer, key string, res partitions.DropResult) error {
@@ -115,22 +120,6 @@ func tupleString(p map[string]any) string {
 	return strings.Join(parts, ",")
 }
 
-// parseInterleaved parses flags that may come before or after positional
-// arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos, args = append(pos, args[0]), args[1:]
-		}
-	}
-	return pos, nil
-}
-
 // withHeader returns a copy of the client that sends one more header on
 // every request (after signing: SigV4 does not need to cover it).
 func withHeader(c *client, k, v string) *client {
@@ -156,90 +145,95 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-const retentionUsage = `usage:
-  icehold retention set   NAMESPACE.TABLE --field ts_day --keep P7D   drop partitions older than keep, hourly
-  icehold retention show  NAMESPACE.TABLE
-  icehold retention clear NAMESPACE.TABLE
-connection flags: --url --token --catalog --sigv4 --dir
-`
-
-// tableCommand parses a table command: connection flags, the table and the
-// path of its lifecycle routes.
-func tableCommand(fs *flag.FlagSet, args []string, usage string) (*client, string, error) {
-	connect := clientFlags(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, "", err
+func retentionCmd(conn *connOpts) *cobra.Command {
+	var field, keep string
+	policy := func(method string, body any) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			var p partitions.RetentionPolicy
+			if err := c.do(cmd.Context(), method, path+"/partition-retention", body, &p); err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), p, func(out io.Writer) error {
+				applied := "not applied yet"
+				if p.AppliedCutoff != "" {
+					applied = "last applied at " + p.AppliedAt + ", cutoff " + p.AppliedCutoff
+				}
+				_, err := fmt.Fprintf(out, "field %s, keep %s (table uuid %s): %s\n", p.Field, p.Keep, p.TableUUID, applied)
+				return err
+			})
+		}
 	}
-	if len(pos) != 1 {
-		return nil, "", fmt.Errorf("%w: name one table\n%s", errUsage, usage)
+	body := map[string]*string{"field": &field, "keep": &keep}
+	set := &cobra.Command{
+		Use:   "set NAMESPACE.TABLE --field F --keep P7D",
+		Short: "Drop the partitions older than --keep, hourly",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if field == "" || keep == "" {
+				return usagef(cmd, "set needs --field and --keep")
+			}
+			return policy("PUT", body)(cmd, args)
+		},
 	}
-	levels, name, err := splitIdent(pos[0])
-	if err != nil {
-		return nil, "", err
+	set.Flags().StringVar(&field, "field", "", "the partition field (a day, hour, month or year transform, or an identity date/timestamp)")
+	set.Flags().StringVar(&keep, "keep", "", "how long to keep (ISO-8601, P7D, or 7d)")
+	show := &cobra.Command{
+		Use:   "show NAMESPACE.TABLE",
+		Short: "Show a table's retention policy",
+		Args:  exactArgs(1),
+		RunE:  policy("GET", nil),
 	}
-	c, err := connect()
-	if err != nil {
-		return nil, "", err
+	clear := &cobra.Command{
+		Use:   "clear NAMESPACE.TABLE",
+		Short: "Remove a table's retention policy",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", path+"/partition-retention", nil, nil); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), "retention policy cleared")
+			return err
+		},
 	}
-	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
-		"/tables/" + url.PathEscape(name), nil
+	return group("retention", "Partition retention: set, show, clear", set, show, clear)
 }
 
-func runRetention(args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w\n%s", errUsage, retentionUsage)
-	}
-	fs := flag.NewFlagSet("retention "+args[0], flag.ContinueOnError)
-	field := fs.String("field", "", "set: the partition field (a day, hour, month or year transform, or an identity date/timestamp)")
-	keep := fs.String("keep", "", "set: how long to keep (ISO-8601, P7D, or 7d)")
-	c, path, err := tableCommand(fs, args[1:], retentionUsage)
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	var p partitions.RetentionPolicy
-	switch args[0] {
-	case "set":
-		if *field == "" || *keep == "" {
-			return fmt.Errorf("%w: set needs --field and --keep\n%s", errUsage, retentionUsage)
-		}
-		if err := c.do(ctx, "PUT", path+"/partition-retention", map[string]string{"field": *field, "keep": *keep}, &p); err != nil {
-			return err
-		}
-	case "show":
-		if err := c.do(ctx, "GET", path+"/partition-retention", nil, &p); err != nil {
-			return err
-		}
-	case "clear":
-		if err := c.do(ctx, "DELETE", path+"/partition-retention", nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "retention policy cleared")
-		return nil
-	default:
-		return fmt.Errorf("%w\n%s", errUsage, retentionUsage)
-	}
-	applied := "not applied yet"
-	if p.AppliedCutoff != "" {
-		applied = "last applied at " + p.AppliedAt + ", cutoff " + p.AppliedCutoff
-	}
-	fmt.Fprintf(out, "field %s, keep %s (table uuid %s): %s\n", p.Field, p.Keep, p.TableUUID, applied)
-	return nil
-}
-
-// runVerify is `icehold tables verify NAMESPACE.TABLE`: it exits non-zero
+// verifyCmd is `icehold tables verify NAMESPACE.TABLE`: it exits non-zero
 // when a check fails.
-func runVerify(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("tables verify", flag.ContinueOnError)
-	c, path, err := tableCommand(fs, args, "usage: icehold tables verify NAMESPACE.TABLE\n")
-	if err != nil {
-		return err
+func verifyCmd(conn *connOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify NAMESPACE.TABLE",
+		Short: "Check a table's lifecycle invariants (exit status 1 when one fails)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			var rep partitions.Report
+			if err := c.do(cmd.Context(), "GET", path+"/verify", nil, &rep); err != nil {
+				return err
+			}
+			if err := c.emit(cmd.OutOrStdout(), rep, func(out io.Writer) error { return printReport(out, rep) }); err != nil {
+				return err
+			}
+			if !rep.OK {
+				return fmt.Errorf("table %s fails verification", args[0])
+			}
+			return nil
+		},
 	}
-	var rep partitions.Report
-	if err := c.do(context.Background(), "GET", path+"/verify", nil, &rep); err != nil {
-		return err
-	}
+}
+
+func printReport(out io.Writer, rep partitions.Report) error {
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tOK\tDETAIL")
 	for _, ch := range rep.Checks {
@@ -255,11 +249,5 @@ func runVerify(args []string, out io.Writer) error {
 			fmt.Fprintf(w, "\t\t  %s\n", e)
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return fmt.Errorf("table %s fails verification", args[0])
-	}
-	return nil
+	return w.Flush()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,13 +49,13 @@ func TestPartitionsDropCommand(t *testing.T) {
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
 	})
 	var out bytes.Buffer
-	if err := runPartitions([]string{"drop", "ops.t", "--partition", "x=7", "--dir", dir, "--key", "k1"}, &out); err != nil {
+	if err := execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "x=7", "--dir", dir, "--key", "k1"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "nothing to drop") || !strings.Contains(out.String(), "x=7") {
 		t.Errorf("output:\n%s", out.String())
 	}
-	err = runPartitions([]string{"drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out)
+	err = execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "--key k2") {
 		t.Errorf("bad tuple: %v", err)
 	}
@@ -83,16 +84,16 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 		{[]string{"clear", "ops.e"}, "cleared"},
 	} {
 		var out bytes.Buffer
-		if err := runRetention(append(c.args, conn...), &out); err != nil || !strings.Contains(out.String(), c.want) {
+		if err := execute(context.Background(), append(append([]string{"retention"}, c.args...), conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), c.want) {
 			t.Errorf("retention %v: %v\n%s", c.args, err, out.String())
 		}
 	}
 	var out bytes.Buffer
-	if err := runRetention(append([]string{"show", "ops.e"}, conn...), &out); err == nil || !strings.Contains(err.Error(), "404") {
+	if err := execute(context.Background(), append([]string{"retention", "show", "ops.e"}, conn...), &out, io.Discard); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("show after clear: %v", err)
 	}
 	out.Reset()
-	if err := runVerify(append([]string{"ops.e"}, conn...), &out); err != nil || !strings.Contains(out.String(), "files-inside-location") {
+	if err := execute(context.Background(), append([]string{"tables", "verify", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "files-inside-location") {
 		t.Errorf("verify: %v\n%s", err, out.String())
 	}
 }

@@ -2,23 +2,18 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
 )
-
-const tablesUsage = `usage:
-  icehold tables soft-deleted [--namespace a.b]          soft-deleted tables of the catalog
-  icehold tables undrop     NAMESPACE.TABLE [--uuid U] [--rename-to a.b.t]
-  icehold tables purge-now  NAMESPACE.TABLE [--uuid U]   delete a soft-deleted table for good, now
-  icehold tables legal-hold TABLE_UUID --on|--off        hold a soft-deleted table (no expiry, no purge)
-connection flags: --url --token --catalog --sigv4 --dir
-`
 
 // splitIdent turns a.b.t into namespace [a b] and table t.
 func splitIdent(s string) ([]string, string, error) {
@@ -29,125 +24,217 @@ func splitIdent(s string) ([]string, string, error) {
 	return parts[:len(parts)-1], parts[len(parts)-1], nil
 }
 
-func runTables(args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w\n%s", errUsage, tablesUsage)
-	}
-	fs := flag.NewFlagSet("tables "+args[0], flag.ContinueOnError)
-	connect := clientFlags(fs)
-	ns := fs.String("namespace", "", "soft-deleted: only this namespace (levels joined by '.')")
-	uuid := fs.String("uuid", "", "undrop, purge-now: the generation (table uuid)")
-	rename := fs.String("rename-to", "", "undrop: restore under this NAMESPACE.TABLE")
-	on := fs.Bool("on", false, "legal-hold: set it")
-	off := fs.Bool("off", false, "legal-hold: clear it")
-	// Flags may come after the positional argument too.
-	var pos []string
-	rest := args[1:]
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			pos, rest = append(pos, rest[0]), rest[1:]
-		}
-	}
-	c, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	base := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog)
-	tablePath := func() (string, error) {
-		if len(pos) != 1 {
-			return "", fmt.Errorf("%w\n%s", errUsage, tablesUsage)
-		}
-		levels, name, err := splitIdent(pos[0])
-		if err != nil {
-			return "", err
-		}
-		return base + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name), nil
-	}
-	switch args[0] {
-	case "soft-deleted":
-		q := url.Values{}
-		if *ns != "" {
-			q.Set("namespace", strings.ReplaceAll(*ns, ".", "\x1f"))
-		}
-		w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(w, "TABLE\tTABLE UUID\tDROPPED\tBY\tPURGE AT\tLEGAL HOLD")
-		token := ""
-		for {
-			if token != "" {
-				q.Set("pageToken", token)
-			}
-			var page struct {
-				Tables []softdelete.View `json:"tables"`
-				Next   string            `json:"next-page-token"`
-			}
-			if err := c.do(ctx, "GET", base+"/soft-deleted-tables?"+q.Encode(), nil, &page); err != nil {
-				return err
-			}
-			for _, t := range page.Tables {
-				fmt.Fprintf(w, "%s.%s\t%s\t%s\t%s\t%s\t%v\n", strings.Join(t.Namespace, "."), t.Name, t.TableUUID, t.DroppedAt, t.DroppedBy, t.PurgeAt, t.LegalHold)
-			}
-			if page.Next == "" {
-				break
-			}
-			token = page.Next
-		}
-		return w.Flush()
-	case "undrop":
-		path, err := tablePath()
-		if err != nil {
-			return err
-		}
-		body := map[string]any{}
-		if *uuid != "" {
-			body["table-uuid"] = *uuid
-		}
-		if *rename != "" {
-			levels, name, err := splitIdent(*rename)
+func tablesCmd(conn *connOpts) *cobra.Command {
+	var ns string
+	softDeleted := &cobra.Command{
+		Use:   "soft-deleted",
+		Short: "List the catalog's soft-deleted tables",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := conn.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			body["rename-to"] = map[string]any{"namespace": levels, "name": name}
-		}
-		var res struct {
-			Namespace []string `json:"namespace"`
-			Name      string   `json:"name"`
-			TableUUID string   `json:"table-uuid"`
-		}
-		if err := c.do(ctx, "POST", path+"/undrop", body, &res); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "undropped %s.%s (table uuid %s)\n", strings.Join(res.Namespace, "."), res.Name, res.TableUUID)
-		return nil
-	case "purge-now":
-		path, err := tablePath()
-		if err != nil {
-			return err
-		}
-		body := map[string]any{}
-		if *uuid != "" {
-			body["table-uuid"] = *uuid
-		}
-		var j job
-		if err := c.do(ctx, "POST", path+"/purge-now", body, &j); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "purge job %s started (icehold jobs watch %s)\n", j.ID, j.ID)
-		return nil
-	case "legal-hold":
-		if len(pos) != 1 || *on == *off {
-			return fmt.Errorf("%w: name the table uuid and one of --on or --off\n%s", errUsage, tablesUsage)
-		}
-		var v softdelete.View
-		if err := c.do(ctx, "POST", base+"/soft-deleted-tables/"+url.PathEscape(pos[0])+"/legal-hold", map[string]any{"enabled": *on}, &v); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s.%s (%s): legal hold %v\n", strings.Join(v.Namespace, "."), v.Name, v.TableUUID, v.LegalHold)
-		return nil
+			q := url.Values{}
+			if ns != "" {
+				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
+			}
+			var all []softdelete.View
+			for token := ""; ; {
+				if token != "" {
+					q.Set("pageToken", token)
+				}
+				var page struct {
+					Tables []softdelete.View `json:"tables"`
+					Next   string            `json:"next-page-token"`
+				}
+				if err := c.do(cmd.Context(), "GET", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables?"+q.Encode(), nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Tables...)
+				if token = page.Next; token == "" {
+					break
+				}
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"tables": all}, func(out io.Writer) error {
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "TABLE\tTABLE UUID\tDROPPED\tBY\tPURGE AT\tLEGAL HOLD")
+				for _, t := range all {
+					fmt.Fprintf(w, "%s.%s\t%s\t%s\t%s\t%s\t%v\n", strings.Join(t.Namespace, "."), t.Name, t.TableUUID, t.DroppedAt, t.DroppedBy, t.PurgeAt, t.LegalHold)
+				}
+				return w.Flush()
+			})
+		},
 	}
-	return fmt.Errorf("%w\n%s", errUsage, tablesUsage)
+	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
+
+	var undropUUID, rename string
+	undrop := &cobra.Command{
+		Use:   "undrop NAMESPACE.TABLE",
+		Short: "Restore a soft-deleted table",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if undropUUID != "" {
+				body["table-uuid"] = undropUUID
+			}
+			if rename != "" {
+				levels, name, err := splitIdent(rename)
+				if err != nil {
+					return usagef(cmd, "--rename-to %v", err)
+				}
+				body["rename-to"] = map[string]any{"namespace": levels, "name": name}
+			}
+			var res struct {
+				Namespace []string `json:"namespace"`
+				Name      string   `json:"name"`
+				TableUUID string   `json:"table-uuid"`
+			}
+			if err := c.do(cmd.Context(), "POST", path+"/undrop", body, &res); err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "undropped %s.%s (table uuid %s)\n", strings.Join(res.Namespace, "."), res.Name, res.TableUUID)
+				return err
+			})
+		},
+	}
+	undrop.Flags().StringVar(&undropUUID, "uuid", "", "the generation (table uuid) to restore")
+	undrop.Flags().StringVar(&rename, "rename-to", "", "restore under this NAMESPACE.TABLE")
+
+	var purgeUUID string
+	var purgeWatch bool
+	var every time.Duration
+	purgeNow := &cobra.Command{
+		Use:   "purge-now NAMESPACE.TABLE",
+		Short: "Delete a soft-deleted table for good, now",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if purgeUUID != "" {
+				body["table-uuid"] = purgeUUID
+			}
+			var j job
+			if err := c.do(cmd.Context(), "POST", path+"/purge-now", body, &j); err != nil {
+				return err
+			}
+			return startedJob(cmd.Context(), c, cmd.OutOrStdout(), j.ID, purgeWatch, every)
+		},
+	}
+	purgeNow.Flags().StringVar(&purgeUUID, "uuid", "", "the generation (table uuid) to purge")
+	purgeNow.Flags().BoolVar(&purgeWatch, "watch", false, "follow the purge job until it ends")
+	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+
+	var on, off bool
+	legalHold := &cobra.Command{
+		Use:   "legal-hold TABLE_UUID --on|--off",
+		Short: "Hold a soft-deleted table (no expiry, no purge), or release it",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if on == off {
+				return usagef(cmd, "name one of --on or --off")
+			}
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var v softdelete.View
+			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables/"+url.PathEscape(args[0])+"/legal-hold", map[string]any{"enabled": on}, &v); err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), v, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "%s.%s (%s): legal hold %v\n", strings.Join(v.Namespace, "."), v.Name, v.TableUUID, v.LegalHold)
+				return err
+			})
+		},
+	}
+	legalHold.Flags().BoolVar(&on, "on", false, "set the hold")
+	legalHold.Flags().BoolVar(&off, "off", false, "clear the hold")
+
+	return group("tables", "Tables: drop, soft-deleted, undrop, purge-now, legal-hold, verify",
+		dropCmd(conn), softDeleted, undrop, purgeNow, legalHold, verifyCmd(conn))
+}
+
+// tableClient connects and resolves a NAMESPACE.TABLE argument's
+// lifecycle path.
+func tableClient(cmd *cobra.Command, conn *connOpts, ident string) (*client, string, error) {
+	levels, name, err := splitIdent(ident)
+	if err != nil {
+		return nil, "", usagef(cmd, "%v", err)
+	}
+	c, err := conn.connect(cmd.Context())
+	if err != nil {
+		return nil, "", err
+	}
+	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
+		"/tables/" + url.PathEscape(name), nil
+}
+
+// dropCmd drops a table through the Iceberg REST route, as clients do; with
+// --purge the answer's Icehold-Purge-Job header names the purge job, which
+// --watch follows.
+func dropCmd(conn *connOpts) *cobra.Command {
+	var purge, watchIt bool
+	var every time.Duration
+	cmd := &cobra.Command{
+		Use:   "drop NAMESPACE.TABLE",
+		Short: "Drop a table (--purge: delete its files too; --watch: follow the purge job)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if watchIt && !purge {
+				return usagef(cmd, "--watch follows a purge: add --purge")
+			}
+			levels, name, err := splitIdent(args[0])
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
+			if purge {
+				path += "?purgeRequested=true"
+			}
+			h, err := c.send(cmd.Context(), "DELETE", path, nil, nil)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			id := h.Get(router.PurgeJobHeader)
+			if !purge {
+				_, err := fmt.Fprintf(out, "dropped %s\n", args[0])
+				return err
+			}
+			if id == "" { // a server from before the header
+				_, err := fmt.Fprintf(out, "dropped %s; its purge job: icehold jobs list --table %s\n", args[0], name)
+				return err
+			}
+			fmt.Fprintf(out, "dropped %s; ", args[0])
+			return startedJob(cmd.Context(), c, out, id, watchIt, every)
+		},
+	}
+	cmd.Flags().BoolVar(&purge, "purge", false, "delete the table's files too (a purge job)")
+	cmd.Flags().BoolVar(&watchIt, "watch", false, "with --purge: follow the purge job until it ends")
+	cmd.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+	return cmd
+}
+
+// startedJob reports a purge job a request started, and follows it with
+// --watch.
+func startedJob(ctx context.Context, c *client, out io.Writer, id string, follow bool, every time.Duration) error {
+	if !follow {
+		_, err := fmt.Fprintf(out, "purge job %s started (icehold jobs watch %s)\n", id, id)
+		return err
+	}
+	fmt.Fprintf(out, "purge job %s started\n", id)
+	return watchJob(ctx, c, out, every, id)
 }

@@ -19,18 +19,18 @@ import (
 
 var tokenRE = regexp.MustCompile(`^ih_[0-9a-f]{32}\n$`)
 
-// tokenCmd runs `icehold local token ARGS --dir dir` and returns its stdout.
-func tokenCmd(t *testing.T, dir string, args ...string) (string, error) {
+// tokenCLI runs `icehold local token ARGS --dir dir` and returns its stdout.
+func tokenCLI(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := runToken(append(args, "--dir", dir), &out, &errOut)
+	err := execute(context.Background(), append(append([]string{"local", "token"}, args...), "--dir", dir), &out, &errOut)
 	return out.String(), err
 }
 
 // addToken runs `token add` and checks that stdout is the token and only that.
 func addToken(t *testing.T, dir, principal string) string {
 	t.Helper()
-	out, err := tokenCmd(t, dir, "add", principal)
+	out, err := tokenCLI(t, dir, "add", principal)
 	if err != nil {
 		t.Fatalf("token add %s: %v", principal, err)
 	}
@@ -95,7 +95,7 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 		t.Errorf("user:alice with TABLE_READ: %d, want 200", got)
 	}
 
-	out, err := tokenCmd(t, dir, "list")
+	out, err := tokenCLI(t, dir, "list")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 		t.Errorf("list shows no masked tokens of user:alice and local:admin:\n%s", out)
 	}
 
-	if out, err := tokenCmd(t, dir, "revoke", alice); err != nil || !strings.Contains(out, "user:alice") {
+	if out, err := tokenCLI(t, dir, "revoke", alice); err != nil || !strings.Contains(out, "user:alice") {
 		t.Fatalf("revoke by token: %q %v", out, err)
 	}
 	if got := configStatus(t, srv, alice); got != 401 {
@@ -113,7 +113,7 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 
 	bob1, bob2 := addToken(t, dir, "user:bob"), addToken(t, dir, "user:bob")
 	carol := addToken(t, dir, "user:carol")
-	out, err = tokenCmd(t, dir, "revoke", "user:bob")
+	out, err = tokenCLI(t, dir, "revoke", "user:bob")
 	if err != nil || strings.Count(out, "revoked") != 2 {
 		t.Fatalf("revoke by principal: %q %v", out, err)
 	}
@@ -126,10 +126,10 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 		t.Errorf("another principal's token after a revoke: %d, want 403", got)
 	}
 
-	if _, err := tokenCmd(t, dir, "revoke", admin); !errors.Is(err, localserver.ErrLastAdmin) {
+	if _, err := tokenCLI(t, dir, "revoke", admin); !errors.Is(err, localserver.ErrLastAdmin) {
 		t.Errorf("revoking the last admin token: %v, want ErrLastAdmin", err)
 	}
-	if _, err := tokenCmd(t, dir, "revoke", localserver.AdminPrincipal); !errors.Is(err, localserver.ErrLastAdmin) {
+	if _, err := tokenCLI(t, dir, "revoke", localserver.AdminPrincipal); !errors.Is(err, localserver.ErrLastAdmin) {
 		t.Errorf("revoking the admin principal: %v, want ErrLastAdmin", err)
 	}
 	if got := configStatus(t, srv, admin); got != 200 {
@@ -137,7 +137,7 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 	}
 
 	admin2 := addToken(t, dir, localserver.AdminPrincipal)
-	if _, err := tokenCmd(t, dir, "revoke", admin); err != nil {
+	if _, err := tokenCLI(t, dir, "revoke", admin); err != nil {
 		t.Fatalf("revoking an admin token with another left: %v", err)
 	}
 	if got := configStatus(t, srv, admin); got != 401 {
@@ -180,7 +180,7 @@ func TestTokenAddConcurrent(t *testing.T) {
 				var err error
 				if w%2 == 0 {
 					var out, errOut bytes.Buffer
-					err = runToken([]string{"add", p, "--dir", dir}, &out, &errOut)
+					err = execute(context.Background(), []string{"local", "token", "add", p, "--dir", dir}, &out, &errOut)
 					tok = strings.TrimSpace(out.String())
 				} else {
 					tok, err = srv.AddToken(p)
@@ -255,7 +255,7 @@ func TestTokenCommandErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := tokenCmd(t, dir, c.args...)
+			_, err := tokenCLI(t, dir, c.args...)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("%q: %v", c.args, err)
@@ -264,7 +264,7 @@ func TestTokenCommandErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := tokenCmd(t, t.TempDir(), "list"); err == nil || !strings.Contains(err.Error(), "no tokens in") {
+	if _, err := tokenCLI(t, t.TempDir(), "list"); err == nil || !strings.Contains(err.Error(), "no tokens in") {
 		t.Errorf("list without tokens.json: %v", err)
 	}
 
@@ -272,7 +272,7 @@ func TestTokenCommandErrors(t *testing.T) {
 	// revoking another principal's is no revoke of the last admin token.
 	fresh := t.TempDir()
 	addToken(t, fresh, "user:erin")
-	if out, err := tokenCmd(t, fresh, "revoke", "user:erin"); err != nil || !strings.Contains(out, "user:erin") {
+	if out, err := tokenCLI(t, fresh, "revoke", "user:erin"); err != nil || !strings.Contains(out, "user:erin") {
 		t.Errorf("revoke in a tokens.json without admin: %q %v", out, err)
 	}
 }

@@ -25,6 +25,8 @@ type Endpoints struct {
 	Region   string
 	// Static keys for emulators; empty uses the default credential chain.
 	AccessKey, SecretKey string
+	// Profile is the shared config profile (the CLI's --profile).
+	Profile string
 }
 
 // Load returns the SDK configuration.
@@ -32,6 +34,9 @@ func Load(ctx context.Context, ep Endpoints) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{}
 	if ep.Region != "" {
 		opts = append(opts, config.WithRegion(ep.Region))
+	}
+	if ep.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(ep.Profile))
 	}
 	if ep.AccessKey != "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(ep.AccessKey, ep.SecretKey, "")))

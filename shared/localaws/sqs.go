@@ -30,6 +30,9 @@ type SQS struct {
 	queues  map[string]*queue
 	journal *os.File
 	base    string // URL prefix of queue URLs
+	// tasks are the message move tasks per source queue, newest first
+	// (memory only: a task completes before StartMessageMoveTask answers).
+	tasks map[string][]moveTask
 	// duplicates: every send is delivered twice (at-least-once, tests).
 	duplicates atomic.Bool
 }
@@ -43,6 +46,14 @@ type queue struct {
 	dlq        string // DLQ name, "" for none
 	maxRecv    int
 	msgs       []*message
+}
+
+// moveTask is a finished StartMessageMoveTask as ListMessageMoveTasks
+// reports it.
+type moveTask struct {
+	sourceARN string
+	moved     int
+	started   time.Time
 }
 
 type message struct {
@@ -375,6 +386,7 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		if src == nil {
 			return nil, awsError{"ResourceNotFoundException", "no queue " + str("SourceArn")}
 		}
+		moved := 0
 		for _, m := range append([]*message{}, src.msgs...) {
 			to := m.source
 			if d := str("DestinationArn"); d != "" {
@@ -386,8 +398,25 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 			if err := s.record(sqsEffect{Op: "move", Queue: src.name, ID: m.id, To: to, Receives: 0}); err != nil {
 				return nil, err
 			}
+			moved++
 		}
+		if s.tasks == nil {
+			s.tasks = map[string][]moveTask{}
+		}
+		s.tasks[src.name] = append([]moveTask{{sourceARN: str("SourceArn"), moved: moved, started: time.Now()}}, s.tasks[src.name]...)
 		return map[string]any{"TaskHandle": newID()}, nil
+	case "ListMessageMoveTasks":
+		// As SQS: newest first; a finished task has no TaskHandle.
+		var out []map[string]any
+		for i, t := range s.tasks[nameOfARN(str("SourceArn"))] {
+			if i >= num("MaxResults", 1) {
+				break
+			}
+			out = append(out, map[string]any{"Status": "COMPLETED", "SourceArn": t.sourceARN,
+				"ApproximateNumberOfMessagesMoved": t.moved, "ApproximateNumberOfMessagesToMove": t.moved,
+				"StartedTimestamp": t.started.UnixMilli()})
+		}
+		return map[string]any{"Results": out}, nil
 	}
 	return nil, awsError{"InvalidAction", "unsupported action " + op}
 }

@@ -86,7 +86,8 @@ func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
 		res.Planned = true // nothing to fan out: the metadata layer is all that goes
 		return res, nil
 	}
-	end := min(in.Cursor+PageSize, j.BatchesTotal)
+	// A cursor past the last batch (a replayed page) enqueues nothing.
+	end := max(min(in.Cursor+PageSize, j.BatchesTotal), in.Cursor)
 	if err := s.enqueue(ctx, j, in.Cursor, end); err != nil {
 		return res, err
 	}

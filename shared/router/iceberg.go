@@ -281,10 +281,14 @@ func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
 			writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
 			return
 		}
-		if _, err := s.Purge.Drop(r.Context(), cat, id); err != nil {
+		j, err := s.Purge.Drop(r.Context(), cat, id)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
+		// 204 as the Iceberg spec says (clients expect no body); the job's
+		// handle rides in headers for those who want to follow it.
+		setJobHeaders(w, cat, j.ID)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -114,6 +114,9 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 				return
 			}
 			w.Header().Set("Content-Type", prev.ContentType)
+			for k, v := range prev.Headers {
+				w.Header().Set(k, v)
+			}
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.WriteHeader(prev.Status)
 			_, _ = w.Write(body)
@@ -129,6 +132,7 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 		// Stored compressed: a commit answer carries the whole metadata, and a
 		// DynamoDB item holds 400 KB.
 		claim.Status, claim.Body, claim.ContentType = rec.status, zip(rec.body.Bytes()), rec.header.Get("Content-Type")
+		claim.Headers = replayedHeaders(rec.header)
 		claim.ExpiresAt = time.Now().Add(ReceiptLifetime).Unix()
 		err = s.store.CompleteReceipt(r.Context(), scope, claim)
 	} else {
@@ -143,6 +147,21 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 	}
 	w.WriteHeader(rec.status)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// replayedHeaders are the answer's headers a replay repeats: those that
+// name what the request made (the body alone does not, for a 204).
+func replayedHeaders(h http.Header) map[string]string {
+	var out map[string]string
+	for _, k := range []string{"Location", PurgeJobHeader} {
+		if v := h.Get(k); v != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func zip(b []byte) []byte {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -33,6 +34,21 @@ type JobView struct {
 	CreatedBy        string   `json:"created-by"`
 	CreatedAt        string   `json:"created-at"`
 	UpdatedAt        string   `json:"updated-at"`
+}
+
+// PurgeJobHeader names the purge job a drop with purge (or purge-now)
+// started: the drop answers 204 without a body, so the id travels here and
+// in Location.
+const PurgeJobHeader = "Icehold-Purge-Job"
+
+// JobPath is the lifecycle URL path of a purge job.
+func JobPath(cat, id string) string {
+	return "/lifecycle/v1/catalogs/" + url.PathEscape(cat) + "/purge-jobs/" + url.PathEscape(id)
+}
+
+func setJobHeaders(w http.ResponseWriter, cat, id string) {
+	w.Header().Set("Location", JobPath(cat, id))
+	w.Header().Set(PurgeJobHeader, id)
 }
 
 func viewOf(j store.Job) JobView {

@@ -89,9 +89,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve authenticates, bounds the body and applies idempotency before routing.
 func (s *server) serve(w *bufferedWriter, r *http.Request) {
+	if r.URL.Path == oauthTokensPath {
+		refuseOAuth(w, r)
+		return
+	}
 	principal := s.Authenticate(r)
 	if principal == "" {
-		writeError(w, fmt.Errorf("%w: send credentials (SigV4 in AWS, a bearer token locally)", authz.ErrUnauthenticated))
+		writeError(w, unauthenticated(r))
 		return
 	}
 	r = r.WithContext(authz.WithPrincipal(r.Context(), principal))
@@ -110,6 +114,42 @@ func (s *server) serve(w *bufferedWriter, r *http.Request) {
 	}
 	s.route(w, r)
 }
+
+// unauthenticated says why a request has no principal: a caller who sent
+// no credentials needs to be told how to send them, one whose token is
+// unknown (revoked, mistyped, from another state folder) that the token is
+// the problem, not its absence.
+func unauthenticated(r *http.Request) error {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	scheme, _, _ := strings.Cut(h, " ")
+	switch {
+	case h == "":
+		return fmt.Errorf("%w: no credentials: send SigV4 (AWS) or a bearer token (locally: Authorization: Bearer <token>, from .icehold/local.json or icehold local token add)", authz.ErrUnauthenticated)
+	case strings.EqualFold(scheme, "Bearer"):
+		return fmt.Errorf("%w: unknown token: no principal holds this bearer token (revoked, mistyped, or of another server; icehold local token list shows the known ones)", authz.ErrUnauthenticated)
+	default:
+		return fmt.Errorf("%w: credentials not accepted: an Authorization of scheme %q names no principal here (send SigV4 in AWS, a bearer token locally)", authz.ErrUnauthenticated, scheme)
+	}
+}
+
+// oauthTokensPath is the Iceberg REST spec's (deprecated) OAuth2 token
+// endpoint, where clients configured with a credential (iceberg-go's
+// rest.WithCredential, PyIceberg's credential=) exchange it for a token.
+const oauthTokensPath = "/v1/oauth/tokens"
+
+// refuseOAuth answers the token endpoint in RFC 6749 §5.2's error shape, the
+// one OAuth2 clients parse (an ErrorModel there reaches the user as an empty
+// reason): icehold issues no tokens, the caller should send one it has.
+func refuseOAuth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="icehold"`)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "error_description": OAuthRefusal})
+}
+
+// OAuthRefusal is the token endpoint's error_description, here and in the
+// API Gateway stage's answer (infra), which no function serves.
+const OAuthRefusal = "icehold does not offer the OAuth2 token endpoint (no client credentials are exchanged here): " +
+	"send a bearer token directly (iceberg-go rest.WithOAuthToken, PyIceberg token=, Spark ...token) locally, or SigV4 in AWS"
 
 func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)

@@ -108,7 +108,7 @@ func (s *server) purgeNow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Location", "/lifecycle/v1/catalogs/"+cat+"/purge-jobs/"+j.ID)
+	setJobHeaders(w, cat, j.ID)
 	writeJSON(w, http.StatusAccepted, viewOf(j))
 }
 

@@ -18,7 +18,10 @@ type Receipt struct {
 	Done        bool   `dynamodbav:"done"`
 	Status      int    `dynamodbav:"status"`
 	ContentType string `dynamodbav:"content_type"`
-	Body        []byte `dynamodbav:"body"`
+	// Headers the answer carried beside its body (a drop's Location and
+	// job id): a replay must hand out the same handle.
+	Headers map[string]string `dynamodbav:"headers,omitempty"`
+	Body    []byte            `dynamodbav:"body"`
 	// ExpiresAt is epoch seconds; the table's TTL attribute in AWS.
 	ExpiresAt int64 `dynamodbav:"expires_at"`
 }

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+)
+
+// propsFlag collects --property k=v flags.
+type propsFlag map[string]string
+
+func (f propsFlag) String() string { return fmt.Sprint(len(f)) }
+
+func (f propsFlag) Type() string { return "key=value" }
+
+func (f propsFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: write a property as key=value", s)
+	}
+	f[k] = v
+	return nil
+}
+
+func catalogsCmd(conn *connOpts) *cobra.Command {
+	printCatalog := func(cmd *cobra.Command, c *client, info catalog.CatalogInfo) error {
+		return c.emit(cmd.OutOrStdout(), info, func(out io.Writer) error {
+			w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+			fmt.Fprintf(w, "name\t%s\nwarehouse\t%s\ncreated\t%s by %s\n", info.Name, info.Warehouse, info.CreatedAt, info.CreatedBy)
+			keys := make([]string, 0, len(info.Properties))
+			for k := range info.Properties {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, "property\t%s=%s\n", k, info.Properties[k])
+			}
+			return w.Flush()
+		})
+	}
+	var warehouse string
+	props := propsFlag{}
+	create := &cobra.Command{
+		Use:   "create NAME --warehouse s3://bucket/prefix",
+		Short: "Create a catalog (needs CATALOG_MANAGE on the system scope)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var info catalog.CatalogInfo
+			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs", map[string]any{"name": args[0], "warehouse": warehouse, "properties": props}, &info); err != nil {
+				return err
+			}
+			return printCatalog(cmd, c, info)
+		},
+	}
+	create.Flags().StringVar(&warehouse, "warehouse", "", "the catalog's warehouse location")
+	create.Flags().Var(props, "property", "a catalog property key=value (repeat for more)")
+
+	show := &cobra.Command{
+		Use:   "show [NAME]",
+		Short: "Show a catalog (default: --catalog's)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			name := c.catalog
+			if len(args) == 1 {
+				name = args[0]
+			}
+			var info catalog.CatalogInfo
+			if err := c.do(cmd.Context(), "GET", "/lifecycle/v1/catalogs/"+url.PathEscape(name), nil, &info); err != nil {
+				return err
+			}
+			return printCatalog(cmd, c, info)
+		},
+	}
+
+	set := propsFlag{}
+	var unset []string
+	update := &cobra.Command{
+		Use:   "set-properties [NAME] [--set k=v …] [--unset k …]",
+		Short: "Change a catalog's properties (default: --catalog's)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			name := c.catalog
+			if len(args) == 1 {
+				name = args[0]
+			}
+			var info catalog.CatalogInfo
+			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(name)+"/properties",
+				map[string]any{"updates": set, "removals": unset}, &info); err != nil {
+				return err
+			}
+			return printCatalog(cmd, c, info)
+		},
+	}
+	update.Flags().Var(set, "set", "a property to set, key=value (repeat for more)")
+	update.Flags().StringSliceVar(&unset, "unset", nil, "a property to remove (repeat for more)")
+	return group("catalogs", "Catalogs: create, show, set-properties", create, show, update)
+}
+
+// grantPath is a principal's grant on the catalog (or "*", the system scope).
+func grantPath(c *client, principal string) string {
+	return "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/grants/" + url.PathEscape(principal)
+}
+
+func grantsCmd(conn *connOpts) *cobra.Command {
+	type grant struct {
+		Principal  string   `json:"principal,omitempty"`
+		Privileges []string `json:"privileges"`
+	}
+	print := func(cmd *cobra.Command, c *client, g grant) error {
+		return c.emit(cmd.OutOrStdout(), g, func(out io.Writer) error {
+			_, err := fmt.Fprintf(out, "%s on %s: %s\n", g.Principal, c.catalog, strings.Join(g.Privileges, ", "))
+			return err
+		})
+	}
+	privileges := func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		var out []string
+		for _, p := range authz.All {
+			out = append(out, string(p))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+	show := &cobra.Command{
+		Use:   "show PRINCIPAL",
+		Short: "Show what a principal is granted on the catalog (--catalog '*': the system scope)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var g grant
+			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0]), nil, &g); err != nil {
+				return err
+			}
+			return print(cmd, c, g)
+		},
+	}
+	set := &cobra.Command{
+		Use:   "set PRINCIPAL PRIVILEGE…",
+		Short: "Grant a principal exactly these privileges on the catalog (replaces its grant)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef(cmd, "%s", cmd.UseLine())
+			}
+			return nil
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, s string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return privileges(cmd, args, s)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var g grant
+			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0]), grant{Privileges: args[1:]}, &g); err != nil {
+				return err
+			}
+			if g.Principal == "" {
+				g = grant{Principal: args[0], Privileges: args[1:]}
+			}
+			return print(cmd, c, g)
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke PRINCIPAL",
+		Short: "Remove a principal's grant on the catalog",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0]), nil, nil); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked the grant of %s on %s\n", args[0], c.catalog)
+			return err
+		},
+	}
+	return group("grants", "Grants: show, set, revoke (a principal's privileges on a catalog)", show, set, revoke)
+}
