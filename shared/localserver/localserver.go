@@ -142,6 +142,9 @@ type Server struct {
 	bg      sync.WaitGroup
 	closers []io.Closer
 	dir     string
+	// unlock releases the state folder's lock (nil without Dir): Close
+	// calls it last, after everything that writes there has stopped.
+	unlock func()
 }
 
 // listenAll opens every address ("" picks a free loopback port), or none.
@@ -179,6 +182,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		o.Catalog = DefaultCatalog
 	}
 	s := &Server{dir: o.Dir, tokens: map[string]string{}}
+	if o.Dir != "" {
+		// Before anything opens the journal: a second server on the folder
+		// stops here and names the first.
+		unlock, err := lockState(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.unlock = unlock
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -399,6 +411,10 @@ func (s *Server) Close() {
 	}
 	for _, c := range s.closers {
 		_ = c.Close()
+	}
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
 	}
 }
 
