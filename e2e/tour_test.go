@@ -76,6 +76,11 @@ func TestTour(t *testing.T) {
 			continue
 		}
 		out := tr.run(step)
+		if m := statusComment.FindStringSubmatch(step); m != nil && strings.Contains(step, "%{http_code}") {
+			if got := strings.TrimSpace(out); got != m[1] {
+				t.Errorf("%s: status %s, the README says %s", step, got, m[1])
+			}
+		}
 		switch {
 		case strings.Contains(step, localserver.ExampleCommand):
 			if !strings.Contains(out, "examples.events: appended 3 rows, 3 in the table") {
@@ -112,6 +117,9 @@ func TestTour(t *testing.T) {
 		t.Skipf("every other step ran; pending until the CLI has them: %s", strings.Join(pending, ", "))
 	}
 }
+
+// statusComment is the status a curl -w '%{http_code}' step says it gets.
+var statusComment = regexp.MustCompile(`#\s*(\d{3})\b[^']*$`)
 
 // commands are a block's shell commands: comment lines and blank lines
 // dropped, backslash continuations joined.

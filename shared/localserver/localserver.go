@@ -64,6 +64,9 @@ type Options struct {
 	// RetentionEvery is the partition retention schedule (0: 1 hour; < 0:
 	// none); the sweep's clock is Now.
 	RetentionEvery time.Duration
+	// Wrap, when set, wraps the REST handler as served (e2e checks the
+	// lifecycle API's answers against its spec there).
+	Wrap func(http.Handler) http.Handler
 }
 
 // Defaults of `make run`.
@@ -281,7 +284,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		},
 	}
 	s.Handler = router.New(s.RouterConfig)
-	rest := s.serve(restL, s.Handler)
+	served := s.Handler
+	if o.Wrap != nil {
+		served = o.Wrap(served)
+	}
+	rest := s.serve(restL, served)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
 		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: ep.SQS + "/000000000000/" + DeleteQueue, DeleteDLQ: ep.SQS + "/000000000000/" + DeleteDLQ,
