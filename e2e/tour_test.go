@@ -1,9 +1,11 @@
 package e2e
 
 import (
-	"context"
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,16 +27,17 @@ import (
 var pendingVerbs = []string{"tables drop"}
 
 // tour runs shell commands as a user of a fresh clone would: in an empty
-// folder (no .icehold/ yet), through bash, each command seeing what the
-// ones before it exported. "go run ./PKG" and "make run" reach binaries
+// folder (no .icehold/ yet), one after another in one bash session (a
+// terminal), so that a command sees the variables the ones before it set. "go run ./PKG" and "make run" reach binaries
 // built from this repository (shims on PATH), and make run listens on free
 // ports, so that the test runs beside a developer's make run.
 type tour struct {
 	t         *testing.T
-	dir, envf string
+	tmp, dir  string
 	env       []string
 	cli       string
 	serverOut func() string // what the server command printed so far
+	sh        *shell
 }
 
 // TestTour runs every command of the README's five-minute tour, as written
@@ -182,26 +185,23 @@ func newTour(t *testing.T) *tour {
 		}
 	}
 	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	envf := filepath.Join(tmp, "env.sh")
-	if err := os.WriteFile(envf, nil, 0o644); err != nil {
+	sh, err := startShell(dir, env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &tour{t: t, dir: dir, envf: envf, env: env, cli: cli}
+	t.Cleanup(sh.close)
+	return &tour{t: t, tmp: tmp, dir: dir, env: env, cli: cli, sh: sh}
 }
 
 // run runs one command to its end; a non-zero exit fails the test.
 func (tr *tour) run(line string) string {
 	tr.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", "set -eo pipefail\nsource "+tr.envf+"\n"+line+"\nexport -p > "+tr.envf)
-	cmd.Dir, cmd.Env = tr.dir, tr.env
-	out, err := cmd.CombinedOutput()
+	out, err := tr.sh.run(line, 5*time.Minute)
 	tr.t.Logf("$ %s\n%s", line, out)
 	if err != nil {
 		tr.t.Fatalf("%s: %v\n%s", line, err, out)
 	}
-	return string(out)
+	return out
 }
 
 // start runs the server command in the background until the test ends and
@@ -209,12 +209,12 @@ func (tr *tour) run(line string) string {
 func (tr *tour) start(line string) {
 	t := tr.t
 	t.Helper()
-	logf := filepath.Join(filepath.Dir(tr.envf), "server.out")
+	logf := filepath.Join(tr.tmp, "server.out")
 	f, err := os.Create(logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", "-c", "source "+tr.envf+"\n"+line)
+	cmd := exec.Command("bash", "-c", line)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = tr.dir, tr.env, f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -281,4 +281,76 @@ func (tr *tour) pendingVerb(step string) string {
 		}
 	}
 	return ""
+}
+
+// shell is one bash session that runs commands one at a time.
+type shell struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string // its output (stdout and stderr), line by line
+	n     int
+}
+
+func startShell(dir string, env []string) (*shell, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("bash", "--norc", "--noprofile")
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	w.Close()
+	sh := &shell{cmd: cmd, in: in, lines: make(chan string, 1024)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			sh.lines <- sc.Text()
+		}
+		close(sh.lines)
+	}()
+	return sh, nil
+}
+
+// run runs one command line and returns its output; an error for a
+// non-zero status. The command reads no stdin (the session's is the script).
+func (sh *shell) run(line string, timeout time.Duration) (string, error) {
+	sh.n++
+	mark := fmt.Sprintf("__tour_step_%d_status", sh.n)
+	if _, err := fmt.Fprintf(sh.in, "{ %s\n} </dev/null 2>&1\n__rc=$?; echo; echo %s $__rc\n", line, mark); err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-sh.lines:
+			if !ok {
+				return out.String(), errors.New("the shell exited")
+			}
+			if rc, found := strings.CutPrefix(l, mark+" "); found {
+				text := strings.TrimSuffix(out.String(), "\n") // the echo before the mark
+				if rc != "0" {
+					return text, fmt.Errorf("exit status %s", rc)
+				}
+				return text, nil
+			}
+			out.WriteString(l + "\n")
+		case <-deadline:
+			return out.String(), fmt.Errorf("still running after %v", timeout)
+		}
+	}
+}
+
+func (sh *shell) close() {
+	sh.in.Close()
+	_ = syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+	_ = sh.cmd.Wait()
 }
