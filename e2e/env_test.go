@@ -79,7 +79,15 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			panic(err)
 		}
-		srv, err := localserver.Start(ctx, testOptions(dir))
+		// Every lifecycle answer the suite receives is checked against
+		// docs/lifecycle-api.yaml; a mismatch fails the run.
+		spec, err := loadSpecCheck()
+		if err != nil {
+			panic(err)
+		}
+		o := testOptions(dir)
+		o.Wrap = spec.wrap
+		srv, err := localserver.Start(ctx, o)
 		if err != nil {
 			panic(err)
 		}
@@ -87,6 +95,9 @@ func TestMain(m *testing.M) {
 		code := m.Run()
 		srv.Close()
 		os.RemoveAll(dir)
+		if !spec.report(os.Stdout) && code == 0 {
+			code = 1
+		}
 		os.Exit(code)
 	}
 	os.Exit(m.Run())

@@ -39,37 +39,7 @@ func serveLocal(ctx context.Context, o localserver.Options, out io.Writer) error
 		return err
 	}
 	defer srv.Close()
-	i := srv.Info
-	fmt.Fprintf(out, `icehold is running (state in %s, details in %s/local.json)
-
-  REST catalog  %s   (catalog %q, warehouse %s)
-  S3            %s   (bucket %s, key %s / %s)
-  DynamoDB      %s
-  SQS           %s   (delete queue, DLQ: icehold local redrive)
-  StepFunctions %s
-  admin token   %s
-
-  curl -H "Authorization: Bearer %s" '%s'
-
-iceberg-go:
-  rest.NewCatalog(ctx, "icehold", "%s", rest.WithOAuthToken("%s"), rest.WithWarehouseLocation("%s"))
-
-PyIceberg:
-  load_catalog("icehold", uri="%s", token="%s", warehouse="%s")
-
-Spark:
-  --conf spark.sql.catalog.icehold=org.apache.iceberg.spark.SparkCatalog \
-  --conf spark.sql.catalog.icehold.type=rest \
-  --conf spark.sql.catalog.icehold.uri=%s \
-  --conf spark.sql.catalog.icehold.token=%s \
-  --conf spark.sql.catalog.icehold.warehouse=%s
-
-The S3 endpoint and keys reach clients through /v1/config; nothing else to set.
-`, *dir, *dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, i.StepFns, i.AdminToken,
-		i.AdminToken, i.ConfigCheck,
-		i.RESTURL, i.AdminToken, i.Catalog,
-		i.RESTURL, i.AdminToken, i.Catalog,
-		i.RESTURL, i.AdminToken, i.Catalog)
+	fmt.Fprint(out, srv.Info.HowTo(*dir))
 	<-ctx.Done()
 	return nil
 }

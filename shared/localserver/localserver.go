@@ -70,6 +70,9 @@ type Options struct {
 	// RetentionEvery is the partition retention schedule (0: 1 hour; < 0:
 	// none); the sweep's clock is Now.
 	RetentionEvery time.Duration
+	// Wrap, when set, wraps the REST handler as served (e2e checks the
+	// lifecycle API's answers against its spec there).
+	Wrap func(http.Handler) http.Handler
 }
 
 // Defaults of `make run`.
@@ -150,6 +153,9 @@ type Server struct {
 	bg      sync.WaitGroup
 	closers []io.Closer
 	dir     string
+	// unlock releases the state folder's lock (nil without Dir): Close
+	// calls it last, after everything that writes there has stopped.
+	unlock func()
 }
 
 // listenAll opens every address ("" picks a free loopback port), or none.
@@ -187,6 +193,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		o.Catalog = DefaultCatalog
 	}
 	s := &Server{dir: o.Dir, tokens: map[string]string{}}
+	if o.Dir != "" {
+		// Before anything opens the journal: a second server on the folder
+		// stops here and names the first.
+		unlock, err := lockState(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.unlock = unlock
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -277,7 +292,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		},
 	}
 	s.Handler = router.New(s.RouterConfig)
-	rest := s.serve(restL, s.Handler)
+	served := s.Handler
+	if o.Wrap != nil {
+		served = o.Wrap(served)
+	}
+	rest := s.serve(restL, served)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
 		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: ep.SQS + "/000000000000/" + DeleteQueue, DeleteDLQ: ep.SQS + "/000000000000/" + DeleteDLQ,
@@ -407,6 +426,10 @@ func (s *Server) Close() {
 	}
 	for _, c := range s.closers {
 		_ = c.Close()
+	}
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
 	}
 }
 

@@ -74,6 +74,14 @@ type grantBody struct {
 	Privileges []string `json:"privileges"`
 }
 
+// grantOf answers a grant; no privileges is [], not null.
+func grantOf(principal string, privs []string) grantBody {
+	if privs == nil {
+		privs = []string{}
+	}
+	return grantBody{Principal: principal, Privileges: privs}
+}
+
 func principalParam(r *http.Request) (string, error) {
 	p := r.PathValue("principal")
 	if p == "" || len(p) > 2048 {
@@ -100,7 +108,7 @@ func (s *server) getGrant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, grantBody{Principal: g.Principal, Privileges: g.Privileges})
+	writeJSON(w, http.StatusOK, grantOf(g.Principal, g.Privileges))
 }
 
 func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +145,7 @@ func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, grantBody{Principal: p, Privileges: privs})
+	writeJSON(w, http.StatusOK, grantOf(p, privs))
 }
 
 func (s *server) deleteGrant(w http.ResponseWriter, r *http.Request) {
