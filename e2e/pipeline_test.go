@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/shared/localaws"
@@ -340,4 +341,74 @@ func waitDrained(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Issue 12, finding 7: while SQS retries a failing batch the job says why
+// (not "-"); once it succeeds the error is shown as recovered, not as its
+// state; files deleted are counted by kind, and the kinds add up.
+func TestJobShowsRetryErrorsAndCountsFilesByKind(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "retry")
+	tbl := writtenTable(t, cat, ns, "t", nil, true)
+	data, meta := reachable(t, tbl)
+	deletes := deleteFilesOf(t, tbl)
+	if len(deletes) == 0 {
+		t.Fatal("the table has no delete file")
+	}
+	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	t.Cleanup(func() { srv.S3Emulator.SetFault(nil) })
+	job := dropPurge(t, ns, "t")
+
+	var j jobJSON
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+shared.Catalog+"/purge-jobs/"+job.ID, shared.Token, nil), &j)
+		if j.LastError != nil || j.State != "RUNNING" && j.State != "PENDING" || time.Now().After(deadline) {
+			break
+		}
+	}
+	srv.S3Emulator.SetFault(nil)
+	if j.State != "RUNNING" || j.LastError == nil || !strings.Contains(*j.LastError, "retrying") || !strings.Contains(*j.LastError, "AccessDenied") {
+		t.Fatalf("a job whose batch is being retried shows state %s, last error %v", j.State, j.LastError)
+	}
+
+	done := waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	if done.LastError != nil || done.RecoveredError == nil || !strings.Contains(*done.RecoveredError, "AccessDenied") {
+		t.Errorf("a recovered job shows last error %v, recovered error %v", done.LastError, done.RecoveredError)
+	}
+	wantData, wantDeletes := int64(len(data)-len(deletes)), int64(len(deletes))
+	if done.DataFilesDeleted != wantData || done.DeleteFilesDeleted != wantDeletes || done.MetadataFilesDeleted != int64(len(meta)) ||
+		done.DataFilesDeleted+done.DeleteFilesDeleted+done.MetadataFilesDeleted != done.FilesDeleted {
+		t.Errorf("deleted %d = %d data + %d delete + %d metadata files, want %d + %d + %d",
+			done.FilesDeleted, done.DataFilesDeleted, done.DeleteFilesDeleted, done.MetadataFilesDeleted, wantData, wantDeletes, len(meta))
+	}
+	waitDrained(t)
+}
+
+// deleteFilesOf lists the table's position and equality delete files.
+func deleteFilesOf(t *testing.T, tbl *table.Table) map[string]bool {
+	t.Helper()
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, sn := range tbl.Metadata().Snapshots() {
+		mfs, err := sn.Manifests(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			entries, err := mf.FetchEntries(fs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if e.DataFile().ContentType() != iceberg.EntryContentData {
+					out[e.DataFile().FilePath()] = true
+				}
+			}
+		}
+	}
+	return out
 }

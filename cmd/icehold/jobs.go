@@ -166,13 +166,17 @@ func tableOf(j job) string {
 func showJob(out io.Writer, j job, note string) {
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	lastErr := "-"
-	if j.LastError != nil {
+	switch {
+	case j.LastError != nil:
 		lastErr = *j.LastError
+	case j.RecoveredError != nil:
+		lastErr = "- (recovered from: " + *j.RecoveredError + ")"
 	}
 	for _, row := range [][2]string{
 		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State},
 		{"batches", fmt.Sprintf("%d done, %d dead, of %d", j.BatchesDone, j.BatchesDead, j.BatchesTotal)},
-		{"files", fmt.Sprintf("%d deleted, %d missing, %d skipped", j.FilesDeleted, j.FilesMissing, j.FilesSkipped)},
+		{"files", fmt.Sprintf("%d deleted (%d data, %d delete, %d metadata), %d missing, %d skipped",
+			j.FilesDeleted, j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.FilesMissing, j.FilesSkipped)},
 		{"attempts", fmt.Sprint(j.Attempts)}, {"last error", lastErr}, {"created", j.CreatedAt + " by " + j.CreatedBy},
 		{"updated", j.UpdatedAt},
 	} {

@@ -60,7 +60,7 @@ func s3Client(url string) *s3.Client {
 func objs(n int) []object {
 	out := make([]object, n)
 	for i := range out {
-		out[i] = object{key: fmt.Sprintf("t/data/k%04d.parquet", i), size: 10}
+		out[i] = object{key: fmt.Sprintf("t/data/k%04d.parquet", i), size: 10, kind: kindData}
 	}
 	return out
 }
@@ -87,12 +87,12 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	pacer.Start = 1000
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer}
 
-	deleted, missing, bytes, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1000))
+	got, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if deleted != 999 || missing != 1 || bytes != 9990 {
-		t.Errorf("deleted %d missing %d bytes %d, want 999, 1, 9990", deleted, missing, bytes)
+	if got.deleted != 999 || got.missing != 1 || got.bytes != 9990 || got.byKind[kindData] != 999 {
+		t.Errorf("deleted %d (%v) missing %d bytes %d, want 999 data files, 1, 9990", got.deleted, got.byKind, got.missing, got.bytes)
 	}
 	if len(stub.calls) != 3 || len(stub.calls[0]) != 1000 || len(stub.calls[1]) != 1000 ||
 		len(stub.calls[2]) != 1 || stub.calls[2][0] != "t/data/k0002.parquet" {
@@ -101,7 +101,7 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	if r := pacer.Rate("s3://b/t/"); r >= 1000 {
 		t.Errorf("pacer rate %v did not back off after SlowDown", r)
 	}
-	if _, _, _, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1001)); err == nil {
+	if _, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1001)); err == nil {
 		t.Errorf("1001 keys in one call were accepted")
 	}
 }
@@ -138,7 +138,7 @@ func TestDeleteSendsExactKeys(t *testing.T) {
 			t.Errorf("%s is allowed (%v)", p, err)
 		}
 	}
-	if _, _, _, err := s.deleteObjects(context.Background(), g.bucket(), j.Scope, batch); err != nil {
+	if _, err := s.deleteObjects(context.Background(), g.bucket(), j.Scope, batch); err != nil {
 		t.Fatal(err)
 	}
 	if len(stub.calls) != 1 || len(stub.calls[0]) != len(want) {
@@ -171,7 +171,7 @@ func TestPersistentSlowDownFailsTheBatch(t *testing.T) {
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer, Backoff: time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, _, _, err := s.deleteObjects(ctx, "b", "s3://b/t/", objs(3))
+	_, err := s.deleteObjects(ctx, "b", "s3://b/t/", objs(3))
 	if err == nil || !strings.Contains(err.Error(), "throttled") {
 		t.Errorf("err = %v, want throttled", err)
 	}

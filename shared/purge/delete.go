@@ -1,10 +1,12 @@
 package purge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -51,6 +53,9 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 		return err
 	}
 	err = s.runBatch(ctx, j, b)
+	if err != nil && !errors.Is(err, errContinue) && (maxReceives == 0 || receiveCount < maxReceives) {
+		s.noteRetry(ctx, j, b, receiveCount, maxReceives, err)
+	}
 	if err != nil && !errors.Is(err, errContinue) && maxReceives > 0 && receiveCount >= maxReceives {
 		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
 		derr := s.Store.MarkBatchDead(ctx, j, b, reason,
@@ -63,6 +68,21 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 		s.callbackIfDone(ctx, m.Catalog, m.JobID)
 	}
 	return err
+}
+
+// noteRetry records a failed delivery that SQS will retry as the job's last
+// error, so that a job whose batches keep failing says why while it runs.
+// Best effort: the retry happens whether or not the note is written.
+func (s *Service) noteRetry(ctx context.Context, j store.Job, b store.Batch, receiveCount, maxReceives int, cause error) {
+	of := ""
+	if maxReceives > 0 {
+		of = fmt.Sprintf(" of %d", maxReceives)
+	}
+	msg := fmt.Sprintf("batch %d, delivery %d%s failed, retrying: %v", b.Number, receiveCount, of, cause)
+	err := s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: map[string]any{"last_error": msg}, States: []string{store.JobRunning}})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		slog.Warn("note a batch retry on its job", "job", j.ID, "error", err)
+	}
 }
 
 // revive returns a dead-lettered job to RUNNING once no batch is dead.
@@ -120,10 +140,34 @@ func manifestOf(r store.ManifestRef) iceberg.ManifestFile {
 		Content(iceberg.ManifestContent(r.Content)).Build()
 }
 
-// object is one key to delete (exact, never decoded) and its size.
+// object is one key to delete (exact, never decoded), its size and what it
+// is (the job counts data, delete and metadata files apart).
 type object struct {
 	key  string
 	size int64
+	kind string // kindData, kindDeletes or kindMetadata ("": metadata)
+}
+
+// The kinds of deleted files, as the job's counters name them.
+const (
+	kindData     = "data_files_deleted"
+	kindDeletes  = "delete_files_deleted"
+	kindMetadata = "metadata_files_deleted"
+)
+
+// tally is what one DeleteObjects round did.
+type tally struct {
+	deleted, missing, bytes int64
+	byKind                  map[string]int64 // deleted, per kind
+}
+
+// counters are the job counters a tally adds.
+func (t tally) counters(skipped int64) map[string]int64 {
+	c := map[string]int64{"files_deleted": t.deleted, "files_missing": t.missing, "files_skipped": skipped, "bytes": t.bytes}
+	for k, n := range t.byKind {
+		c[k] = n
+	}
+	return c
 }
 
 // runBatch streams the batch's manifests from its checkpoint and deletes what
@@ -146,14 +190,14 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	var chunk []object
 	skipped := int64(0)
 	step := func(to [2]int, done bool) error {
-		deleted, missing, bytes, err := s.deleteObjects(ctx, g.bucket(), j.Scope, chunk)
+		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, chunk)
 		if err != nil {
 			return err
 		}
 		if err := s.crash("delete.before-checkpoint"); err != nil {
 			return err
 		}
-		counters := map[string]int64{"files_deleted": deleted, "files_missing": missing, "files_skipped": skipped, "bytes": bytes}
+		counters := t.counters(skipped)
 		err = s.Store.StepBatch(ctx, j, b, store.BatchStep{From: cp, To: to, Done: done, Counters: counters, WasDead: b.Dead})
 		if errors.Is(err, store.ErrConditionFailed) {
 			now, gerr := s.Store.GetBatch(ctx, b.JobID, b.Number)
@@ -199,7 +243,11 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 			if !ok {
 				skipped++
 			} else {
-				chunk = append(chunk, object{key: obj.Key, size: df.FileSizeBytes()})
+				kind := kindData
+				if df.ContentType() != iceberg.EntryContentData {
+					kind = kindDeletes
+				}
+				chunk = append(chunk, object{key: obj.Key, size: df.FileSizeBytes(), kind: kind})
 			}
 			if len(chunk) == MaxKeysPerCall {
 				return step([2]int{mi, idx + 1}, false)
@@ -281,13 +329,15 @@ func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start i
 // call (paced per scope, retried on SlowDown without the SDK's own retries).
 // A key S3 reports as NoSuchKey counts as missing; on AWS a missing key is
 // reported deleted.
-func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (deleted, missing, bytes int64, err error) {
+func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
+	t := tally{byKind: map[string]int64{}}
 	if len(objs) == 0 {
-		return 0, 0, 0, nil
+		return t, nil
 	}
 	if len(objs) > MaxKeysPerCall {
-		return 0, 0, 0, fmt.Errorf("%d keys in one call, at most %d", len(objs), MaxKeysPerCall)
+		return t, fmt.Errorf("%d keys in one call, at most %d", len(objs), MaxKeysPerCall)
 	}
+	kinds := map[string]string{}
 	pacer := s.Pacer
 	if pacer == nil {
 		pacer = defaultPacer
@@ -299,15 +349,15 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		if _, dup := sizes[k]; dup {
 			continue
 		}
-		sizes[k] = o.size
+		sizes[k], kinds[k] = o.size, cmp.Or(o.kind, kindMetadata)
 		ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(k)})
 	}
 	for attempt := 0; len(ids) > 0; attempt++ {
 		if attempt > maxThrottleRetries {
-			return 0, 0, 0, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
+			return t, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
 		}
 		if err := pacer.WaitFor(ctx, scope, bucket, ids); err != nil {
-			return 0, 0, 0, err
+			return t, err
 		}
 		out, err := s.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 			Bucket: aws.String(bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
@@ -318,7 +368,7 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 			continue
 		}
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("delete objects: %w", err)
+			return t, fmt.Errorf("delete objects: %w", err)
 		}
 		var retry []s3types.ObjectIdentifier
 		failed := map[string]bool{}
@@ -326,19 +376,20 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 			k, code := aws.ToString(e.Key), aws.ToString(e.Code)
 			switch code {
 			case "NoSuchKey":
-				missing++
+				t.missing++
 				failed[k] = true
 			case "SlowDown", "InternalError", "ServiceUnavailable", "503":
 				retry = append(retry, s3types.ObjectIdentifier{Key: aws.String(k)})
 				failed[k] = true
 			default:
-				return 0, 0, 0, fmt.Errorf("delete %s: %s: %s", k, code, aws.ToString(e.Message))
+				return t, fmt.Errorf("delete %s: %s: %s", k, code, aws.ToString(e.Message))
 			}
 		}
 		for _, id := range ids {
 			if k := aws.ToString(id.Key); !failed[k] {
-				deleted++
-				bytes += sizes[k]
+				t.deleted++
+				t.bytes += sizes[k]
+				t.byKind[kinds[k]]++
 			}
 		}
 		if len(retry) > 0 {
@@ -349,7 +400,7 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		}
 		ids = retry
 	}
-	return deleted, missing, bytes, nil
+	return t, nil
 }
 
 var defaultPacer = NewPacer()

@@ -64,7 +64,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 				return FinalizeResult{}, nil // continue in the next invocation
 			}
 			end := min(j.FinalizeOffset+MaxKeysPerCall, j.FinalizeTotal-1, len(objs))
-			deleted, missing, bytes, err := s.deleteObjects(ctx, g.bucket(), j.Scope, objs[j.FinalizeOffset:end])
+			t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, objs[j.FinalizeOffset:end])
 			if err != nil {
 				return FinalizeResult{}, err
 			}
@@ -73,7 +73,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 			}
 			err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
 				Set:  map[string]any{"finalize_offset": end},
-				Add:  map[string]int64{"files_deleted": deleted, "files_missing": missing, "bytes": bytes},
+				Add:  t.counters(0),
 				Cond: "finalize_offset = :o", CondValues: map[string]any{":o": j.FinalizeOffset},
 			})
 			if err != nil && !errors.Is(err, store.ErrConditionFailed) {
@@ -91,11 +91,12 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 		return FinalizeResult{}, err
 	}
 	if ok {
-		deleted, missing, _, err := s.deleteObjects(ctx, g.bucket(), j.Scope, []object{{key: cur.Key}})
+		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, []object{{key: cur.Key}})
 		if err != nil {
 			return FinalizeResult{}, err
 		}
-		counters["files_deleted"], counters["files_missing"] = deleted, missing
+		t.bytes = 0 // the current metadata file's size is not counted (never read)
+		counters = t.counters(0)
 		if err := s.crash("finalize.metadata-deleted"); err != nil {
 			return FinalizeResult{}, err
 		}
@@ -113,9 +114,16 @@ func (s *Service) succeed(ctx context.Context, in Input, j store.Job, counters m
 	done := JobEvent(eventbus.PurgeCompleted, j, map[string]any{
 		"files-deleted": deleted, "files-missing": j.FilesMissing + counters["files_missing"],
 		"files-skipped": j.FilesSkipped + counters["files_skipped"], "bytes": j.Bytes + counters["bytes"],
+		"data-files-deleted": j.DataFilesDeleted + counters[kindData], "delete-files-deleted": j.DeleteFilesDeleted + counters[kindDeletes],
+		"metadata-files-deleted": j.MetadataFilesDeleted + counters[kindMetadata],
 	})
+	set := map[string]any{"state": store.JobSucceeded}
+	if j.LastError != "" {
+		// The job got over its retries: the error is history, not its state.
+		set["last_error"], set["recovered_error"] = "", j.LastError
+	}
 	err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
-		Set: map[string]any{"state": store.JobSucceeded}, Add: counters, Finish: true,
+		Set: set, Add: counters, Finish: true,
 		States: []string{store.JobRunning}, Events: outbox.Records(done),
 	})
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {

@@ -169,9 +169,9 @@ func TestDeleteObjectsPacesPerPrefix(t *testing.T) {
 			batch = append(batch, object{key: aws.ToString(id.Key)})
 		}
 	}
-	deleted, _, _, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", batch)
-	if err != nil || deleted != 6 {
-		t.Fatalf("deleted %d: %v", deleted, err)
+	got, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", batch)
+	if err != nil || got.deleted != 6 {
+		t.Fatalf("deleted %d: %v", got.deleted, err)
 	}
 	if pacer.Booked() != 9 {
 		t.Errorf("booked %d key deletions, want 9 (6, the 2 refused, the 1 refused again)", pacer.Booked())

@@ -129,14 +129,14 @@ func (s *Service) runOrphanBatch(ctx context.Context, j store.Job, b store.Batch
 		bucket = obj.Bucket
 		objs = append(objs, object{key: obj.Key})
 	}
-	deleted, missing, bytes, err := s.deleteObjects(ctx, bucket, "", objs)
+	t, err := s.deleteObjects(ctx, bucket, "", objs)
 	if err != nil {
 		return err
 	}
 	if err := s.crash("delete.before-checkpoint"); err != nil {
 		return err
 	}
-	counters := map[string]int64{"files_deleted": deleted, "files_missing": missing, "files_skipped": skipped, "bytes": bytes}
+	counters := t.counters(skipped)
 	err = s.Store.StepBatch(ctx, j, b, store.BatchStep{From: [2]int{b.Manifest, b.Entry}, To: [2]int{1, 0}, Done: true, Counters: counters, WasDead: b.Dead})
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // another delivery closed it

@@ -26,11 +26,19 @@ type JobView struct {
 	BatchesDone      int      `json:"batches-done"`
 	BatchesDead      int      `json:"batches-dead"`
 	FilesDeleted     int64    `json:"files-deleted"`
+	// FilesDeleted by kind (their sum; missing files are counted apart).
+	DataFilesDeleted     int64 `json:"data-files-deleted"`
+	DeleteFilesDeleted   int64 `json:"delete-files-deleted"`
+	MetadataFilesDeleted int64 `json:"metadata-files-deleted"`
 	FilesMissing     int64    `json:"files-missing"`
 	FilesSkipped     int64    `json:"files-skipped"`
 	Bytes            int64    `json:"bytes"`
 	Attempts         int      `json:"attempts"`
-	LastError        *string  `json:"last-error"`
+	// LastError: why the job failed or dead-lettered, or, while it runs,
+	// the latest failed delivery of a batch SQS retries.
+	LastError *string `json:"last-error"`
+	// RecoveredError: the last retry error of a job that then succeeded.
+	RecoveredError *string `json:"recovered-error,omitempty"`
 	CreatedBy        string   `json:"created-by"`
 	CreatedAt        string   `json:"created-at"`
 	UpdatedAt        string   `json:"updated-at"`
@@ -56,11 +64,15 @@ func viewOf(j store.Job) JobView {
 		ID: j.ID, Kind: cmp.Or(j.Kind, store.KindPurge), Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
 		MetadataLocation: j.MetadataLocation, BatchesTotal: j.BatchesTotal, BatchesDone: j.BatchesDone,
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
+		DataFilesDeleted: j.DataFilesDeleted, DeleteFilesDeleted: j.DeleteFilesDeleted, MetadataFilesDeleted: j.MetadataFilesDeleted,
 		FilesSkipped: j.FilesSkipped, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
 	}
 	if j.LastError != "" {
 		v.LastError = &j.LastError
+	}
+	if j.RecoveredError != "" {
+		v.RecoveredError = &j.RecoveredError
 	}
 	return v
 }

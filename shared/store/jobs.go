@@ -58,6 +58,8 @@ type Job struct {
 	TaskToken string `dynamodbav:"task_token"`
 	Attempts  int    `dynamodbav:"attempts"`
 	LastError string `dynamodbav:"last_error"`
+	// RecoveredError: the last retry error of a job that then succeeded.
+	RecoveredError string `dynamodbav:"recovered_error"`
 	CreatedBy string `dynamodbav:"created_by"`
 	CreatedAt string `dynamodbav:"created_at"`
 	UpdatedAt string `dynamodbav:"updated_at"`
@@ -72,6 +74,12 @@ type Job struct {
 	BatchesDone  int   `dynamodbav:"batches_done"`
 	BatchesDead  int   `dynamodbav:"batches_dead"`
 	FilesDeleted int64 `dynamodbav:"files_deleted"`
+	// FilesDeleted by kind: data files, delete files (from the manifests'
+	// entries) and the metadata layer (manifests, manifest lists, metadata
+	// files; all of an orphans job).
+	DataFilesDeleted     int64 `dynamodbav:"data_files_deleted"`
+	DeleteFilesDeleted   int64 `dynamodbav:"delete_files_deleted"`
+	MetadataFilesDeleted int64 `dynamodbav:"metadata_files_deleted"`
 	FilesMissing int64 `dynamodbav:"files_missing"`
 	FilesSkipped int64 `dynamodbav:"files_skipped"`
 	Bytes        int64 `dynamodbav:"bytes"`
