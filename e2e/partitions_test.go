@@ -121,10 +121,11 @@ func teamTable(t testing.TB, cat *rest.Catalog, ns, name string) *table.Table {
 	return tbl
 }
 
-// cellCounts scans the table and counts rows per partition tuple.
-func cellCounts(t testing.TB, tbl *table.Table) map[cell]int {
+// cellCounts scans the table (its current snapshot unless opts say
+// otherwise) and counts rows per partition tuple.
+func cellCounts(t testing.TB, tbl *table.Table, opts ...table.ScanOption) map[cell]int {
 	t.Helper()
-	res, err := tbl.Scan().ToArrowTable(context.Background())
+	res, err := tbl.Scan(opts...).ToArrowTable(context.Background())
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}

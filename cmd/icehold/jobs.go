@@ -30,7 +30,7 @@ func runJobs(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("jobs "+args[0], flag.ContinueOnError)
 	connect := clientFlags(fs)
 	state := fs.String("state", "", "filter: job state")
-	kind := fs.String("kind", "", "filter: purge (a table's) or orphans (the orphan sweep's)")
+	kind := fs.String("kind", "", "filter: purge (a table's), orphans (the orphan sweep's) or expire (snapshot expiry's)")
 	ns := fs.String("namespace", "", "filter: namespace (levels joined by '.')")
 	tbl := fs.String("table", "", "filter: table")
 	every := fs.Duration("every", time.Second, "watch: refresh interval")

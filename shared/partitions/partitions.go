@@ -49,6 +49,9 @@ type Service struct {
 	IOProps map[string]string
 	// Events receives PartitionsDropped; nil publishes nothing.
 	Events *eventbus.Bus
+	// Pipeline takes snapshot expiry's files (the retention sweep's); nil:
+	// the sweep expires no snapshot.
+	Pipeline Pipeline
 	// Workers bounds the manifests read and written at once (0: 8).
 	Workers int
 	// Now stamps snapshots (nil: time.Now).

@@ -200,6 +200,26 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 // retires the intent of the new file). ErrNotFound if the entry is gone,
 // ErrConditionFailed if another commit won.
 func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent) error {
+	return s.commitTable(ctx, cat, e, expected, done, nil)
+}
+
+// CommitTableWithJob is CommitTable that also creates a job (and its active
+// marker) in the same transaction: the job exists exactly when the commit
+// landed. Snapshot expiry uses it, so that no crash can separate the removal
+// of snapshots from the job that deletes their files.
+func (s *Store) CommitTableWithJob(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, j Job) error {
+	if done == nil {
+		return errors.New("a commit with a job needs the intent of its metadata file")
+	}
+	j.CreatedAt, j.UpdatedAt = now(), now()
+	items, err := s.jobCreateItems(j)
+	if err != nil {
+		return err
+	}
+	return s.commitTable(ctx, cat, e, expected, done, items)
+}
+
+func (s *Store) commitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, also []ddbtypes.TransactWriteItem) error {
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	update := ddbtypes.Update{
 		TableName:           aws.String(s.table),
@@ -215,7 +235,7 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 		},
 	}
 	if done != nil {
-		err := s.transactWrite(ctx, []ddbtypes.TransactWriteItem{{Update: &update}, s.intentDone(*done)})
+		err := s.transactWrite(ctx, append([]ddbtypes.TransactWriteItem{{Update: &update}, s.intentDone(*done)}, also...))
 		if cancelReasons(err) == nil {
 			return err
 		}
