@@ -240,6 +240,11 @@ func BenchmarkPartitionDropVsIcebergDelete(b *testing.B) {
 	row("icehold partition drop (100 tuples)", ours)
 	row("iceberg-go Transaction.Delete", theirs)
 	fmt.Printf("(reads and writes: S3 requests on the table's prefix, by client and catalog alike; bytes read: the objects GET)\n")
+	ratio := func(a, b float64) string { return fmt.Sprintf("%.2f", a/max(b, 1)) }
+	fmt.Printf("icehold / iceberg-go: time %s, reads %s, bytes read %s, writes %s, bytes written %s (target: each ≤ 1)\n",
+		ratio(float64(ours.elapsed), float64(theirs.elapsed)), ratio(float64(ours.reads), float64(theirs.reads)),
+		ratio(float64(ours.readBytes), float64(theirs.readBytes)), ratio(float64(ours.writes), float64(theirs.writes)),
+		ratio(float64(ours.writtenBytes), float64(theirs.writtenBytes)))
 	if ours.filesEnded != strconv.Itoa(pdDrop*pdFilesPerDay) || theirs.filesEnded != ours.filesEnded {
 		b.Errorf("files ended: ours %s, iceberg-go %s, want %d each", ours.filesEnded, theirs.filesEnded, pdDrop*pdFilesPerDay)
 	}

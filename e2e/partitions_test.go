@@ -336,8 +336,8 @@ func TestPartitionDropEndsTuplesInOneSnapshot(t *testing.T) {
 	// data or delete file.
 	got := counter.snapshot()
 	t.Logf("S3 requests on the table during the drop: %v (manifests: %+v)", got, res.Manifests)
-	if res.Manifests.Total != 8 || res.Manifests.Read != 5 || res.Manifests.Rewritten != 5 {
-		t.Errorf("manifests %+v, want 8 in the list, 5 read, 5 rewritten", res.Manifests)
+	if res.Manifests.Total != 8 || res.Manifests.Read != 5 || res.Manifests.Rewritten != 5 || res.Manifests.Written != 5 {
+		t.Errorf("manifests %+v, want 8 in the list, 5 read, 5 rewritten and written", res.Manifests)
 	}
 	for k, n := range got {
 		if strings.HasSuffix(k, "data-or-delete") || strings.HasPrefix(k, "DELETE") {

@@ -69,10 +69,14 @@ type TupleResult struct {
 // ManifestCounts says what a drop read and wrote of the metadata layer.
 type ManifestCounts struct {
 	// Total manifests in the current snapshot's list; Read of them (the
-	// rest pruned by spec or partition summaries); Rewritten of those.
+	// rest pruned by spec or partition summaries); Rewritten of those
+	// (replaced in the list); Written the manifests the drop wrote:
+	// a replacement per manifest that keeps live entries, and one
+	// manifest (per content) for the entries of those wholly ended.
 	Total     int `json:"total"`
 	Read      int `json:"read"`
 	Rewritten int `json:"rewritten"`
+	Written   int `json:"written"`
 }
 
 // DropResult is the answer of a drop (SPEC §7).
