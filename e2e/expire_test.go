@@ -10,7 +10,10 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -162,6 +165,51 @@ func TestExpiryDeletesDroppedFilesThroughThePipeline(t *testing.T) {
 	}
 	sameObjects(t, "the table without a policy", otherObjects, objectsUnder(t, srv, other.Location()))
 	t.Logf("expiry: %d snapshots, %d files deleted (%d bytes) by job %s", res.SnapshotsExpired, j.FilesDeleted, j.Bytes, jobID)
+
+	// The delete step's guard: an expire job of events naming a file of
+	// its own, a data file of the other table and a key under no claim
+	// deletes only the first; the others are counted skipped.
+	stray := strings.TrimRight(events.Location(), "/") + "/data/stray.parquet"
+	var theirs string
+	for f := range filesIn(t, other, func(cell) bool { return true }) {
+		theirs = f
+		break
+	}
+	nobody := "s3://" + srv.Info.Bucket + "/elsewhere/x.parquet"
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	for _, f := range []string{stray, nobody} {
+		key := strings.TrimPrefix(f, "s3://"+srv.Info.Bucket+"/")
+		if _, err := awsconfig.S3(cfg, ep).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(srv.Info.Bucket), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry, err := srv.Catalog.Store().GetTable(ctx, srv.Info.Catalog, []string{ns}, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := srv.Purge.PlanExpire(ctx, store.Job{Catalog: srv.Info.Catalog, Namespace: []string{ns}, Table: "events",
+		TableUUID: entry.TableUUID, MetadataLocation: entry.MetadataLocation, Location: events.Location(), CreatedBy: "test"},
+		entry.Hold, []string{stray, theirs, nobody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Catalog.Store().CreateJob(ctx, guarded); err != nil {
+		t.Fatal(err)
+	}
+	srv.Purge.Started(ctx, guarded)
+	waitFor(t, "the guarded expire job", 2*time.Minute, func() bool {
+		j = jobOf(t, srv, guarded.ID)
+		return store.Terminal(j.State)
+	})
+	objects = bucketObjects(t, srv)
+	_, strayLeft := objects[stray]
+	_, theirsLeft := objects[theirs]
+	_, nobodyLeft := objects[nobody]
+	if j.State != store.JobSucceeded || j.FilesDeleted != 1 || j.FilesSkipped != 2 || strayLeft || !theirsLeft || !nobodyLeft {
+		t.Errorf("guarded job %s: deleted %d, skipped %d; left: own stray %v, other table's file %v, unowned key %v",
+			j.State, j.FilesDeleted, j.FilesSkipped, strayLeft, theirsLeft, nobodyLeft)
+	}
 }
 
 // filesIn lists the live data and delete files of the current snapshot in
