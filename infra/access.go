@@ -79,8 +79,11 @@ var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem
 // (GetItem), writes the sweep's cursor (PutItem), commits (UpdateItem of the
 // entry's pointer) and marks policies applied (UpdateItem). A commit first
 // records its metadata file's intent (PutItem) and retires it in the commit's
-// transaction (DeleteItem).
-var retentionTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"}
+// transaction (DeleteItem). Snapshot expiry writes its job's batches
+// (BatchWriteItem; deletes them when its commit is refused), reads the
+// catalog (purge.delete-scope) and creates the job and its marker in the
+// commit's transaction (PutItem).
+var retentionTableActions = []string{"GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"}
 
 var (
 	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim, pkOutbox}
@@ -90,7 +93,7 @@ var (
 	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft, pkOutbox}
 	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent, pkOutbox}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog, pkOutbox}
-	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent, pkOutbox}
+	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent, pkJob, pkBatch, pkActiveJob, pkCatalog, pkOutbox}
 	// The outbox function reads pending events and deletes each once sent.
 	outboxTableActions = []string{"Query", "DeleteItem"}
 	outboxKeys         = []string{pkOutbox}
@@ -220,9 +223,13 @@ func (s *Stack) grantAccess() {
 	// table's entry (and its namespace when the entry is gone) and drops
 	// through the catalog's commit (an update of the entry) like the route;
 	// marks the policy applied. The same S3 as the partition-drop function.
+	// Snapshot expiry deletes nothing either: it commits the removal with a
+	// job of kind expire and starts the purge machine on it, whose plan
+	// step enqueues the batches and whose delete function deletes.
 	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
 	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
 	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
+	s.PurgeMachine.GrantStartExecution(s.RetentionFn)
 
 	// outbox: woken by the table's stream, publishes pending events and
 	// deletes each once sent. The only role besides reconcile that may put

@@ -38,6 +38,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/outbox"
@@ -572,7 +573,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	sfn := &fakeSFN{status: map[string]string{}}
 	recs := map[string]*recorder{}
 	envs := map[string]lambdaenv.Env{}
-	for _, fn := range []string{"ApiFn", "DropFn", "PurgePlanFn", "PurgeProgressFn", "DeleteFn", "ReconcileFn", "OutboxFn", "engine"} {
+	for _, fn := range []string{"ApiFn", "DropFn", "PurgePlanFn", "PurgeProgressFn", "DeleteFn", "ReconcileFn", "RetentionFn", "OutboxFn", "engine"} {
 		r, at := newRecorder(t, info, sfn)
 		recs[fn], envs[fn] = r, functionEnv(info, at)
 	}
@@ -903,6 +904,96 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		t.Fatal("the outbox function found no event to publish")
 	}
 
+	// retention: the sweep, its clock ten days on, drops an expired day of
+	// a table with a P7D policy (a manifest, a list and a metadata file
+	// written), then expires the two snapshots before its drop: the commit
+	// creates a job of kind expire with its batch, and the sweep starts the
+	// machine on it; the job then goes through plan, the queue and delete
+	// like a purge (the data file, its manifest, the two manifest lists).
+	var created struct {
+		Metadata struct {
+			Location string `json:"location"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(call(api, "POST", "/v1/demo/namespaces/lp/tables", map[string]any{"name": "ev",
+		"schema":         json.RawMessage(`{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"ts","type":"timestamptz","required":false}]}`),
+		"partition-spec": map[string]any{"spec-id": 0, "fields": []any{map[string]any{"source-id": 1, "field-id": 1000, "name": "ts_day", "transform": "day"}}},
+	}, 200), &created)
+	evLoc := created.Metadata.Location
+	daySpec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{1}, FieldID: 1000, Name: "ts_day", Transform: iceberg.DayTransform{}})
+	evSchema := iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz})
+	later := time.Now().Add(10 * 24 * time.Hour)
+	var evbuf bytes.Buffer
+	ew, err := iceberg.NewManifestWriter(2, &evbuf, daySpec, evSchema, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evData := evLoc + "/data/ts_day=old/00000.parquet"
+	edf, err := iceberg.NewDataFileBuilder(daySpec, iceberg.EntryContentData, evData, iceberg.ParquetFile,
+		map[int]any{1000: iceberg.Date(time.Now().Unix()/86400 - 20)}, map[int]string{1000: "date"}, nil, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ew.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, new(int64(1)), nil, nil, edf.Build())); err != nil {
+		t.Fatal(err)
+	}
+	put(evData, []byte("data"))
+	if err := ew.Close(); err != nil {
+		t.Fatal(err)
+	}
+	emf, err := ew.ToManifestFile(evLoc+"/metadata/m-ev.avro", int64(evbuf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(evLoc+"/metadata/m-ev.avro", evbuf.Bytes())
+	var evUpdates []any
+	evManifests := []iceberg.ManifestFile{emf}
+	for _, sn := range []struct{ id int64 }{{1}, {2}} {
+		var lb bytes.Buffer
+		var parent *int64
+		if sn.id > 1 {
+			parent = new(sn.id - 1)
+		}
+		if err := iceberg.WriteManifestList(2, &lb, sn.id, parent, new(sn.id), 0, evManifests); err != nil {
+			t.Fatal(err)
+		}
+		// The next list carries the manifest with its sequence number assigned.
+		if evManifests, err = iceberg.ReadManifestList(bytes.NewReader(lb.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		lp := fmt.Sprintf("%s/metadata/snap-ev-%d.avro", evLoc, sn.id)
+		put(lp, lb.Bytes())
+		snap := map[string]any{"snapshot-id": sn.id, "sequence-number": sn.id, "timestamp-ms": time.Now().UnixMilli(), "manifest-list": lp,
+			"summary": map[string]string{"operation": "append"}, "schema-id": 0}
+		if parent != nil {
+			snap["parent-snapshot-id"] = *parent
+		}
+		evUpdates = append(evUpdates, map[string]any{"action": "add-snapshot", "snapshot": snap})
+	}
+	evUpdates = append(evUpdates, map[string]any{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 2})
+	call(api, "POST", "/v1/demo/namespaces/lp/tables/ev", map[string]any{"requirements": []any{}, "updates": evUpdates}, 200)
+	if _, err := srv.Partitions.SetRetention(ctx, "demo", catalog.Ident{Namespace: []string{"lp"}, Name: "ev"}, "ts_day", "P7D"); err != nil {
+		t.Fatal(err)
+	}
+	retention, err := lambdaenv.Partitions(ctx, envs["RetentionFn"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep, err := retention.SweepRetention(ctx, later, 0)
+	if err != nil || sweep.Dropped != 1 || sweep.SnapshotsExpired != 2 || len(sweep.ExpireJobs) != 1 || len(sweep.Failed) > 0 {
+		t.Fatalf("retention sweep: %+v %v, want a drop and an expire job", sweep, err)
+	}
+	ej := purge.Input{Catalog: "demo", JobID: sweep.ExpireJobs[0]}
+	if res, err := plan.Plan(ctx, ej); err != nil || !res.Planned || res.Enqueued != 1 {
+		t.Fatalf("plan of the expire job: %+v %v", res, err)
+	}
+	deliver(1)
+	finalize(ej)
+	_ = json.Unmarshal(call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+ej.JobID, nil, 200), &job)
+	if job.State != "SUCCEEDED" || job.FilesDeleted != 4 {
+		t.Fatalf("expire job ended %+v, want SUCCEEDED with 4 files deleted", job)
+	}
+
 	// Every call of every function, against its role.
 	for fn, r := range recs {
 		reqs, errs := r.take()
@@ -920,6 +1011,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		"OutboxFn":    {"dynamodb:Query", "dynamodb:DeleteItem", "events:PutEvents"},
 		"ApiFn":       {"s3:PutObject"},
 		"DropFn":      {"states:StartExecution", "dynamodb:PutItem"},
+		"RetentionFn": {"states:StartExecution", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "s3:PutObject", "s3:GetObject"},
 	} {
 		reqs, _ := recs[fn].take()
 		for _, a := range actions {

@@ -385,10 +385,11 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"s3:PutObject":  {"${Warehouse.Arn}/*/metadata/*"},
 			"s3:ListBucket": {bucketArn},
 		}),
-		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"), map[string][]string{
-			"s3:GetObject":  {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":  {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket": {bucketArn},
+		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* JOB#* BATCH#* ACTIVEJOB CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"), map[string][]string{
+			"s3:GetObject":          {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":          {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":         {bucketArn},
+			"states:StartExecution": {machineArn}, // snapshot expiry's job: the machine's plan step enqueues it
 		}),
 		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},
@@ -679,7 +680,10 @@ func TestOAuthTokenEndpointRefusesInRFC6749Shape(t *testing.T) {
 // Partition drop in AWS: its routes (drop, retention policies, verify) go
 // to the partition-drop function, the retention function runs hourly with
 // an alarm on its errors; both read and write only what lies in tables'
-// metadata/ folders and delete nothing.
+// metadata/ folders and delete nothing. Snapshot expiry's files go through
+// the delete queue: the retention function may only start the purge
+// machine, whose plan step enqueues them and whose delete function alone
+// deletes.
 func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 	fn := logicalID(t, "AWS::Lambda::Function", "PartitionDropFn")
 	sweep := logicalID(t, "AWS::Lambda::Function", "RetentionFn")
@@ -687,6 +691,9 @@ func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 		for a, res := range grants(t, name) {
 			if strings.HasPrefix(a, "s3:Delete") || strings.HasPrefix(a, "sqs:") {
 				t.Errorf("%s may call %s", name, a)
+			}
+			if strings.HasPrefix(a, "states:") && (name != "RetentionFn" || a != "states:StartExecution" || !slices.Equal(res, []string{machineArn})) {
+				t.Errorf("%s may call %s on %v: only the retention function starts the purge machine (expire jobs)", name, a, res)
 			}
 			if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
 				t.Errorf("%s: %s on %v, want only tables' metadata folders", name, a, res)

@@ -70,11 +70,11 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
-	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's) or orphans (the orphan sweep's)")
+	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's), orphans (the orphan sweep's) or expire (snapshot expiry's)")
 	list.Flags().StringVar(&ns, "namespace", "", "only jobs of this namespace (levels joined by '.')")
 	list.Flags().StringVar(&tbl, "table", "", "only jobs of this table")
 	_ = list.RegisterFlagCompletionFunc("state", fixedValues(jobStates...))
-	_ = list.RegisterFlagCompletionFunc("kind", fixedValues("purge", "orphans"))
+	_ = list.RegisterFlagCompletionFunc("kind", fixedValues("purge", "orphans", "expire"))
 
 	show := &cobra.Command{
 		Use:               "show JOB_ID",

@@ -52,6 +52,15 @@ type TableChange struct {
 	// Events the change reports, recorded in the outbox by the commit's
 	// transaction (set by domain services, never by a client).
 	Events []store.OutboxEvent `json:"-"`
+	// Base, when set, is the metadata file the change was computed from:
+	// the commit lands only while it is still the current one
+	// (ErrCommitFailed otherwise). Server-side changes whose side effects
+	// depend on the exact metadata (snapshot expiry's file list) use it;
+	// Iceberg's requirements cannot say "nothing else changed".
+	Base string `json:"-"`
+	// Job, when set, is created in the pointer swap's transaction (its
+	// metadata location set to the new file): snapshot expiry's delete job.
+	Job *store.Job `json:"-"`
 }
 
 // TableResult is what load, create, register and commit answer: the metadata
@@ -308,6 +317,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			return staged{}, err
 		}
 		current = e
+		if ch.Base != "" && e.MetadataLocation != ch.Base {
+			return staged{}, fmt.Errorf("commit %s: the metadata moved from %s to %s: %w", id, ch.Base, e.MetadataLocation, ErrCommitFailed)
+		}
 		if base, _, err = s.readMetadata(ctx, e.MetadataLocation); err != nil {
 			return staged{}, fmt.Errorf("commit %s: %w", id, err)
 		}
@@ -393,7 +405,14 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 	if err != nil {
 		return TableResult{}, err
 	}
-	if st.write.Expected == "" || st.write.Claim != nil {
+	switch {
+	case ch.Job != nil && (st.write.Expected == "" || st.write.Claim != nil):
+		return TableResult{}, fmt.Errorf("commit %s: %w: a change that creates a job cannot create a table or move its location", id, ErrBadRequest)
+	case ch.Job != nil:
+		j := *ch.Job
+		j.MetadataLocation = st.write.Entry.MetadataLocation
+		err = s.store.CommitTableWithJob(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent, j, st.write.Events...)
+	case st.write.Expected == "" || st.write.Claim != nil:
 		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
 		switch {
 		case errors.Is(err, store.ErrTombstoned):
@@ -403,7 +422,7 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 		case errors.Is(err, store.ErrExists):
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
 		}
-	} else {
+	default:
 		err = s.store.CommitTable(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent, st.write.Events...)
 	}
 	if err != nil {

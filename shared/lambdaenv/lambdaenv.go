@@ -170,15 +170,16 @@ func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
 }
 
 // Partitions builds the partitions service of the retention function: the
-// sweep drops expired partitions (it deletes no object).
+// sweep drops expired partitions and expires snapshots, whose files it
+// hands to the delete pipeline as jobs (it deletes no object: its purge
+// service has no S3 deleter).
 func Partitions(ctx context.Context, e Env) (*partitions.Service, error) {
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	p, err := Purge(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
-	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
-	return &partitions.Service{Catalog: cat, IOProps: e.IOProps}, nil
+	p.S3, p.Sender = nil, nil
+	return &partitions.Service{Catalog: p.Catalog, IOProps: e.IOProps, Pipeline: p}, nil
 }
 
 // SoftDelete builds the soft-delete service of the hold-expiry function: it

@@ -48,6 +48,9 @@ type Service struct {
 	// IOProps configure iceberg-go's FileIO for manifest lists and
 	// manifests (locally: the embedded S3's endpoint and keys).
 	IOProps map[string]string
+	// Pipeline takes snapshot expiry's files (the retention sweep's); nil:
+	// the sweep expires no snapshot.
+	Pipeline Pipeline
 	// Workers bounds the manifests read and written at once (0: 8).
 	Workers int
 	// Now stamps snapshots (nil: time.Now).
@@ -65,10 +68,14 @@ type TupleResult struct {
 // ManifestCounts says what a drop read and wrote of the metadata layer.
 type ManifestCounts struct {
 	// Total manifests in the current snapshot's list; Read of them (the
-	// rest pruned by spec or partition summaries); Rewritten of those.
+	// rest pruned by spec or partition summaries); Rewritten of those
+	// (replaced in the list); Written the manifests the drop wrote:
+	// a replacement per manifest that keeps live entries, and one
+	// manifest (per content) for the entries of those wholly ended.
 	Total     int `json:"total"`
 	Read      int `json:"read"`
 	Rewritten int `json:"rewritten"`
+	Written   int `json:"written"`
 }
 
 // DropResult is the answer of a drop (SPEC §7).

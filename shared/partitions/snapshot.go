@@ -80,10 +80,15 @@ type dropPlan struct {
 
 // manifestResult is one manifest's outcome.
 type manifestResult struct {
-	replacement iceberg.ManifestFile // nil: keep the original
-	perTuple    map[int]tupleCounts
-	removed     removed
-	read        bool
+	replacement iceberg.ManifestFile // nil: keep the original (unless ended)
+	// ended: every live entry matched. The manifest leaves the list and its
+	// entries go, DELETED, into the drop's one manifest of ended entries
+	// (per content), as iceberg-go's delete producer does: one write
+	// instead of one per manifest.
+	ended    []iceberg.ManifestEntry
+	perTuple map[int]tupleCounts
+	removed  removed
+	read     bool
 }
 
 // plan reads the current snapshot's manifest list, then (in parallel) the
@@ -133,15 +138,28 @@ func (s *Service) plan(ctx context.Context, meta table.Metadata, cur *table.Snap
 		return nil, err
 	}
 	d.counts.Total = len(list)
-	d.manifests = make([]iceberg.ManifestFile, len(list))
+	d.manifests = make([]iceberg.ManifestFile, 0, len(list))
+	ended := map[iceberg.ManifestContent][]iceberg.ManifestEntry{}
+	endedAt := map[iceberg.ManifestContent]int{}
 	for i, r := range results {
-		d.manifests[i] = list[i]
 		if r.read {
 			d.counts.Read++
 		}
-		if r.replacement != nil {
-			d.manifests[i] = r.replacement
+		switch {
+		case r.ended != nil:
+			c := list[i].ManifestContent()
+			if _, seen := endedAt[c]; !seen {
+				endedAt[c] = len(d.manifests)
+				d.manifests = append(d.manifests, nil) // the ended entries' manifest goes here
+			}
+			ended[c] = append(ended[c], r.ended...)
 			d.counts.Rewritten++
+		case r.replacement != nil:
+			d.manifests = append(d.manifests, r.replacement)
+			d.counts.Rewritten++
+			d.counts.Written++
+		default:
+			d.manifests = append(d.manifests, list[i])
 		}
 		for t, c := range r.perTuple {
 			d.perTuple[t].dataFiles += c.dataFiles
@@ -155,7 +173,48 @@ func (s *Service) plan(ctx context.Context, meta table.Metadata, cur *table.Snap
 			d.changed++
 		}
 	}
+	for c, at := range endedAt {
+		mf, err := d.write(meta, spec, c, fmt.Sprintf("e%d", c), func(w *iceberg.ManifestWriter) error {
+			for _, e := range ended[c] {
+				if err := w.Delete(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.manifests[at] = mf
+		d.counts.Written++
+	}
 	return d, nil
+}
+
+// write writes one manifest of the drop's snapshot (named after the commit
+// and name) with what fill adds.
+func (d *dropPlan) write(meta table.Metadata, spec iceberg.PartitionSpec, content iceberg.ManifestContent, name string, fill func(*iceberg.ManifestWriter) error) (iceberg.ManifestFile, error) {
+	var buf bytes.Buffer
+	w, err := iceberg.NewManifestWriter(meta.Version(), &buf, spec, specSchema(meta, spec), d.snapshotID,
+		iceberg.WithManifestWriterContent(content))
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(w); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	path := fmt.Sprintf("%s%s-%s.avro", d.location, d.commit, name)
+	mf, err := w.ToManifestFile(path, int64(buf.Len()), iceberg.WithManifestFileContent(content))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.fs.(icebergio.WriteFileIO).WriteFile(path, buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return mf, nil
 }
 
 // mayMatch: the manifest's partition summaries admit at least one tuple
@@ -221,19 +280,14 @@ func tupleMayMatch(t tuple, sums []iceberg.FieldSummary, lower, upper []norm, kn
 	return true
 }
 
-// rewrite streams one manifest's live entries into a replacement: those of
-// a dropped tuple as DELETED by the new snapshot, the rest as EXISTING
-// (entries an older snapshot deleted are left out, as Iceberg's manifest
-// filters do). A manifest without a match is kept as it is.
+// rewrite reads one manifest's live entries: those of a dropped tuple end
+// (DELETED by the new snapshot), the rest stay EXISTING in a replacement
+// (entries an older snapshot had deleted are left out, as Iceberg's
+// manifest filters do). A manifest without a match is kept as it is; one
+// whose every entry matched is not rewritten (its entries are ended).
 func (d *dropPlan) rewrite(meta table.Metadata, spec iceberg.PartitionSpec, m iceberg.ManifestFile, pos int, fields []field, index map[string]int) (manifestResult, error) {
 	res := manifestResult{read: true, perTuple: map[int]tupleCounts{}}
-	var buf bytes.Buffer
-	w, err := iceberg.NewManifestWriter(meta.Version(), &buf, spec, specSchema(meta, spec), d.snapshotID,
-		iceberg.WithManifestWriterContent(m.ManifestContent()))
-	if err != nil {
-		return res, err
-	}
-	matched := 0
+	var kept, ended []iceberg.ManifestEntry
 	values := make([]norm, len(fields))
 	for e, err := range m.Entries(d.fs, true) {
 		if err != nil {
@@ -248,15 +302,10 @@ func (d *dropPlan) rewrite(meta table.Metadata, spec iceberg.PartitionSpec, m ic
 		}
 		t, hit := index[tupleKey(values)]
 		if !hit {
-			if err := w.Existing(e); err != nil {
-				return res, err
-			}
+			kept = append(kept, e)
 			continue
 		}
-		if err := w.Delete(e); err != nil {
-			return res, err
-		}
-		matched++
+		ended = append(ended, e)
 		c := res.perTuple[t]
 		if df.ContentType() == iceberg.EntryContentData {
 			c.dataFiles++
@@ -267,22 +316,28 @@ func (d *dropPlan) rewrite(meta table.Metadata, spec iceberg.PartitionSpec, m ic
 		res.perTuple[t] = c
 		res.removed.add(df)
 	}
-	if matched == 0 {
+	switch {
+	case len(ended) == 0:
+		return res, nil
+	case len(kept) == 0:
+		res.ended = ended
 		return res, nil
 	}
-	if err := w.Close(); err != nil {
-		return res, err
-	}
-	path := fmt.Sprintf("%s%s-m%d.avro", d.location, d.commit, pos)
-	mf, err := w.ToManifestFile(path, int64(buf.Len()), iceberg.WithManifestFileContent(m.ManifestContent()))
-	if err != nil {
-		return res, err
-	}
-	if err := d.fs.(icebergio.WriteFileIO).WriteFile(path, buf.Bytes()); err != nil {
-		return res, fmt.Errorf("write %s: %w", path, err)
-	}
+	mf, err := d.write(meta, spec, m.ManifestContent(), fmt.Sprintf("m%d", pos), func(w *iceberg.ManifestWriter) error {
+		for _, e := range kept {
+			if err := w.Existing(e); err != nil {
+				return err
+			}
+		}
+		for _, e := range ended {
+			if err := w.Delete(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	res.replacement = mf
-	return res, nil
+	return res, err
 }
 
 // commitSnapshot writes the manifest list and returns the snapshot to add.

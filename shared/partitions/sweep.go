@@ -43,6 +43,11 @@ type SweepResult struct {
 	// tried again next time round; the run goes on).
 	Skipped []string `json:"skipped,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+	// SnapshotsExpired and FilesToDelete: what snapshot expiry removed and
+	// sent to the delete pipeline, in ExpireJobs (jobs of kind expire).
+	SnapshotsExpired int      `json:"snapshots-expired"`
+	FilesToDelete    int      `json:"files-to-delete"`
+	ExpireJobs       []string `json:"expire-jobs,omitempty"`
 	// More: the run stopped before the end of the policies.
 	More bool `json:"more"`
 }
@@ -83,7 +88,9 @@ func (s *Service) SweepRetention(ctx context.Context, now time.Time, maxTables i
 			break
 		}
 		for _, r := range page {
-			s.applyRetention(ctx, r, now, &res)
+			if s.applyRetention(ctx, r, now, &res) {
+				s.expire(ctx, r, now, &res)
+			}
 			res.Tables++
 			cursor = r.Position()
 		}
@@ -96,8 +103,25 @@ func (s *Service) SweepRetention(ctx context.Context, now time.Time, maxTables i
 	return res, st.SetRetentionCursor(ctx, cursor)
 }
 
-// applyRetention drops one table's expired partitions.
-func (s *Service) applyRetention(ctx context.Context, r store.Retention, now time.Time, res *SweepResult) {
+// expire expires the snapshots of a table the sweep found (after its drop,
+// so that a drop's files go once its snapshot's predecessors age out).
+func (s *Service) expire(ctx context.Context, r store.Retention, now time.Time, res *SweepResult) {
+	x, err := s.ExpireSnapshots(ctx, r.Catalog, catalog.Ident{Namespace: r.Namespace, Name: r.Name}, r.TableUUID, now)
+	if err != nil {
+		res.Failed = append(res.Failed, r.Catalog+"."+catalog.Ident{Namespace: r.Namespace, Name: r.Name}.String()+": "+err.Error())
+		return
+	}
+	res.SnapshotsExpired += x.Snapshots
+	res.FilesToDelete += x.Files
+	if x.Job != "" {
+		res.ExpireJobs = append(res.ExpireJobs, x.Job)
+	}
+}
+
+// applyRetention drops one table's expired partitions. It reports whether
+// the table is the policy's (found, same generation): snapshot expiry
+// follows then, whatever the drop did.
+func (s *Service) applyRetention(ctx context.Context, r store.Retention, now time.Time, res *SweepResult) bool {
 	id := catalog.Ident{Namespace: r.Namespace, Name: r.Name}
 	name := r.Catalog + "." + id.String()
 	skip := func(why string) { res.Skipped = append(res.Skipped, name+": "+why) }
@@ -106,29 +130,29 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 	switch {
 	case errors.Is(err, catalog.ErrNoSuchTable), errors.Is(err, catalog.ErrNoSuchNamespace):
 		skip("no such table")
-		return
+		return false
 	case err != nil:
 		fail(err)
-		return
+		return false
 	case entry.TableUUID != r.TableUUID:
 		skip("the policy was set on table uuid " + r.TableUUID + ", the name now holds " + entry.TableUUID)
-		return
+		return false
 	}
 	meta, err := s.Catalog.ReadMetadata(ctx, entry.MetadataLocation)
 	if err != nil {
 		fail(err)
-		return
+		return false
 	}
 	spec := meta.PartitionSpec()
 	tf, err := resolveTimeField(meta, spec, r.Field)
 	if err != nil {
 		skip(err.Error())
-		return
+		return true
 	}
 	keep, err := parseKeep(r.Keep)
 	if err != nil {
 		skip(err.Error())
-		return
+		return true
 	}
 	cutoff := tf.cutoff(now, keep)
 	cutoffText := cutoff.Format(time.RFC3339)
@@ -141,16 +165,16 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 	cur := meta.CurrentSnapshot()
 	if cur == nil {
 		applied()
-		return
+		return true
 	}
 	if p := cur.Summary; p != nil && p.Properties[PropIdempotencyKey] == key && p.Properties[propComplete] == "true" {
 		applied() // this cutoff's drop is the current snapshot: nothing new
-		return
+		return true
 	}
 	tuples, err := s.expiredTuples(ctx, meta, cur, spec, tf, cutoff)
 	if err != nil {
 		fail(err)
-		return
+		return true
 	}
 	fields := specFields(meta, spec)
 	for start := 0; start < len(tuples); start += MaxTuples {
@@ -166,7 +190,7 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 		d, err := s.drop(ctx, r.Catalog, id, req, extra)
 		if err != nil {
 			fail(err)
-			return
+			return true
 		}
 		if d.Committed {
 			res.DataFilesEnded += d.DataFilesEnded
@@ -177,6 +201,7 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 		}
 	}
 	applied()
+	return true
 }
 
 // jsonTuple writes a tuple back in the JSON single-value form Drop reads.

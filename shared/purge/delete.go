@@ -173,8 +173,8 @@ func (t tally) counters(skipped int64) map[string]int64 {
 // runBatch streams the batch's manifests from its checkpoint and deletes what
 // the entries reference, 1000 keys a call, checkpointing after every call.
 func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) error {
-	if j.Kind == store.KindOrphans {
-		return s.runOrphanBatch(ctx, j, b)
+	if store.ListsFiles(j.Kind) {
+		return s.runFilesBatch(ctx, j, b)
 	}
 	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
 	if err != nil {

@@ -37,8 +37,10 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	if j.BatchesDone < j.BatchesTotal {
 		return FinalizeResult{}, fmt.Errorf("finalize %s: %d of %d batches still running", j.ID, j.BatchesTotal-j.BatchesDone, j.BatchesTotal)
 	}
-	if j.Kind == store.KindOrphans {
-		return s.succeed(ctx, in, j, map[string]int64{}) // an orphans job has no metadata layer
+	if store.ListsFiles(j.Kind) {
+		// An orphans or expire job has no metadata layer: its batches named
+		// every file (an expiry's manifests and manifest lists among them).
+		return s.succeed(ctx, in, j, map[string]int64{})
 	}
 	// finalize_total is the list's length plus one for the current metadata
 	// file, fixed once (with the skipped count) when the list is first made.

@@ -73,28 +73,16 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport
 // orphanJob writes one catalog's orphans job: its batches (one bucket each,
 // at most a DeleteObjects call of keys) and then the job, already planned.
 func (s *Service) orphanJob(ctx context.Context, cat string, intents []store.Intent) (store.Job, int, error) {
-	perBucket := map[string][]string{}
+	var files []string
 	for _, in := range intents {
-		for _, f := range in.Files {
-			if obj, err := objects.Parse(f); err == nil && obj.Key != "" {
-				perBucket[obj.Bucket] = append(perBucket[obj.Bucket], f)
-			}
-		}
+		files = append(files, in.Files...)
 	}
 	j := store.Job{
 		ID: NewJobID(), Kind: store.KindOrphans, Catalog: cat, State: store.JobPending, Attempts: 1,
 		CreatedBy: "icehold:orphan-sweep", Planned: true, GCEnabled: true,
 	}
 	j.Execution = j.ID
-	var batches []store.Batch
-	files := 0
-	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
-		fs := slices.Compact(slices.Sorted(slices.Values(perBucket[b])))
-		files += len(fs)
-		for chunk := range slices.Chunk(fs, MaxKeysPerCall) {
-			batches = append(batches, store.Batch{JobID: j.ID, Number: len(batches), Files: chunk})
-		}
-	}
+	batches, n := fileBatches(j.ID, files)
 	if len(batches) == 0 {
 		return store.Job{}, 0, nil
 	}
@@ -105,20 +93,63 @@ func (s *Service) orphanJob(ctx context.Context, cat string, intents []store.Int
 	if err := s.crash("orphans.batches-written"); err != nil {
 		return j, 0, err
 	}
-	return j, files, s.Store.CreateJob(ctx, j, outbox.Record(JobEvent(eventbus.PurgeStarted, j, nil)))
+	return j, n, s.Store.CreateJob(ctx, j, outbox.Record(JobEvent(eventbus.PurgeStarted, j, nil)))
 }
 
-// runOrphanBatch deletes the batch's files that nothing references, in one
-// call, and closes the batch.
-func (s *Service) runOrphanBatch(ctx context.Context, j store.Job, b store.Batch) error {
+// maxBatchPathBytes keeps a batch record well under DynamoDB's 400 KB item
+// limit whatever its paths' lengths (S3 keys run to 1,024 bytes).
+const maxBatchPathBytes = 300 << 10
+
+// fileBatches cuts files into the batches of a job whose batches name
+// their files: each file once, one bucket per batch (a DeleteObjects call),
+// at most MaxKeysPerCall files and maxBatchPathBytes of paths each. Paths
+// that are not S3 objects are left out. It returns the batches and the
+// number of files in them.
+func fileBatches(jobID string, files []string) ([]store.Batch, int) {
+	perBucket := map[string][]string{}
+	for _, f := range files {
+		if obj, err := objects.Parse(f); err == nil && obj.Key != "" {
+			perBucket[obj.Bucket] = append(perBucket[obj.Bucket], f)
+		}
+	}
+	var batches []store.Batch
+	n := 0
+	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
+		fs := slices.Compact(slices.Sorted(slices.Values(perBucket[b])))
+		n += len(fs)
+		for len(fs) > 0 {
+			end, size := 0, 0
+			for end < len(fs) && end < MaxKeysPerCall && (end == 0 || size+len(fs[end]) <= maxBatchPathBytes) {
+				size += len(fs[end])
+				end++
+			}
+			batches = append(batches, store.Batch{JobID: jobID, Number: len(batches), Files: fs[:end]})
+			fs = fs[end:]
+		}
+	}
+	return batches, n
+}
+
+// runFilesBatch deletes, in one call, the files of a batch that names them
+// (orphans, expire) which the job's check lets go, and closes the batch.
+// What the check keeps is counted skipped.
+func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch) error {
 	if b.Done {
 		return nil
 	}
-	check := &orphanCheck{s: s, dirs: map[string]*references{}}
+	var may func(context.Context, string) (objects.Location, bool, error)
+	switch j.Kind {
+	case store.KindOrphans:
+		may = (&orphanCheck{s: s, dirs: map[string]*references{}}).unreferenced
+	case store.KindExpire:
+		may = newClaimCheck(s.Store, j).owned
+	default:
+		return fmt.Errorf("job %s of kind %q has no files to delete", j.ID, j.Kind)
+	}
 	var objs []object
 	bucket, skipped := "", int64(0)
 	for _, f := range b.Files {
-		obj, ok, err := check.unreferenced(ctx, f)
+		obj, ok, err := may(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -127,9 +158,9 @@ func (s *Service) runOrphanBatch(ctx context.Context, j store.Job, b store.Batch
 			continue
 		}
 		bucket = obj.Bucket
-		objs = append(objs, object{key: obj.Key})
+		objs = append(objs, object{key: obj.Key, kind: kindOfPath(obj.Key)})
 	}
-	t, err := s.deleteObjects(ctx, bucket, "", objs)
+	t, err := s.deleteObjects(ctx, bucket, j.Scope, objs)
 	if err != nil {
 		return err
 	}
@@ -247,4 +278,15 @@ func ignoreMissing(err error) error {
 		return nil
 	}
 	return err
+}
+
+// kindOfPath is what a batch that names files (not manifest entries) counts
+// a file as: Iceberg writers put manifests, manifest lists and metadata
+// files under a table's metadata/ folder, data and delete files elsewhere
+// (an expire job's delete files count as data: the path cannot tell).
+func kindOfPath(key string) string {
+	if strings.Contains("/"+key, "/metadata/") {
+		return kindMetadata
+	}
+	return kindData
 }

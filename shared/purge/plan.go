@@ -155,12 +155,7 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	// another table's metadata names that table's location.
 	scope := ""
 	if j.Hold != nil {
-		scope = j.Hold.URI() + "/"
-		if c, err := s.Catalog.GetCatalog(ctx, j.Catalog); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
-			if w, err := objects.Prefix(c.Warehouse); err == nil && w.Contains(objects.Location{Bucket: j.Hold.Bucket, Key: j.Hold.Prefix}) {
-				scope = w.URI() + "/"
-			}
-		}
+		scope = s.deleteScope(ctx, j.Catalog, *j.Hold)
 	}
 	gc := meta.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault)
 	manifests, err := s.distinctManifests(ctx, meta)

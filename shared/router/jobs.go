@@ -16,7 +16,7 @@ import (
 // JobView is a purge job on the wire (SPEC §7); the CLI decodes it too.
 type JobView struct {
 	ID               string   `json:"id"`
-	Kind             string   `json:"kind"` // purge | orphans
+	Kind             string   `json:"kind"` // purge | orphans | expire
 	Namespace        []string `json:"namespace"`
 	Table            string   `json:"table"`
 	TableUUID        string   `json:"table-uuid"`
@@ -91,8 +91,8 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	state, kind := q.Get("state"), q.Get("kind")
-	if kind != "" && kind != store.KindPurge && kind != store.KindOrphans {
-		writeError(w, fmt.Errorf("%w: kind must be %s or %s", catalog.ErrBadRequest, store.KindPurge, store.KindOrphans))
+	if kind != "" && !slices.Contains(store.Kinds, kind) {
+		writeError(w, fmt.Errorf("%w: kind must be one of %s", catalog.ErrBadRequest, strings.Join(store.Kinds, ", ")))
 		return
 	}
 	if state != "" && !slices.Contains(jobStates, state) {

@@ -21,12 +21,22 @@ const (
 	JobCancelled    = "CANCELLED"
 )
 
-// Job kinds: a table's purge, or the orphan sweep's deletion of metadata
-// files no table references (its batches name the files).
+// Job kinds: a table's purge; the orphan sweep's deletion of metadata
+// files no table references; snapshot expiry's deletion of the files only
+// expired snapshots referenced. Orphans and expire batches name their files.
 const (
 	KindPurge   = "purge"
 	KindOrphans = "orphans"
+	KindExpire  = "expire"
 )
+
+// Kinds are the job kinds, for filters.
+var Kinds = []string{KindPurge, KindOrphans, KindExpire}
+
+// ListsFiles reports whether a kind's batches name their files (planned at
+// creation) instead of manifests to stream, and whether it has no metadata
+// layer to finalize.
+func ListsFiles(kind string) bool { return kind == KindOrphans || kind == KindExpire }
 
 // Terminal reports whether a job state is final (it no longer blocks the name).
 func Terminal(state string) bool {
@@ -50,7 +60,11 @@ type Job struct {
 	Tombstoned bool `dynamodbav:"tombstoned"`
 	// Hold: the table's location claim, held by the job until it ends. The
 	// purge deletes only under it; nil: the table owned nothing.
-	Hold      *Hold  `dynamodbav:"hold,omitempty"`
+	Hold *Hold `dynamodbav:"hold,omitempty"`
+	// Claim: an expire job's table's location claim (its id) when the job
+	// was made. The job does not hold it (the table keeps it); a file is
+	// deleted only while that claim is what covers it.
+	Claim     string `dynamodbav:"claim,omitempty"`
 	Execution string `dynamodbav:"execution"`
 	// TaskToken is the waiting workflow's callback token (set while the
 	// execution waits for the batches; the delete function that completes the
@@ -107,7 +121,7 @@ type Batch struct {
 	JobID     string        `dynamodbav:"job_id"`
 	Number    int           `dynamodbav:"number"`
 	Manifests []ManifestRef `dynamodbav:"manifests"`
-	// Files: an orphans batch's objects (full URIs, one bucket).
+	// Files: an orphans or expire batch's objects (full URIs, one bucket).
 	Files []string `dynamodbav:"files,omitempty"`
 	// Checkpoint: entries of the manifest at Manifest already handled.
 	Manifest int    `dynamodbav:"cp_manifest"`
@@ -447,25 +461,42 @@ func (s *Store) transact(ctx context.Context, items []ddbtypes.TransactWriteItem
 
 // PutBatches writes planned batches (idempotent: the plan is deterministic).
 func (s *Store) PutBatches(ctx context.Context, batches []Batch) error {
-	for len(batches) > 0 {
-		n := min(25, len(batches))
-		var reqs []ddbtypes.WriteRequest
-		for _, b := range batches[:n] {
-			bpk, bsk := batchKey(b.JobID, b.Number)
-			item, err := withKey(b, bpk, bsk)
+	reqs := make([]ddbtypes.WriteRequest, 0, len(batches))
+	for _, b := range batches {
+		bpk, bsk := batchKey(b.JobID, b.Number)
+		item, err := withKey(b, bpk, bsk)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
+	}
+	return s.batchWrite(ctx, reqs)
+}
+
+// DeleteBatches removes batches 0 to n-1 of a job that was never created
+// (an expiry whose commit lost its race).
+func (s *Store) DeleteBatches(ctx context.Context, job string, n int) error {
+	reqs := make([]ddbtypes.WriteRequest, n)
+	for i := range reqs {
+		pk, sk := batchKey(job, i)
+		reqs[i] = ddbtypes.WriteRequest{DeleteRequest: &ddbtypes.DeleteRequest{Key: key(pk, sk)}}
+	}
+	return s.batchWrite(ctx, reqs)
+}
+
+// batchWrite sends writes 25 at a time (BatchWriteItem's limit), again for
+// what DynamoDB leaves unprocessed.
+func (s *Store) batchWrite(ctx context.Context, reqs []ddbtypes.WriteRequest) error {
+	for len(reqs) > 0 {
+		page := reqs[:min(25, len(reqs))]
+		reqs = reqs[len(page):]
+		for len(page) > 0 {
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{s.table: page}})
 			if err != nil {
 				return err
 			}
-			reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
+			page = out.UnprocessedItems[s.table]
 		}
-		for len(reqs) > 0 {
-			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{s.table: reqs}})
-			if err != nil {
-				return err
-			}
-			reqs = out.UnprocessedItems[s.table]
-		}
-		batches = batches[n:]
 	}
 	return nil
 }

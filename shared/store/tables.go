@@ -212,6 +212,26 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 // retires the intent of the new file). ErrNotFound if the entry is gone,
 // ErrConditionFailed if another commit won.
 func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, events ...OutboxEvent) error {
+	return s.commitTable(ctx, cat, e, expected, done, nil, events)
+}
+
+// CommitTableWithJob is CommitTable that also creates a job (and its active
+// marker) in the same transaction: the job exists exactly when the commit
+// landed. Snapshot expiry uses it, so that no crash can separate the removal
+// of snapshots from the job that deletes their files.
+func (s *Store) CommitTableWithJob(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, j Job, events ...OutboxEvent) error {
+	if done == nil {
+		return errors.New("a commit with a job needs the intent of its metadata file")
+	}
+	j.CreatedAt, j.UpdatedAt = now(), now()
+	items, err := s.jobCreateItems(j, nil)
+	if err != nil {
+		return err
+	}
+	return s.commitTable(ctx, cat, e, expected, done, items, events)
+}
+
+func (s *Store) commitTable(ctx context.Context, cat string, e TableEntry, expected string, done *Intent, also []ddbtypes.TransactWriteItem, events []OutboxEvent) error {
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	update := ddbtypes.Update{
 		TableName:           aws.String(s.table),
@@ -226,12 +246,12 @@ func (s *Store) CommitTable(ctx context.Context, cat string, e TableEntry, expec
 			":hp":  &ddbtypes.AttributeValueMemberS{Value: e.HoldPeriod},
 		},
 	}
-	if done != nil || len(events) > 0 {
+	if done != nil || len(also) > 0 || len(events) > 0 {
 		items := []ddbtypes.TransactWriteItem{{Update: &update}}
 		if done != nil {
 			items = append(items, s.intentDone(*done))
 		}
-		items, err := s.withEvents(items, events)
+		items, err := s.withEvents(append(items, also...), events)
 		if err != nil {
 			return err
 		}
