@@ -30,18 +30,18 @@ type JobView struct {
 	DataFilesDeleted     int64 `json:"data-files-deleted"`
 	DeleteFilesDeleted   int64 `json:"delete-files-deleted"`
 	MetadataFilesDeleted int64 `json:"metadata-files-deleted"`
-	FilesMissing     int64    `json:"files-missing"`
-	FilesSkipped     int64    `json:"files-skipped"`
-	Bytes            int64    `json:"bytes"`
-	Attempts         int      `json:"attempts"`
+	FilesMissing         int64 `json:"files-missing"`
+	FilesSkipped         int64 `json:"files-skipped"`
+	Bytes                int64 `json:"bytes"`
+	Attempts             int   `json:"attempts"`
 	// LastError: why the job failed or dead-lettered, or, while it runs,
 	// the latest failed delivery of a batch SQS retries.
 	LastError *string `json:"last-error"`
 	// RecoveredError: the last retry error of a job that then succeeded.
 	RecoveredError *string `json:"recovered-error,omitempty"`
-	CreatedBy        string   `json:"created-by"`
-	CreatedAt        string   `json:"created-at"`
-	UpdatedAt        string   `json:"updated-at"`
+	CreatedBy      string  `json:"created-by"`
+	CreatedAt      string  `json:"created-at"`
+	UpdatedAt      string  `json:"updated-at"`
 }
 
 // PurgeJobHeader names the purge job a drop with purge (or purge-now)

@@ -74,9 +74,9 @@ type Job struct {
 	LastError string `dynamodbav:"last_error"`
 	// RecoveredError: the last retry error of a job that then succeeded.
 	RecoveredError string `dynamodbav:"recovered_error"`
-	CreatedBy string `dynamodbav:"created_by"`
-	CreatedAt string `dynamodbav:"created_at"`
-	UpdatedAt string `dynamodbav:"updated_at"`
+	CreatedBy      string `dynamodbav:"created_by"`
+	CreatedAt      string `dynamodbav:"created_at"`
+	UpdatedAt      string `dynamodbav:"updated_at"`
 	// Plan results.
 	Planned      bool   `dynamodbav:"planned"`
 	Location     string `dynamodbav:"location"`
@@ -94,9 +94,9 @@ type Job struct {
 	DataFilesDeleted     int64 `dynamodbav:"data_files_deleted"`
 	DeleteFilesDeleted   int64 `dynamodbav:"delete_files_deleted"`
 	MetadataFilesDeleted int64 `dynamodbav:"metadata_files_deleted"`
-	FilesMissing int64 `dynamodbav:"files_missing"`
-	FilesSkipped int64 `dynamodbav:"files_skipped"`
-	Bytes        int64 `dynamodbav:"bytes"`
+	FilesMissing         int64 `dynamodbav:"files_missing"`
+	FilesSkipped         int64 `dynamodbav:"files_skipped"`
+	Bytes                int64 `dynamodbav:"bytes"`
 	// Finalize progress: objects of the metadata layer deleted so far.
 	FinalizeTotal  int `dynamodbav:"finalize_total"`
 	FinalizeOffset int `dynamodbav:"finalize_offset"`
