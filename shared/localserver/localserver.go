@@ -73,6 +73,10 @@ type Options struct {
 	// Wrap, when set, wraps the REST handler as served (e2e checks the
 	// lifecycle API's answers against its spec there).
 	Wrap func(http.Handler) http.Handler
+	// JournalCompactAt: the DynamoDB journal's size (bytes) that triggers
+	// its compaction into a snapshot (0: localaws.DefaultCompactAt; < 0:
+	// never, the journal alone: the restart benchmark's baseline).
+	JournalCompactAt int64
 }
 
 // Defaults of `make run`.
@@ -208,7 +212,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Close()
 		}
 	}()
-	dynamo, err := localaws.NewDynamoDB(o.Dir)
+	dynamo, err := localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb emulator: %w", err)
 	}
