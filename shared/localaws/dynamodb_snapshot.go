@@ -216,8 +216,11 @@ func (d *DynamoDB) loadSnapshot() (int64, error) {
 			return 0, err
 		}
 		var l snapshotLine[[]map[string]*types.Item]
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return 0, fmt.Errorf("line %d: %w", n, err)
+		if l.Table, l.Items, err = parseItemsLine(raw); err != nil {
+			l = snapshotLine[[]map[string]*types.Item]{}
+			if err := json.Unmarshal(raw, &l); err != nil {
+				return 0, fmt.Errorf("line %d: %w", n, err)
+			}
 		}
 		switch {
 		case l.End:

@@ -256,7 +256,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if demoProps == nil {
 		demoProps = map[string]string{catalog.PropSoftDeleteEnabled: "true"}
 	}
-	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, demoProps); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+	// Read before creating: a restart finds the catalog, and a failed
+	// transaction costs minidyn a copy of the whole table.
+	if _, err := s.Catalog.GetCatalog(ctx, o.Catalog); errors.Is(err, catalog.ErrNoSuchCatalog) {
+		if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, demoProps); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+			return nil, fmt.Errorf("bootstrap catalog: %w", err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("bootstrap catalog: %w", err)
 	}
 	// State from before the ownership index: claim what exists, once.
