@@ -15,10 +15,10 @@ var errSyntax = errors.New("not a snapshot items line")
 // itemsParser decodes a snapshot items line, {"table":T,"items":[...]} as
 // writeSnapshot encodes it, into minidyn's item type. It exists for speed:
 // encoding/json spends most of a start reflecting over 20,000 items (about
-// 4× slower). Strings without escapes point into the line, which is never
-// reused (bufio.Reader.ReadBytes returns a fresh slice); anything it does
-// not expect is errSyntax, and the caller decodes the line with
-// encoding/json instead.
+// 4× slower). Strings without escapes point into the line (the snapshot
+// file as read for this load, never reused); anything it does not expect
+// is errSyntax, and the caller decodes the line with encoding/json
+// instead.
 type itemsParser struct {
 	b    []byte
 	i    int

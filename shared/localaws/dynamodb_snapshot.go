@@ -2,14 +2,17 @@ package localaws
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/truora/minidyn/core"
@@ -190,74 +193,128 @@ func (d *DynamoDB) writeSnapshot(path string) (int64, error) {
 // loadSnapshot loads dynamodb.snapshot, if any, and returns the journal
 // generation it covers (0: none).
 func (d *DynamoDB) loadSnapshot() (int64, error) {
-	f, err := os.Open(d.path(snapshotFile))
+	raw, err := os.ReadFile(d.path(snapshotFile))
 	if os.IsNotExist(err) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	d.snapSize = int64(len(raw))
+	lines, err := decodeSnapshot(raw)
 	if err != nil {
 		return 0, err
 	}
-	d.snapSize = st.Size()
-	direct := minidynTables(d.inner)
-	loaded := map[*core.Table]bool{}
-	r := bufio.NewReaderSize(f, 1<<20)
+	end := slices.IndexFunc(lines, func(l snapshotLine[[]map[string]*types.Item]) bool { return l.End })
+	if end < 0 {
+		return 0, errors.New("incomplete: no end mark")
+	}
+	lines = lines[:end]
+	// The table definitions come first (writeSnapshot), then the items.
 	var covers int64
-	for n := 1; ; n++ {
-		raw, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			return 0, errors.New("incomplete: no end mark")
-		}
-		if err != nil {
-			return 0, err
-		}
-		var l snapshotLine[[]map[string]*types.Item]
-		if l.Table, l.Items, err = parseItemsLine(raw); err != nil {
-			l = snapshotLine[[]map[string]*types.Item]{}
-			if err := json.Unmarshal(raw, &l); err != nil {
-				return 0, fmt.Errorf("line %d: %w", n, err)
-			}
-		}
+	for i, l := range lines {
 		switch {
-		case l.End:
-			for t := range loaded {
-				slices.Sort(t.SortedKeys)
-			}
-			return covers, nil
 		case l.Covers > 0:
 			covers = l.Covers
 		case l.Target != "":
 			if rec := d.call(l.Target, l.Body); rec.Code != http.StatusOK {
-				return 0, fmt.Errorf("line %d: %s: %d %s", n, l.Target, rec.Code, rec.Body)
+				return 0, fmt.Errorf("line %d: %s: %d %s", i+1, l.Target, rec.Code, rec.Body)
 			}
 			d.track(l.Target, l.Body)
-		case l.Table != "":
-			t := direct[l.Table]
-			if t == nil || len(t.Indexes) > 0 {
-				// No direct access, or secondary indexes to maintain too:
-				// item by item, as minidyn puts them.
-				if err := d.putEach(l.Table, l.Items); err != nil {
-					return 0, fmt.Errorf("line %d: %w", n, err)
-				}
-				continue
-			}
-			for _, item := range l.Items {
-				key, err := t.KeySchema.GetKey(t.AttributesDef, item)
-				if err != nil {
-					return 0, fmt.Errorf("line %d: %w", n, err)
-				}
-				if _, dup := t.Data[key]; !dup {
-					t.SortedKeys = append(t.SortedKeys, key)
-				}
-				t.Data[key] = item
-			}
-			loaded[t] = true
 		}
 	}
+	direct := minidynTables(d.inner)
+	keys := make([][]string, len(lines))
+	err = parallel(len(lines), func(i int) error {
+		l := lines[i]
+		t := direct[l.Table]
+		if l.Table == "" || t == nil || len(t.Indexes) > 0 {
+			return nil
+		}
+		k := make([]string, len(l.Items))
+		for j, item := range l.Items {
+			var err error
+			if k[j], err = t.KeySchema.GetKey(t.AttributesDef, item); err != nil {
+				return fmt.Errorf("line %d: %w", i+1, err)
+			}
+		}
+		keys[i] = k
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	loaded := map[*core.Table]bool{}
+	for i, l := range lines {
+		if l.Table == "" {
+			continue
+		}
+		if keys[i] == nil {
+			// No direct access, or secondary indexes to maintain too:
+			// item by item, as minidyn puts them.
+			if err := d.putEach(l.Table, l.Items); err != nil {
+				return 0, fmt.Errorf("line %d: %w", i+1, err)
+			}
+			continue
+		}
+		t := direct[l.Table]
+		for j, item := range l.Items {
+			key := keys[i][j]
+			if _, dup := t.Data[key]; !dup {
+				t.SortedKeys = append(t.SortedKeys, key)
+			}
+			t.Data[key] = item
+		}
+		loaded[t] = true
+	}
+	for t := range loaded {
+		slices.Sort(t.SortedKeys)
+	}
+	return covers, nil
+}
+
+// decodeSnapshot decodes the snapshot's whole lines (a last line without
+// its newline is left out: the end mark then is missing), on every CPU: a
+// start spends most of its time here. The items' strings point into raw.
+func decodeSnapshot(raw []byte) ([]snapshotLine[[]map[string]*types.Item], error) {
+	var bounds []int // line i is raw[bounds[i]:bounds[i+1]]
+	for at := 0; ; {
+		bounds = append(bounds, at)
+		nl := bytes.IndexByte(raw[at:], '\n')
+		if nl < 0 {
+			break
+		}
+		at += nl + 1
+	}
+	lines := make([]snapshotLine[[]map[string]*types.Item], len(bounds)-1)
+	err := parallel(len(lines), func(i int) error {
+		line, l := raw[bounds[i]:bounds[i+1]], &lines[i]
+		var err error
+		if l.Table, l.Items, err = parseItemsLine(line); err != nil {
+			*l = snapshotLine[[]map[string]*types.Item]{}
+			if err := json.Unmarshal(line, l); err != nil {
+				return fmt.Errorf("line %d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+	return lines, err
+}
+
+// parallel runs f(0..n-1) on every CPU and returns the errors.
+func parallel(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				errs[i] = f(i)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (d *DynamoDB) putEach(table string, items []map[string]*types.Item) error {
