@@ -327,7 +327,9 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.Flush()
 		}
 		if err := d.compactLocked(); err != nil {
-			slog.Error("dynamodb journal compaction failed; the journal goes on", "err", err)
+			// Before the rename the journal goes on; after, writes are
+			// refused until a restart (compactLocked).
+			slog.Error("dynamodb journal compaction failed", "err", err, "writes_refused", d.journal == nil)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type itemsParser struct {
 	b    []byte
 	i    int
 	slab []types.Item // items are allocated in chunks
+	hint int          // the size of the last map read
 }
 
 func parseItemsLine(line []byte) (table string, items []map[string]*types.Item, err error) {
@@ -154,7 +155,9 @@ func (p *itemsParser) itemMap() (map[string]*types.Item, error) {
 	if !p.lit("{") {
 		return nil, errSyntax
 	}
-	m := map[string]*types.Item{}
+	// Sized like the item before (neighbours are alike): growing a map
+	// past 8 entries rehashes it.
+	m := make(map[string]*types.Item, p.hint)
 	for !p.lit("}") {
 		if len(m) > 0 && !p.lit(",") {
 			return nil, errSyntax
@@ -169,6 +172,7 @@ func (p *itemsParser) itemMap() (map[string]*types.Item, error) {
 		}
 		m[k] = v
 	}
+	p.hint = len(m)
 	return m, nil
 }
 

@@ -52,3 +52,47 @@ func TestParseItemsLine(t *testing.T) {
 		})
 	}
 }
+
+// itemKey is minidyn's GetKey, faster for string and number keys.
+func TestItemKey(t *testing.T) {
+	d, err := NewDynamoDB("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(name, hashType, rangeType string) {
+		attrs := `{"AttributeName":"h","AttributeType":"` + hashType + `"}`
+		keys := `{"AttributeName":"h","KeyType":"HASH"}`
+		if rangeType != "" {
+			attrs += `,{"AttributeName":"r","AttributeType":"` + rangeType + `"}`
+			keys += `,{"AttributeName":"r","KeyType":"RANGE"}`
+		}
+		do(t, d, "CreateTable", `{"TableName":"`+name+`","AttributeDefinitions":[`+attrs+`],"KeySchema":[`+keys+`],"BillingMode":"PAY_PER_REQUEST"}`)
+	}
+	def("ss", "S", "S")
+	def("s", "S", "")
+	def("nn", "N", "N")
+	def("bs", "B", "S")
+	tables := minidynTables(d.inner)
+	for _, tc := range []struct{ table, item string }{
+		{"ss", `{"h":{"S":"a.b"},"r":{"S":"c"},"x":{"N":"1"}}`},
+		{"ss", `{"h":{"S":""},"r":{"S":""}}`},
+		{"ss", `{"h":{"S":"a"}}`},               // no range key: GetKey's error
+		{"ss", `{"h":{"N":"1"},"r":{"S":"c"}}`}, // wrong type: GetKey's error
+		{"s", `{"h":{"S":"a"},"r":{"S":"ignored"}}`},
+		{"nn", `{"h":{"N":"-1.50"},"r":{"N":"2e3"}}`},
+		{"bs", `{"h":{"B":"AAE="},"r":{"S":"c"}}`}, // binary: GetKey
+	} {
+		t.Run(tc.table+" "+tc.item, func(t *testing.T) {
+			var item map[string]*types.Item
+			if err := json.Unmarshal([]byte(tc.item), &item); err != nil {
+				t.Fatal(err)
+			}
+			tbl := tables[tc.table]
+			got, gotErr := itemKey(tbl, item)
+			want, wantErr := tbl.KeySchema.GetKey(tbl.AttributesDef, item)
+			if got != want || (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("itemKey %q, %v; GetKey %q, %v", got, gotErr, want, wantErr)
+			}
+		})
+	}
+}
