@@ -37,7 +37,8 @@ fuzz:
 	done
 
 ## bench: the SPEC §8 figures beside their baselines and their previous values,
-## in-process and against bench/s3model's S3 limits (about 2.5 minutes on 2 cores)
+## in-process and against bench/s3model's S3 limits, and the local restart
+## (about 5 minutes on 2 cores)
 bench:
 	@start=$$(date +%s); \
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=30m ./bench/ || exit 1; \

@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 		host()
 		return
 	}
+	if dir := os.Getenv(restartEnv); dir != "" {
+		startOnce(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,6 +67,9 @@ func (b stalledBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInpu
 	return out, err
 }
 
+// compactEnv sets the child's DynamoDB journal compaction size (bytes).
+const compactEnv = "ICEHOLD_E2E_COMPACT_AT"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		serveForever(dir)
@@ -112,6 +116,9 @@ func serveForever(dir string) {
 	}
 	if mode := os.Getenv(outboxEnv); mode != "" {
 		o.WrapEvents = func(next eventbus.PutEvents) eventbus.PutEvents { return stalledBus{next: next, mode: mode} }
+	}
+	if n, err := strconv.ParseInt(os.Getenv(compactEnv), 10, 64); err == nil {
+		o.JournalCompactAt = n
 	}
 	srv, err := localserver.Start(ctx, o)
 	if err != nil {

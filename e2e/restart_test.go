@@ -71,12 +71,15 @@ func killHard(t *testing.T, cmd *exec.Cmd) {
 	_ = cmd.Wait()
 }
 
-// Everything written before a SIGKILL is there after a restart.
+// Everything written before a SIGKILL is there after a restart. The
+// child compacts its DynamoDB journal every few KB, so the kill finds a
+// snapshot and its tail (or a compaction under way).
 func TestStateSurvivesKill9(t *testing.T) {
 	localOnly(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	cmd, info := startChild(t, dir)
+	compactOften := compactEnv + "=4096"
+	cmd, info := startChild(t, dir, compactOften)
 	open := func(info localserver.Info) *rest.Catalog {
 		cat, err := rest.NewCatalog(ctx, "icehold", info.RESTURL, rest.WithOAuthToken(info.AdminToken), rest.WithWarehouseLocation(info.Catalog))
 		if err != nil {
@@ -102,8 +105,11 @@ func TestStateSurvivesKill9(t *testing.T) {
 		want[name] = tbl.MetadataLocation()
 	}
 	killHard(t, cmd)
+	if _, err := os.Stat(filepath.Join(dir, "dynamodb.snapshot")); err != nil {
+		t.Fatalf("no journal compaction before the kill: %v", err)
+	}
 
-	cmd, info2 := startChild(t, dir)
+	cmd, info2 := startChild(t, dir, compactOften)
 	defer killHard(t, cmd)
 	if info2.AdminToken != info.AdminToken {
 		t.Errorf("admin token changed across restart")

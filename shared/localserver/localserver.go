@@ -73,6 +73,10 @@ type Options struct {
 	// Wrap, when set, wraps the REST handler as served (e2e checks the
 	// lifecycle API's answers against its spec there).
 	Wrap func(http.Handler) http.Handler
+	// JournalCompactAt: the DynamoDB journal's size (bytes) that triggers
+	// its compaction into a snapshot (0: localaws.DefaultCompactAt; < 0:
+	// never, the journal alone: the restart benchmark's baseline).
+	JournalCompactAt int64
 }
 
 // Defaults of `make run`.
@@ -208,7 +212,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Close()
 		}
 	}()
-	dynamo, err := localaws.NewDynamoDB(o.Dir)
+	dynamo, err := localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb emulator: %w", err)
 	}
@@ -252,7 +256,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if demoProps == nil {
 		demoProps = map[string]string{catalog.PropSoftDeleteEnabled: "true"}
 	}
-	if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, demoProps); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+	// Read before creating: a restart finds the catalog, and a failed
+	// transaction costs minidyn a copy of the whole table.
+	if _, err := s.Catalog.GetCatalog(ctx, o.Catalog); errors.Is(err, catalog.ErrNoSuchCatalog) {
+		if _, err := s.Catalog.CreateCatalog(authz.WithPrincipal(ctx, AdminPrincipal), o.Catalog, warehouse, demoProps); err != nil && !errors.Is(err, catalog.ErrCatalogExists) {
+			return nil, fmt.Errorf("bootstrap catalog: %w", err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("bootstrap catalog: %w", err)
 	}
 	// State from before the ownership index: claim what exists, once.
