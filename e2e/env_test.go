@@ -128,19 +128,19 @@ func serveForever(dir string) {
 //
 // Under make test-moto (awstest.EnvEndpoint set) DynamoDB, S3, SQS and
 // EventBridge are moto's: the resources are named after dir, so a child
-// restarted on the same dir finds its stack and no two servers share one.
+// restarted on the same dir finds its stack and no two servers share one
+// (they share the bucket, as the tests name it; their namespaces differ).
 func testOptions(dir string) localserver.Options {
 	var ext localserver.External
-	var stack, bucket string
+	var stack string
 	if url := awstest.External(); url != "" {
 		ext = localserver.ExternalAt(url)
 		ext.DynamoDB = awstest.DynamoDBEndpoint()
 		h := sha256.Sum256([]byte(dir))
 		stack = "ih" + hex.EncodeToString(h[:5])
-		bucket = stack + "-warehouse"
 	}
 	return localserver.Options{
-		External: ext, Stack: stack, Bucket: bucket,
+		External: ext, Stack: stack,
 		// The suite's demo catalog drops hard (the tests of soft delete make
 		// catalogs with it on).
 		DemoProperties: map[string]string{},
