@@ -13,8 +13,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/truora/minidyn/server"
 )
@@ -32,6 +34,8 @@ type DynamoDB struct {
 	inner   http.Handler
 	mu      sync.Mutex
 	journal *os.File
+	tmu     sync.Mutex
+	tables  map[string]tableDef
 }
 
 type journalEntry struct {
@@ -81,7 +85,11 @@ func (d *DynamoDB) replay(path string) error {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(e.Body))
 		req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+e.Target)
 		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-		d.inner.ServeHTTP(httptest.NewRecorder(), req)
+		rec := httptest.NewRecorder()
+		d.inner.ServeHTTP(rec, req)
+		if rec.Code == http.StatusOK {
+			d.note(e.Target, e.Body)
+		}
 	}
 	return sc.Err()
 }
@@ -97,8 +105,8 @@ func (d *DynamoDB) Close() error {
 func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get("X-Amz-Target")
 	op := target[strings.LastIndexByte(target, '.')+1:]
-	if d.journal == nil || !mutating[op] {
-		d.inner.ServeHTTP(w, r)
+	if op == "ListTables" {
+		writeAWS(w, d.listTables())
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -107,27 +115,140 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if mutating[op] {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+	}
 	rec := httptest.NewRecorder()
 	d.inner.ServeHTTP(rec, r)
+	out := rec.Body.Bytes()
 	if rec.Code == http.StatusOK {
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, body); err == nil {
-			line, _ := json.Marshal(journalEntry{Target: op, Body: compact.Bytes()})
-			if _, err := d.journal.Write(append(line, '\n')); err != nil {
-				http.Error(w, "journal: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			if err := d.journal.Sync(); err != nil {
-				http.Error(w, "journal: "+err.Error(), http.StatusInternalServerError)
-				return
+		if d.journal != nil && mutating[op] {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, body); err == nil {
+				line, _ := json.Marshal(journalEntry{Target: op, Body: compact.Bytes()})
+				if _, err := d.journal.Write(append(line, '\n')); err != nil {
+					http.Error(w, "journal: "+err.Error(), http.StatusInternalServerError)
+					return
+				}
+				if err := d.journal.Sync(); err != nil {
+					http.Error(w, "journal: "+err.Error(), http.StatusInternalServerError)
+					return
+				}
 			}
 		}
+		d.note(op, body)
+		out = d.reshape(op, out)
 	}
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
+	// reshape may change the body
+	w.Header().Del("Content-Length")
+	w.Header().Del("X-Amz-Crc32")
 	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
+	_, _ = w.Write(out)
+}
+
+// Tables as CreateTable defined them: minidyn answers no ListTables and a
+// DescribeTable without status, ARN or attribute definitions; AWS tools
+// (the CLI, consoles, CDK's checks) expect them.
+type tableDef struct {
+	AttributeDefinitions []any  `json:"AttributeDefinitions"`
+	BillingMode          string `json:"BillingMode"`
+	created              time.Time
+}
+
+// note tracks the tables a successful request created or deleted.
+func (d *DynamoDB) note(op string, body []byte) {
+	if op != "CreateTable" && op != "DeleteTable" {
+		return
+	}
+	var req struct {
+		TableName string `json:"TableName"`
+		tableDef
+	}
+	if json.Unmarshal(body, &req) != nil || req.TableName == "" {
+		return
+	}
+	d.tmu.Lock()
+	defer d.tmu.Unlock()
+	if d.tables == nil {
+		d.tables = map[string]tableDef{}
+	}
+	if op == "DeleteTable" {
+		delete(d.tables, req.TableName)
+		return
+	}
+	req.created = time.Now()
+	d.tables[req.TableName] = req.tableDef
+}
+
+func (d *DynamoDB) listTables() map[string]any {
+	d.tmu.Lock()
+	defer d.tmu.Unlock()
+	names := make([]string, 0, len(d.tables))
+	for n := range d.tables {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return map[string]any{"TableNames": names}
+}
+
+// reshape gives minidyn's answers the fields AWS always sends: a
+// DescribeTable's status, ARN, attribute definitions and billing mode (and
+// none of its empty enum strings); a Query's or Scan's Items, Count and
+// ScannedCount when nothing matched.
+func (d *DynamoDB) reshape(op string, out []byte) []byte {
+	if op != "DescribeTable" && op != "Query" && op != "Scan" {
+		return out
+	}
+	var m map[string]any
+	if json.Unmarshal(out, &m) != nil {
+		return out
+	}
+	switch op {
+	case "DescribeTable":
+		t, _ := m["Table"].(map[string]any)
+		if t == nil {
+			return out
+		}
+		for k, v := range t {
+			if v == "" {
+				delete(t, k)
+			}
+		}
+		name, _ := t["TableName"].(string)
+		t["TableStatus"] = "ACTIVE"
+		t["TableArn"] = "arn:aws:dynamodb:us-east-1:000000000000:table/" + name
+		if _, ok := t["TableSizeBytes"]; !ok {
+			t["TableSizeBytes"] = 0
+		}
+		d.tmu.Lock()
+		def, ok := d.tables[name]
+		d.tmu.Unlock()
+		if ok {
+			t["AttributeDefinitions"] = def.AttributeDefinitions
+			t["CreationDateTime"] = epoch(def.created)
+			if def.BillingMode != "" {
+				t["BillingModeSummary"] = map[string]any{"BillingMode": def.BillingMode}
+			}
+		}
+	default:
+		if _, ok := m["Items"]; !ok {
+			m["Items"] = []any{}
+		}
+		if _, ok := m["Count"]; !ok {
+			items, _ := m["Items"].([]any)
+			m["Count"] = len(items)
+		}
+		if _, ok := m["ScannedCount"]; !ok {
+			m["ScannedCount"] = m["Count"]
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return out
+	}
+	return b
 }
