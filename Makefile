@@ -26,7 +26,7 @@ test: vet lint-cfn
 	$(MAKE) test-moto
 
 ## test-moto: the store contract, purge adapter and an e2e subset against moto_server
-## (about 2 minutes); skipped, saying why, when moto_server is not on PATH, except
+## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except
 ## under CI=true where its absence fails
 test-moto:
 	GO=$(GO) bash moto/test.sh
