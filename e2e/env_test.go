@@ -7,6 +7,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/signal"
@@ -21,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/awstest"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/localserver"
 )
@@ -140,8 +143,22 @@ func serveForever(dir string) {
 
 // testOptions: the pipeline's clocks run fast in tests (the semantics are
 // the same: leases, receive counts, waits, retries).
+//
+// Under make test-moto (awstest.EnvEndpoint set) DynamoDB, S3, SQS and
+// EventBridge are moto's: the resources are named after dir, so a child
+// restarted on the same dir finds its stack and no two servers share one
+// (they share the bucket, as the tests name it; their namespaces differ).
 func testOptions(dir string) localserver.Options {
+	var ext localserver.External
+	var stack string
+	if url := awstest.External(); url != "" {
+		ext = localserver.ExternalAt(url)
+		ext.DynamoDB = awstest.DynamoDBEndpoint()
+		h := sha256.Sum256([]byte(dir))
+		stack = "ih" + hex.EncodeToString(h[:5])
+	}
 	return localserver.Options{
+		External: ext, Stack: stack,
 		// The suite's demo catalog drops hard (the tests of soft delete make
 		// catalogs with it on).
 		DemoProperties: map[string]string{},
@@ -155,6 +172,15 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// embeddedAWS skips a test that needs the embedded emulators' fault
+// injection (S3 faults, duplicated SQS deliveries) when they are external.
+func embeddedAWS(t *testing.T) {
+	t.Helper()
+	if awstest.External() != "" {
+		awstest.Skip(t, "needs the embedded emulators' fault injection")
+	}
 }
 
 // localOnly skips tests that need the in-process server.

@@ -261,6 +261,7 @@ func (c *s3Requests) snapshot() map[string]int {
 // a tuple, wrote replacements only for those with matches, and touched no
 // data or delete file.
 func TestPartitionDropEndsTuplesInOneSnapshot(t *testing.T) {
+	embeddedAWS(t)
 	srv := localOnly(t)
 	ctx := context.Background()
 	cat := client(t, shared.Token)

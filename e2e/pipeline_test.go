@@ -55,6 +55,7 @@ func assertGone(t *testing.T, data, meta map[string]bool) {
 // receives and the job is DEAD_LETTERED with the reason; once the fault is
 // cleared, a redrive (the console's) completes the job.
 func TestPoisonBatchDeadLettersAndRedriveCompletes(t *testing.T) {
+	embeddedAWS(t)
 	srv := localOnly(t)
 	cat := client(t, shared.Token)
 	ns := newNamespace(t, "poison")
@@ -103,6 +104,7 @@ func dlqDepth(t *testing.T) int {
 // Register with the job's own metadata location while the job is PENDING
 // cancels it and restores the table; once deletion has started it is a 409.
 func TestRegisterRecoversPendingPurge(t *testing.T) {
+	embeddedAWS(t)
 	srv := localOnly(t)
 	ctx := context.Background()
 	cat := client(t, shared.Token)
@@ -187,6 +189,9 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.duplicates {
+				embeddedAWS(t)
+			}
 			name := fmt.Sprintf("t%d", i)
 			tbl := writtenTable(t, cat, ns, name, nil, true)
 			data, meta := reachable(t, tbl)
@@ -197,11 +202,11 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 				}
 				return nil
 			})
-			srv.Queues.SetDuplicates(tc.duplicates)
-			defer func() {
-				srv.Purge.SetCrash(nil)
-				srv.Queues.SetDuplicates(false)
-			}()
+			if tc.duplicates {
+				srv.Queues.SetDuplicates(true)
+				defer srv.Queues.SetDuplicates(false)
+			}
+			defer srv.Purge.SetCrash(nil)
 			job := dropPurge(t, ns, name)
 			done := waitJob(t, job.ID, "SUCCEEDED", time.Minute)
 			if tc.point != "" && crashed.Load() == 0 {
@@ -297,6 +302,7 @@ func lifecycleEvents(t *testing.T, jobID string) []string {
 
 // Each purge publishes its lifecycle events to the bus (locally a JSON-lines log).
 func TestPurgeEvents(t *testing.T) {
+	embeddedAWS(t)
 	srv := localOnly(t)
 	cat := client(t, shared.Token)
 	ns := newNamespace(t, "events")

@@ -102,6 +102,7 @@ func historyLen(t *testing.T, srv *localserver.Server, execution string) int {
 // its history does not grow, no restart is spent; after the redrive the same
 // execution finishes with exact counters.
 func TestPurgeWaitsSeventyTwoHoursOnADeadLetter(t *testing.T) {
+	embeddedAWS(t)
 	ctx := context.Background()
 	clock := localaws.NewManualClock(time.Now())
 	srv, cat := ownServer(t, localserver.Options{
@@ -219,6 +220,7 @@ func TestBatchDeadLetteredByTimeoutShowsOnTheJob(t *testing.T) {
 // so the job could never finish. The step that revives a batch now drops
 // the count in the same transaction.
 func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
+	embeddedAWS(t)
 	ctx := context.Background()
 	srv, cat := ownServer(t, localserver.Options{
 		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, ReconcileEvery: time.Hour,

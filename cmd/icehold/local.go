@@ -12,12 +12,22 @@ import (
 
 func localCmd(conn *connOpts) *cobra.Command {
 	var o localserver.Options
+	var awsEP string
+	var ext localserver.External
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run the whole product on this machine (make run); redrive its DLQ; manage its tokens",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Dir = conn.dir
+			o.External = localserver.ExternalAt(awsEP)
+			for _, e := range []struct{ val, dst *string }{
+				{&ext.DynamoDB, &o.External.DynamoDB}, {&ext.S3, &o.External.S3}, {&ext.SQS, &o.External.SQS}, {&ext.Events, &o.External.Events},
+			} {
+				if *e.val != "" {
+					*e.dst = *e.val
+				}
+			}
 			return serveLocal(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -27,6 +37,11 @@ func localCmd(conn *connOpts) *cobra.Command {
 	f.StringVar(&o.DynamoAddr, "dynamodb-addr", localserver.DefaultDynamoAddr, "embedded DynamoDB listen address")
 	f.StringVar(&o.SQSAddr, "sqs-addr", localserver.DefaultSQSAddr, "embedded SQS listen address")
 	f.StringVar(&o.SFNAddr, "stepfunctions-addr", localserver.DefaultSFNAddr, "embedded Step Functions listen address")
+	f.StringVar(&awsEP, "aws-endpoint", "", "put DynamoDB, S3, SQS and EventBridge on this endpoint (moto_server, LocalStack) instead of the embedded emulators; Step Functions stays embedded")
+	f.StringVar(&ext.DynamoDB, "dynamodb-endpoint", "", "DynamoDB endpoint (overrides --aws-endpoint)")
+	f.StringVar(&ext.S3, "s3-endpoint", "", "S3 endpoint (overrides --aws-endpoint)")
+	f.StringVar(&ext.SQS, "sqs-endpoint", "", "SQS endpoint (overrides --aws-endpoint)")
+	f.StringVar(&ext.Events, "events-endpoint", "", "EventBridge endpoint (overrides --aws-endpoint)")
 	cmd.AddCommand(redriveCmd(conn), tokenCmd(conn))
 	return cmd
 }

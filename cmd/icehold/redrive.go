@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -23,7 +24,11 @@ type sqsAPI interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
-const dlqARN = "arn:aws:sqs:us-east-1:000000000000:" + localserver.DeleteDLQ
+// dlqARNOf is the DLQ's ARN as its SQS states it (local.json), the
+// embedded SQS's for a local.json of an older server.
+func dlqARNOf(info *localserver.Info) string {
+	return cmp.Or(info.DLQARN, "arn:aws:sqs:us-east-1:000000000000:"+localserver.DeleteDLQ)
+}
 
 // localSQS is the running local server's SQS: the server --dir's
 // local.json names, which must be the one --url names when given.
@@ -79,12 +84,12 @@ only after its visibility timeout (about 30 s): redrive after that.`,
 // ListMessageMoveTasks lists the newest task first (one runs at a time per
 // queue).
 func redrive(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writer, every time.Duration) error {
-	start, err := sq.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN)})
+	start, err := sq.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARNOf(info))})
 	if err != nil {
 		return err
 	}
 	for {
-		res, err := sq.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN), MaxResults: aws.Int32(1)})
+		res, err := sq.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARNOf(info)), MaxResults: aws.Int32(1)})
 		if err != nil {
 			return err
 		}

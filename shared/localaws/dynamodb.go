@@ -15,8 +15,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/truora/minidyn/server"
 )
@@ -74,6 +76,10 @@ type DynamoDB struct {
 	// tables: the CreateTable and UpdateTable requests that made each table,
 	// in order; a snapshot replays them to define the tables again.
 	tables map[string][]journalEntry
+	// defs: the tables as CreateTable defined them, for ListTables and
+	// DescribeTable (minidyn answers neither as AWS does).
+	tmu  sync.Mutex
+	defs map[string]tableDef
 }
 
 // journalEntry is a journal line: a header ({"gen":G}) or a request.
@@ -252,6 +258,7 @@ func (d *DynamoDB) applyTransaction(body []byte) {
 
 // track keeps the requests that define each table (for the snapshot).
 func (d *DynamoDB) track(op string, body []byte) {
+	d.note(op, body)
 	var in struct{ TableName string }
 	if json.Unmarshal(body, &in) != nil {
 		return
@@ -286,8 +293,8 @@ func (d *DynamoDB) Close() error {
 func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get("X-Amz-Target")
 	op := target[strings.LastIndexByte(target, '.')+1:]
-	if d.dir == "" || !mutating[op] {
-		d.inner.ServeHTTP(w, r)
+	if op == "ListTables" {
+		writeAWS(w, d.listTables())
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -296,6 +303,17 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if d.dir == "" || !mutating[op] {
+		rec := httptest.NewRecorder()
+		d.inner.ServeHTTP(rec, r)
+		out := rec.Body.Bytes()
+		if rec.Code == http.StatusOK {
+			d.note(op, body)
+			out = d.reshape(op, out)
+		}
+		writeRecorded(w, rec, out)
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.journal == nil {
@@ -315,11 +333,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
+	writeRecorded(w, rec, rec.Body.Bytes())
 	if d.due() {
 		// The answer goes out first; other mutations wait on d.mu (reads
 		// go on) until the snapshot is written.
@@ -348,4 +362,119 @@ func (d *DynamoDB) append(line []byte) error {
 func headerSize(gen int64) int64 {
 	line, _ := json.Marshal(journalEntry{Gen: gen})
 	return int64(len(line) + 1)
+}
+
+// writeRecorded sends a recorded answer with out as its body (reshape may
+// have changed it: the length and checksum headers go).
+func writeRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder, out []byte) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.Header().Del("X-Amz-Crc32")
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(out)
+}
+
+// Tables as CreateTable defined them: minidyn answers no ListTables and a
+// DescribeTable without status, ARN or attribute definitions; AWS tools
+// (the CLI, consoles, CDK's checks) expect them.
+type tableDef struct {
+	AttributeDefinitions []any  `json:"AttributeDefinitions"`
+	BillingMode          string `json:"BillingMode"`
+	created              time.Time
+}
+
+// note tracks the tables a successful request created or deleted.
+func (d *DynamoDB) note(op string, body []byte) {
+	if op != "CreateTable" && op != "DeleteTable" {
+		return
+	}
+	var req struct {
+		TableName string `json:"TableName"`
+		tableDef
+	}
+	if json.Unmarshal(body, &req) != nil || req.TableName == "" {
+		return
+	}
+	d.tmu.Lock()
+	defer d.tmu.Unlock()
+	if d.defs == nil {
+		d.defs = map[string]tableDef{}
+	}
+	if op == "DeleteTable" {
+		delete(d.defs, req.TableName)
+		return
+	}
+	req.created = time.Now()
+	d.defs[req.TableName] = req.tableDef
+}
+
+func (d *DynamoDB) listTables() map[string]any {
+	d.tmu.Lock()
+	defer d.tmu.Unlock()
+	names := make([]string, 0, len(d.defs))
+	for n := range d.defs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return map[string]any{"TableNames": names}
+}
+
+// reshape gives minidyn's answers the fields AWS always sends: a
+// DescribeTable's status, ARN, attribute definitions and billing mode (and
+// none of its empty enum strings); a Query's or Scan's Items, Count and
+// ScannedCount when nothing matched.
+func (d *DynamoDB) reshape(op string, out []byte) []byte {
+	if op != "DescribeTable" && op != "Query" && op != "Scan" {
+		return out
+	}
+	var m map[string]any
+	if json.Unmarshal(out, &m) != nil {
+		return out
+	}
+	switch op {
+	case "DescribeTable":
+		t, _ := m["Table"].(map[string]any)
+		if t == nil {
+			return out
+		}
+		for k, v := range t {
+			if v == "" {
+				delete(t, k)
+			}
+		}
+		name, _ := t["TableName"].(string)
+		t["TableStatus"] = "ACTIVE"
+		t["TableArn"] = "arn:aws:dynamodb:us-east-1:000000000000:table/" + name
+		if _, ok := t["TableSizeBytes"]; !ok {
+			t["TableSizeBytes"] = 0
+		}
+		d.tmu.Lock()
+		def, ok := d.defs[name]
+		d.tmu.Unlock()
+		if ok {
+			t["AttributeDefinitions"] = def.AttributeDefinitions
+			t["CreationDateTime"] = epoch(def.created)
+			if def.BillingMode != "" {
+				t["BillingModeSummary"] = map[string]any{"BillingMode": def.BillingMode}
+			}
+		}
+	default:
+		if _, ok := m["Items"]; !ok {
+			m["Items"] = []any{}
+		}
+		if _, ok := m["Count"]; !ok {
+			items, _ := m["Items"].([]any)
+			m["Count"] = len(items)
+		}
+		if _, ok := m["ScannedCount"]; !ok {
+			m["ScannedCount"] = m["Count"]
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return out
+	}
+	return b
 }

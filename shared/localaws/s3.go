@@ -16,10 +16,11 @@ import (
 // plain HTTP: over HTTPS the SDK sends aws-chunked bodies gofakes3 would store
 // verbatim.
 type S3 struct {
-	inner   http.Handler
-	Backend gofakes3.Backend
-	fault   atomic.Pointer[Fault]
-	observe atomic.Pointer[func(*http.Request)]
+	inner    http.Handler
+	Backend  gofakes3.Backend
+	policies *bucketPolicies
+	fault    atomic.Pointer[Fault]
+	observe  atomic.Pointer[func(*http.Request)]
 	// Requests counts every request served (benchmarks: requests per file).
 	Requests atomic.Int64
 }
@@ -54,6 +55,9 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(f.Status)
 		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected fault</Message></Error>`, f.Code)
+		return
+	}
+	if s.servePolicy(w, r) {
 		return
 	}
 	s.inner.ServeHTTP(w, r)
@@ -92,6 +96,10 @@ func NewS3(dir string, buckets ...string) (*S3, error) {
 			}
 		}
 	}
+	policies, err := newBucketPolicies(dir)
+	if err != nil {
+		return nil, err
+	}
 	faker := gofakes3.New(backend, gofakes3.WithAutoBucket(true))
-	return &S3{inner: faker.Server(), Backend: backend}, nil
+	return &S3{inner: faker.Server(), Backend: backend, policies: policies}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,6 +163,37 @@ func (s *SQS) apply(e sqsEffect) {
 	}
 }
 
+// attributes are the queue attributes GetQueueAttributes names ("All" for
+// every one); SQS returns none when none are named.
+func (q *queue) attributes(s *SQS, names map[string]bool) map[string]string {
+	visible, inflight := 0, 0
+	now := time.Now()
+	for _, m := range q.msgs {
+		if m.visibleAt.After(now) {
+			inflight++
+		} else {
+			visible++
+		}
+	}
+	all := map[string]string{
+		"ApproximateNumberOfMessages": strconv.Itoa(visible), "ApproximateNumberOfMessagesNotVisible": strconv.Itoa(inflight),
+		"ApproximateNumberOfMessagesDelayed": "0", "QueueArn": s.arn(q.name),
+		"VisibilityTimeout": strconv.Itoa(int(q.visibility / time.Second)),
+		"DelaySeconds":      "0", "MaximumMessageSize": "262144", "MessageRetentionPeriod": "345600", "ReceiveMessageWaitTimeSeconds": "0",
+	}
+	if q.dlq != "" {
+		rp, _ := json.Marshal(map[string]any{"deadLetterTargetArn": s.arn(q.dlq), "maxReceiveCount": q.maxRecv})
+		all["RedrivePolicy"] = string(rp)
+	}
+	out := map[string]string{}
+	for k, v := range all {
+		if names["All"] || names[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func (q *queue) find(id string) *message {
 	if q == nil {
 		return nil
@@ -264,7 +296,8 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		return def
 	}
 	if op == "ReceiveMessage" {
-		return s.receiveCall(ctx, str("QueueUrl"), num("MaxNumberOfMessages", 1), num("WaitTimeSeconds", 0), num("VisibilityTimeout", -1))
+		return s.receiveCall(ctx, str("QueueUrl"), num("MaxNumberOfMessages", 1), num("WaitTimeSeconds", 0), num("VisibilityTimeout", -1),
+			wanted(req["MessageSystemAttributeNames"], req["AttributeNames"]))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -302,19 +335,24 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		if err != nil {
 			return nil, err
 		}
-		visible, inflight := 0, 0
-		now := time.Now()
-		for _, m := range q.msgs {
-			if m.visibleAt.After(now) {
-				inflight++
-			} else {
-				visible++
+		return map[string]any{"Attributes": q.attributes(s, wanted(req["AttributeNames"]))}, nil
+	case "ListQueues":
+		prefix := str("QueueNamePrefix")
+		var names []string
+		for name := range s.queues {
+			if strings.HasPrefix(name, prefix) {
+				names = append(names, name)
 			}
 		}
-		return map[string]any{"Attributes": map[string]string{
-			"ApproximateNumberOfMessages": strconv.Itoa(visible), "ApproximateNumberOfMessagesNotVisible": strconv.Itoa(inflight),
-			"QueueArn": s.arn(q.name), "VisibilityTimeout": strconv.Itoa(int(q.visibility / time.Second)),
-		}}, nil
+		slices.Sort(names)
+		urls := make([]string, len(names))
+		for i, n := range names {
+			urls[i] = s.base + n
+		}
+		if len(urls) == 0 {
+			return map[string]any{}, nil // SQS omits QueueUrls when none match
+		}
+		return map[string]any{"QueueUrls": urls}, nil
 	case "SendMessage":
 		q, err := s.queueOf(str("QueueUrl"))
 		if err != nil {
@@ -407,7 +445,7 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 		return map[string]any{"TaskHandle": newID()}, nil
 	case "ListMessageMoveTasks":
 		// As SQS: newest first; a finished task has no TaskHandle.
-		var out []map[string]any
+		out := []map[string]any{}
 		for i, t := range s.tasks[nameOfARN(str("SourceArn"))] {
 			if i >= num("MaxResults", 1) {
 				break
@@ -421,7 +459,21 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 	return nil, awsError{"InvalidAction", "unsupported action " + op}
 }
 
-func (s *SQS) receiveCall(ctx context.Context, url string, n, wait, vis int) (map[string]any, error) {
+// wanted is the set of message system attributes a receive asks for (SQS
+// returns only those: "All", or names, in either parameter).
+func wanted(lists ...any) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range lists {
+		for _, v := range asList(l) {
+			if name, ok := v.(string); ok {
+				out[name] = true
+			}
+		}
+	}
+	return out
+}
+
+func (s *SQS) receiveCall(ctx context.Context, url string, n, wait, vis int, attrs map[string]bool) (map[string]any, error) {
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for {
 		s.mu.Lock()
@@ -444,9 +496,17 @@ func (s *SQS) receiveCall(ctx context.Context, url string, n, wait, vis int) (ma
 			for i, m := range msgs {
 				out[i] = map[string]any{
 					"MessageId": m.id, "ReceiptHandle": m.receipt, "Body": m.body, "MD5OfBody": md5hex(m.body),
-					"Attributes": map[string]string{
-						"ApproximateReceiveCount": strconv.Itoa(m.receives), "SentTimestamp": strconv.FormatInt(m.sentAt.UnixMilli(), 10),
-					},
+				}
+				a := map[string]string{}
+				for k, v := range map[string]string{
+					"ApproximateReceiveCount": strconv.Itoa(m.receives), "SentTimestamp": strconv.FormatInt(m.sentAt.UnixMilli(), 10),
+				} {
+					if attrs["All"] || attrs[k] {
+						a[k] = v
+					}
+				}
+				if len(a) > 0 {
+					out[i]["Attributes"] = a
 				}
 			}
 			return map[string]any{"Messages": out}, nil

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type StepFunctions struct {
 	send     SendFunc
 	mu       sync.Mutex
 	machines map[string]map[string]any // ARN → definition
+	defs     map[string]machineDef     // ARN → what DescribeStateMachine shows
 	execs    map[string]*execution
 	tokens   map[string]*waiter // task token → the task waiting for it
 	ctx      context.Context
@@ -129,6 +131,10 @@ func (e *StepFunctions) AddStateMachine(name, definition string) (string, error)
 	arn := "arn:aws:states:us-east-1:000000000000:stateMachine:" + name
 	e.mu.Lock()
 	e.machines[arn] = def
+	if e.defs == nil {
+		e.defs = map[string]machineDef{}
+	}
+	e.defs[arn] = machineDef{name: name, definition: definition, created: time.Now()}
 	e.mu.Unlock()
 	return arn, nil
 }
@@ -1009,10 +1015,91 @@ func (e *StepFunctions) call(_ context.Context, op string, req map[string]any) (
 		return out, nil
 	case "GetExecutionHistory":
 		return e.historyPage(str("executionArn"), req)
+	case "ListStateMachines":
+		return e.listMachines(), nil
+	case "DescribeStateMachine":
+		e.mu.Lock()
+		d, ok := e.defs[str("stateMachineArn")]
+		e.mu.Unlock()
+		if !ok {
+			return nil, awsError{"StateMachineDoesNotExist", "no state machine " + str("stateMachineArn")}
+		}
+		return map[string]any{"stateMachineArn": str("stateMachineArn"), "name": d.name, "status": "ACTIVE",
+			"definition": d.definition, "roleArn": "arn:aws:iam::000000000000:role/" + d.name, "type": "STANDARD",
+			"creationDate": epoch(d.created)}, nil
+	case "ListExecutions":
+		return e.listExecutions(str("stateMachineArn"), str("statusFilter"), req)
 	case "SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat":
 		return map[string]any{}, e.SendTask(op, str("taskToken"), json.RawMessage(str("output")), str("error"), str("cause"))
 	}
 	return nil, awsError{"UnknownOperationException", "unsupported operation " + op}
+}
+
+// machineDef is a state machine as DescribeStateMachine shows it.
+type machineDef struct {
+	name, definition string
+	created          time.Time
+}
+
+func (e *StepFunctions) listMachines() map[string]any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := []map[string]any{}
+	for arn, d := range e.defs {
+		out = append(out, map[string]any{"stateMachineArn": arn, "name": d.name, "type": "STANDARD", "creationDate": epoch(d.created)})
+	}
+	slices.SortFunc(out, func(a, b map[string]any) int { return strings.Compare(a["name"].(string), b["name"].(string)) })
+	return map[string]any{"stateMachines": out}
+}
+
+// listExecutions answers ListExecutions: newest first, statusFilter,
+// maxResults (default 100, at most 1000) and nextToken, as Step Functions
+// pages them.
+func (e *StepFunctions) listExecutions(machine, status string, req map[string]any) (map[string]any, error) {
+	e.mu.Lock()
+	if _, ok := e.defs[machine]; !ok {
+		e.mu.Unlock()
+		return nil, awsError{"StateMachineDoesNotExist", "no state machine " + machine}
+	}
+	var xs []execution
+	for _, x := range e.execs {
+		if x.Machine == machine && (status == "" || x.Status == status) {
+			xs = append(xs, *x)
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(xs, func(a, b execution) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	size := 100
+	if v, ok := toFloat(req["maxResults"]); ok && v > 0 {
+		size = min(int(v), 1000)
+	}
+	start := 0
+	if tok, _ := req["nextToken"].(string); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 || n > len(xs) {
+			return nil, awsError{"InvalidToken", "bad nextToken"}
+		}
+		start = n
+	}
+	end := min(start+size, len(xs))
+	page := make([]map[string]any, 0, end-start)
+	for _, x := range xs[start:end] {
+		m := map[string]any{"executionArn": x.ARN, "stateMachineArn": x.Machine, "name": x.Name, "status": x.Status, "startDate": epoch(x.StartedAt)}
+		if !x.StoppedAt.IsZero() {
+			m["stopDate"] = epoch(x.StoppedAt)
+		}
+		page = append(page, m)
+	}
+	out := map[string]any{"executions": page}
+	if end < len(xs) {
+		out["nextToken"] = strconv.Itoa(end)
+	}
+	return out, nil
 }
 
 // historyPage answers GetExecutionHistory: maxResults (1 to 1000, default

@@ -3,6 +3,7 @@ package localaws_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -147,5 +148,61 @@ func TestWaitForTaskTokenHeartbeatsAndHistory(t *testing.T) {
 		if types[i] != want[i] {
 			t.Fatalf("history %v, want %v", types, want)
 		}
+	}
+}
+
+// The listing calls operators make (aws stepfunctions list-state-machines,
+// list-executions): newest execution first, a status filter, pages.
+func TestListStateMachinesAndExecutions(t *testing.T) {
+	const passDefinition = `{"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": true}}}`
+	engine := localaws.NewStepFunctions("", nil, nil)
+	defer engine.Close()
+	arn, err := engine.AddStateMachine("m", passDefinition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(engine)
+	defer srv.Close()
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{SFN: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
+	cfg, err := awsconfig.Load(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := awsconfig.SFN(cfg, ep)
+	machines, err := client.ListStateMachines(ctx, &sfn.ListStateMachinesInput{})
+	if err != nil || len(machines.StateMachines) != 1 || aws.ToString(machines.StateMachines[0].StateMachineArn) != arn {
+		t.Fatalf("ListStateMachines: %+v, %v", machines, err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := client.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(arn), Name: aws.String(name), Input: aws.String("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // distinct start times
+	}
+	eventually(t, "3 executions succeeded", func() bool {
+		out, err := client.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn), StatusFilter: "SUCCEEDED"})
+		return err == nil && len(out.Executions) == 3
+	})
+	var names []string
+	p := sfn.NewListExecutionsPaginator(client, &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn), MaxResults: 2})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range page.Executions {
+			names = append(names, aws.ToString(x.Name))
+		}
+	}
+	if fmt.Sprint(names) != "[c b a]" {
+		t.Errorf("executions %v, want newest first: [c b a]", names)
+	}
+	running, err := client.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn), StatusFilter: "RUNNING"})
+	if err != nil || len(running.Executions) != 0 {
+		t.Errorf("RUNNING executions: %+v, %v", running, err)
+	}
+	if _, err := client.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn + "x")}); err == nil {
+		t.Error("ListExecutions of an unknown state machine answered no error")
 	}
 }

@@ -1,6 +1,7 @@
 package localserver
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/icehold/icehold/examples"
@@ -20,6 +21,7 @@ func (i Info) HowTo(dir string) string {
   S3            %s   (bucket %s, key %s / %s)
   DynamoDB      %s
   SQS           %s   (delete queue, DLQ: icehold local redrive)
+  EventBridge   %s
   StepFunctions %s
   admin token   %s
 
@@ -41,7 +43,7 @@ Spark:
   --conf spark.sql.catalog.icehold.warehouse=%s
 
 The S3 endpoint and keys reach clients through /v1/config; nothing else to set.
-`, dir, dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, i.StepFns, i.AdminToken,
+`, dir, dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, cmp.Or(i.Events, "events.log in the state directory"), i.StepFns, i.AdminToken,
 		i.AdminToken, i.ConfigCheck,
 		i.RESTURL, i.AdminToken, i.Catalog, ExampleCommand,
 		examples.IcebergGo,

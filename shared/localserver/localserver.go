@@ -77,6 +77,11 @@ type Options struct {
 	// its compaction into a snapshot (0: localaws.DefaultCompactAt; < 0:
 	// never, the journal alone: the restart benchmark's baseline).
 	JournalCompactAt int64
+	// External puts DynamoDB, S3, SQS and EventBridge on other endpoints
+	// (icehold local --aws-endpoint); Stack names the resources made there
+	// ("" keeps make run's names: table icehold, queues icehold-delete...).
+	External External
+	Stack    string
 }
 
 // Defaults of `make run`.
@@ -110,6 +115,11 @@ type Info struct {
 	StepFns     string `json:"stepfunctions_endpoint"`
 	DeleteQueue string `json:"delete_queue_url"`
 	DeleteDLQ   string `json:"delete_dlq_url"`
+	DLQARN      string `json:"delete_dlq_arn"`
+	Table       string `json:"table"`
+	EventBus    string `json:"event_bus"`
+	Events      string `json:"events_endpoint,omitempty"`
+	Machine     string `json:"state_machine_arn"`
 	Region      string `json:"region"`
 	Bucket      string `json:"bucket"`
 	AdminToken  string `json:"admin_token"`
@@ -160,6 +170,9 @@ type Server struct {
 	// unlock releases the state folder's lock (nil without Dir): Close
 	// calls it last, after everything that writes there has stopped.
 	unlock func()
+	names  names
+	// The delete queue and its DLQ, as their service names them.
+	queueURL, queueARN, dlqURL, dlqARN string
 }
 
 // listenAll opens every address ("" picks a free loopback port), or none.
@@ -179,6 +192,16 @@ func listenAll(addrs ...string) ([]net.Listener, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// serveAt serves h on addr ("" picks a free loopback port).
+func (s *Server) serveAt(addr string, h http.Handler) (string, error) {
+	ls, err := listenAll(addr)
+	if err != nil {
+		return "", err
+	}
+	s.closers = append(s.closers, ls[0])
+	return s.serve(ls[0], h), nil
 }
 
 func (s *Server) serve(l net.Listener, h http.Handler) string {
@@ -212,33 +235,49 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Close()
 		}
 	}()
-	dynamo, err := localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt})
-	if err != nil {
-		return nil, fmt.Errorf("dynamodb emulator: %w", err)
+	s.names = namesOf(o.Stack)
+	if o.Dir != "" { // the emulators made it; external services do not
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	s.dynamo = dynamo
-	s3emu, err := localaws.NewS3(o.Dir, o.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("s3 emulator: %w", err)
-	}
-	ls, err := listenAll(o.Addr, o.S3Addr, o.DynamoAddr, o.SQSAddr, o.SFNAddr)
+	x := o.External
+	ls, err := listenAll(o.Addr, o.SFNAddr)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range ls {
 		s.closers = append(s.closers, l) // also closes listeners a failed start never served
 	}
-	restL, s3L, dynL, sqsL, sfnL := ls[0], ls[1], ls[2], ls[3], ls[4]
-	queues, err := localaws.NewSQS(o.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("sqs emulator: %w", err)
+	restL, sfnL := ls[0], ls[1]
+	ep := awsconfig.Endpoints{DynamoDB: x.DynamoDB, S3: x.S3, SQS: x.SQS, Events: x.Events,
+		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey}
+	if x.DynamoDB == "" {
+		if s.dynamo, err = localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt}); err != nil {
+			return nil, fmt.Errorf("dynamodb emulator: %w", err)
+		}
+		if ep.DynamoDB, err = s.serveAt(o.DynamoAddr, s.dynamo); err != nil {
+			return nil, err
+		}
 	}
-	s.queues, s.Queues, s.S3Emulator = queues, queues, s3emu
-	ep := awsconfig.Endpoints{
-		DynamoDB: s.serve(dynL, dynamo), S3: s.serve(s3L, s3emu), SQS: s.serve(sqsL, queues),
-		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey,
+	if x.S3 == "" {
+		if s.S3Emulator, err = localaws.NewS3(o.Dir, o.Bucket); err != nil {
+			return nil, fmt.Errorf("s3 emulator: %w", err)
+		}
+		if ep.S3, err = s.serveAt(o.S3Addr, s.S3Emulator); err != nil {
+			return nil, err
+		}
 	}
-	queues.SetBaseURL(ep.SQS)
+	if x.SQS == "" {
+		if s.queues, err = localaws.NewSQS(o.Dir); err != nil {
+			return nil, fmt.Errorf("sqs emulator: %w", err)
+		}
+		s.Queues = s.queues
+		if ep.SQS, err = s.serveAt(o.SQSAddr, s.queues); err != nil {
+			return nil, err
+		}
+		s.queues.SetBaseURL(ep.SQS)
+	}
 	sfnURL := "http://" + sfnL.Addr().String()
 	ep.SFN = sfnURL
 	cfg, err := awsconfig.Load(ctx, ep)
@@ -246,10 +285,20 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	ddb := awsconfig.DynamoDB(cfg, ep)
-	if err := store.CreateTable(ctx, ddb, TableName); err != nil {
+	if err := store.CreateTable(ctx, ddb, s.names.table); err != nil {
 		return nil, err
 	}
-	st := store.New(ddb, TableName)
+	if x.DynamoDB != "" {
+		if err := enableTTL(ctx, ddb, s.names.table); err != nil {
+			return nil, err
+		}
+	}
+	if x.S3 != "" {
+		if err := createBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
+			return nil, err
+		}
+	}
+	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	warehouse := "s3://" + o.Bucket + "/" + o.Catalog
 	demoProps := o.DemoProperties
@@ -309,7 +358,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	rest := s.serve(restL, served)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
-		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: ep.SQS + "/000000000000/" + DeleteQueue, DeleteDLQ: ep.SQS + "/000000000000/" + DeleteDLQ,
+		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: s.queueURL, DeleteDLQ: s.dlqURL, DLQARN: s.dlqARN,
+		Table: s.names.table, EventBus: s.names.bus, Events: ep.Events, Machine: s.Purge.StateMachineARN,
 		AdminToken: admin, Catalog: o.Catalog, Warehouse: warehouse, AccessKey: AccessKey, SecretKey: SecretKey,
 		StateDir: o.Dir, StartedAt: time.Now().UTC().Format(time.RFC3339), ProcessID: os.Getpid(),
 		ConfigCheck: rest + "/v1/config?warehouse=" + o.Catalog,

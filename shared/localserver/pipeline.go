@@ -2,6 +2,7 @@ package localserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,19 +76,31 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	}
 	sq := awsconfig.SQS(cfg, ep)
 	s.SQS = sq
-	if _, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(DeleteDLQ)}); err != nil {
+	n := s.names
+	dlq, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(n.dlq),
+		Attributes: map[string]string{"MessageRetentionPeriod": queueRetentionSec}})
+	if err != nil {
 		return fmt.Errorf("create dlq: %w", err)
 	}
+	s.dlqURL = aws.ToString(dlq.QueueUrl)
+	if s.dlqARN, err = queueARN(ctx, sq, s.dlqURL); err != nil {
+		return err
+	}
 	redrive, _ := json.Marshal(map[string]any{
-		"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + DeleteDLQ, "maxReceiveCount": o.MaxReceives,
+		"deadLetterTargetArn": s.dlqARN, "maxReceiveCount": o.MaxReceives,
 	})
-	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(DeleteQueue), Attributes: map[string]string{
+	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(n.queue), Attributes: map[string]string{
 		"VisibilityTimeout": fmt.Sprint(int(o.Visibility / time.Second)), "RedrivePolicy": string(redrive),
+		"MessageRetentionPeriod": queueRetentionSec,
 	}})
 	if err != nil {
 		return fmt.Errorf("create queue: %w", err)
 	}
 	queueURL := aws.ToString(q.QueueUrl)
+	s.queueURL = queueURL
+	if s.queueARN, err = queueARN(ctx, sq, queueURL); err != nil {
+		return err
+	}
 
 	if o.DeleteTimeout == 0 {
 		o.DeleteTimeout = 5 * time.Minute
@@ -113,6 +126,16 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 		}
 		svc.Metrics = f
 		s.closers = append(s.closers, f)
+	}
+	switch {
+	case ep.Events != "":
+		// An external EventBridge: the bus the stack makes.
+		eb := awsconfig.EventBridge(cfg, ep)
+		if err := createBus(ctx, eb, n.bus); err != nil {
+			return err
+		}
+		bus = eb
+	case s.dir != "":
 		// The local event bus: one JSON line per EventBridge entry. The ids
 		// already in the log count as delivered (the relay is at least once).
 		path := filepath.Join(s.dir, "events.log")
@@ -130,7 +153,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	if o.WrapEvents != nil {
 		bus = o.WrapEvents(bus)
 	}
-	s.Events = eventbus.New(bus, "icehold")
+	s.Events = eventbus.New(bus, n.bus)
 	s.Purge = svc
 	s.SoftDelete = &softdelete.Service{Catalog: s.Catalog, Purge: svc, Now: o.Now}
 	engine := localaws.NewStepFunctions(s.dir, map[string]localaws.LambdaFunc{
@@ -148,7 +171,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	if o.Clock != nil {
 		engine.Clock = o.Clock
 	}
-	arn, err := engine.AddStateMachine(PurgeMachine, purge.Substitute(purge.Definition, map[string]string{
+	arn, err := engine.AddStateMachine(n.machine, purge.Substitute(purge.Definition, map[string]string{
 		"PlanFunction": PlanFunction, "ProgressFunction": ProgressFunction, "FinalizeFunction": FinalizeFunction,
 		"DeleteQueueUrl": queueURL,
 	}))
@@ -165,7 +188,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	poller := &localaws.Poller{
-		Client: sq, QueueURL: queueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + DeleteQueue,
+		Client: sq, QueueURL: queueURL, QueueARN: s.queueARN,
 		Workers: o.DeleteWorkers, BatchSize: 1, Timeout: o.DeleteTimeout,
 		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			return svc.HandleSQS(ctx, sq, queue, ev)
@@ -245,9 +268,7 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 // Redrive moves every message of the delete DLQ back to the delete queue:
 // what an operator does from the SQS console.
 func (s *Server) Redrive(ctx context.Context) error {
-	_, err := s.SQS.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{
-		SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:" + DeleteDLQ),
-	})
+	_, err := s.SQS.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(s.dlqARN)})
 	return err
 }
 
@@ -270,14 +291,19 @@ func (s *Server) QueueDepth(ctx context.Context, dlq bool) (int, error) {
 // FunctionEnv is a Lambda function's environment aimed at this local server
 // (make invoke, benchmarks): the same composition as in AWS.
 func (i Info) FunctionEnv() lambdaenv.Env {
+	bus := ""
+	if i.Events != "" { // the embedded bus is a log only the local server writes
+		bus = i.EventBus
+	}
 	return lambdaenv.Env{
-		Table: TableName, DefaultCatalog: i.Catalog,
+		EventBus: bus,
+		Table:    cmp.Or(i.Table, TableName), DefaultCatalog: i.Catalog,
 		Admins: []string{AdminPrincipal, LocalAccountAdmins},
 		ClientDefaults: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region,
 			"s3.access-key-id": i.AccessKey, "s3.secret-access-key": i.SecretKey, "s3.path-style-access": "true"},
-		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns,
+		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns, Events: i.Events,
 			Region: i.Region, AccessKey: i.AccessKey, SecretKey: i.SecretKey},
-		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:" + PurgeMachine,
+		StateMachineARN: cmp.Or(i.Machine, "arn:aws:states:us-east-1:000000000000:stateMachine:"+PurgeMachine),
 		Queue:           purge.QueueConfig{URL: i.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
 		IOProps: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region, "s3.access-key-id": i.AccessKey,
 			"s3.secret-access-key": i.SecretKey, "s3.force-virtual-addressing": "false"},

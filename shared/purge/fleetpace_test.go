@@ -13,31 +13,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 
-// paceStore is a record store on a fresh DynamoDB emulator: the book the
-// pacers of a test share, as the delete function's invocations share it.
+// paceStore is a record store on a table of its own (shared/awstest): the
+// book the pacers of a test share, as the delete function's invocations
+// share it.
 func paceStore(t *testing.T) *store.Store {
 	t.Helper()
-	emu, err := localaws.NewDynamoDB("")
-	if err != nil {
+	db, table := awstest.DynamoDB(t)
+	if err := store.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(emu)
-	t.Cleanup(srv.Close)
-	ep := awsconfig.Endpoints{DynamoDB: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-	cfg, err := awsconfig.Load(context.Background(), ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := awsconfig.DynamoDB(cfg, ep)
-	if err := store.CreateTable(context.Background(), db, "t"); err != nil {
-		t.Fatal(err)
-	}
-	return store.New(db, "t")
+	return store.New(db, table)
 }
 
 func idsIn(dir string, n int) []s3types.ObjectIdentifier {

@@ -199,6 +199,12 @@ func (s *Store) query(ctx context.Context, pk, prefix, token string, limit int) 
 		},
 		ConsistentRead: aws.Bool(true),
 	}
+	if prefix == "" {
+		// DynamoDB refuses an empty string as a key value, in a key
+		// condition too (moto showed it; the embedded emulator accepts it).
+		in.KeyConditionExpression = aws.String("pk = :pk")
+		delete(in.ExpressionAttributeValues, ":p")
+	}
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(limit))
 	}

@@ -4,35 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/shared/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 
-// newStore returns a store on a fresh DynamoDB emulator, through the SDK.
+// newStore returns a store on a table of its own, through the SDK: on a
+// fresh embedded emulator, or on the external endpoint of awstest (moto).
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	emu, err := localaws.NewDynamoDB("")
-	if err != nil {
+	db, table := awstest.DynamoDB(t)
+	if err := store.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(emu)
-	t.Cleanup(srv.Close)
-	ep := awsconfig.Endpoints{DynamoDB: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-	cfg, err := awsconfig.Load(context.Background(), ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := awsconfig.DynamoDB(cfg, ep)
-	if err := store.CreateTable(context.Background(), db, "t"); err != nil {
-		t.Fatal(err)
-	}
-	return store.New(db, "t")
+	return store.New(db, table)
 }
 
 func TestCommitIsCompareAndSwap(t *testing.T) {

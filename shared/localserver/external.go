@@ -1,0 +1,97 @@
+package localserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// External puts services on endpoints outside the process (moto,
+// LocalStack) instead of the embedded emulators; "" keeps a service
+// embedded. Step Functions always stays icehold's own engine: moto runs a
+// definition's Lambda tasks only in Docker.
+type External struct {
+	DynamoDB, S3, SQS, Events string
+}
+
+// ExternalAt puts every service it can on one endpoint (moto_server and
+// LocalStack serve them all on one port).
+func ExternalAt(url string) External {
+	url = strings.TrimRight(url, "/")
+	return External{DynamoDB: url, S3: url, SQS: url, Events: url}
+}
+
+// Any reports whether some service is external.
+func (e External) Any() bool { return e != External{} }
+
+// names are the stack's resource names; Stack "" is make run's.
+type names struct {
+	table, queue, dlq, bus, machine string
+}
+
+func namesOf(stack string) names {
+	if stack == "" {
+		return names{table: TableName, queue: DeleteQueue, dlq: DeleteDLQ, bus: "icehold", machine: PurgeMachine}
+	}
+	return names{table: stack, queue: stack + "-delete", dlq: stack + "-delete-dlq", bus: stack + "-lifecycle", machine: stack + "-purge"}
+}
+
+// Settings of the CDK stack the external resources get too (infra/).
+const (
+	ttlAttribute      = "expires_at"
+	queueRetentionSec = "1209600" // 14 days
+)
+
+// enableTTL turns on the table's TTL attribute, as the stack does; the
+// embedded emulator has no TTL and is not asked.
+func enableTTL(ctx context.Context, db *dynamodb.Client, table string) error {
+	_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(table),
+		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true)}})
+	if err != nil && !strings.Contains(err.Error(), "already enabled") {
+		return fmt.Errorf("table ttl: %w", err)
+	}
+	return nil
+}
+
+// createBucket makes the warehouse bucket on an external S3 (the embedded
+// one is created with it); an existing bucket of ours is fine.
+func createBucket(ctx context.Context, c *s3.Client, bucket string) error {
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *s3types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("create bucket %s: %w", bucket, err)
+	}
+	return nil
+}
+
+// createBus makes the lifecycle event bus on an external EventBridge.
+func createBus(ctx context.Context, c *eventbridge.Client, bus string) error {
+	_, err := c.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)})
+	var exists *ebtypes.ResourceAlreadyExistsException
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("create event bus %s: %w", bus, err)
+	}
+	return nil
+}
+
+// queueARN is a queue's ARN as its service states it (moto's account is not
+// the embedded emulator's 000000000000).
+func queueARN(ctx context.Context, c *sqs.Client, url string) (string, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return "", fmt.Errorf("queue arn of %s: %w", url, err)
+	}
+	return out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+}
