@@ -523,22 +523,11 @@ func (s *Server) startRetention(o Options) {
 	if now == nil {
 		now = time.Now
 	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if rep, err := s.Partitions.SweepRetention(ctx, now(), 0); err != nil {
-					slog.Warn("partition retention", "error", err)
-				} else if rep.Dropped > 0 || len(rep.Failed) > 0 {
-					slog.Info("partition retention", "report", rep)
-				}
-			}
+	s.every(ctx, every, func(ctx context.Context) {
+		if rep, err := s.Partitions.SweepRetention(ctx, now(), 0); err != nil {
+			slog.Warn("partition retention", "error", err)
+		} else if rep.Dropped > 0 || len(rep.Failed) > 0 {
+			slog.Info("partition retention", "report", rep)
 		}
-	}()
+	})
 }

@@ -200,69 +200,57 @@ func (s *Server) startPipeline(ctx context.Context, o Options, cfg aws.Config, e
 	if o.RelayEvery == 0 {
 		o.RelayEvery = 100 * time.Millisecond
 	}
-	s.bg.Add(4)
-	go func() {
+	// The schedules (EventBridge rules and the stream in AWS).
+	s.every(bg, o.RelayEvery, func(ctx context.Context) {
 		// The outbox relay (the table's stream and the outbox function in
 		// AWS): publishes committed events, oldest first.
-		defer s.bg.Done()
-		if o.RelayEvery < 0 {
-			return
+		if _, err := outbox.Drain(ctx, st, s.Events); err != nil && ctx.Err() == nil {
+			slog.Warn("outbox relay", "error", err)
 		}
-		t := time.NewTicker(o.RelayEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-				if _, err := outbox.Drain(bg, st, s.Events); err != nil && bg.Err() == nil {
-					slog.Warn("outbox relay", "error", err)
-				}
-			}
+	})
+	s.every(bg, o.HoldExpiryEvery, func(ctx context.Context) {
+		if rep, err := s.SoftDelete.Expire(ctx, 0); err != nil {
+			slog.Warn("hold expiry", "error", err)
+		} else if rep.Expired > 0 {
+			slog.Info("hold expiry", "report", rep)
 		}
-	}()
-	go func() {
-		// The hold-expiry schedule (EventBridge rate(15 minutes) in AWS).
-		defer s.bg.Done()
-		t := time.NewTicker(o.HoldExpiryEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-				if rep, err := s.SoftDelete.Expire(bg, 0); err != nil {
-					slog.Warn("hold expiry", "error", err)
-				} else if rep.Expired > 0 {
-					slog.Info("hold expiry", "report", rep)
-				}
-			}
+	})
+	s.every(bg, o.ReconcileEvery, func(ctx context.Context) {
+		if rep, err := svc.Reconcile(ctx); err != nil {
+			slog.Warn("reconcile", "error", err)
+		} else if rep.Started+rep.Restarted+rep.Failed+len(rep.Orphans.Jobs) > 0 {
+			slog.Info("reconcile", "report", rep)
 		}
-	}()
-	go func() {
-		defer s.bg.Done()
-		if o.DeleteWorkers > 0 { // < 0: the delete function runs elsewhere (benchmarks)
+	})
+	if o.DeleteWorkers > 0 { // < 0: the delete function runs elsewhere (benchmarks)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
 			poller.Run(bg)
-		}
-	}()
+		}()
+	}
+	return nil
+}
+
+// every runs fn every d until ctx ends (d < 0: never), as a schedule does.
+func (s *Server) every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	if d < 0 {
+		return
+	}
+	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		t := time.NewTicker(o.ReconcileEvery)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
-			case <-bg.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
-				if rep, err := svc.Reconcile(bg); err != nil {
-					slog.Warn("reconcile", "error", err)
-				} else if rep.Started+rep.Restarted+rep.Failed+len(rep.Orphans.Jobs) > 0 {
-					slog.Info("reconcile", "report", rep)
-				}
+				fn(ctx)
 			}
 		}
 	}()
-	return nil
 }
 
 // Redrive moves every message of the delete DLQ back to the delete queue:
