@@ -13,14 +13,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/store"
 )
 
-// storeDigest is a digest of every DynamoDB item and every S3 object of the
-// local server: equal digests mean a byte-for-byte unchanged store.
+// storeDigest is a digest of every DynamoDB item (but the event outbox's)
+// and every S3 object of the local server: equal digests mean a
+// byte-for-byte unchanged store.
 func storeDigest(t *testing.T, srv *localserver.Server) string {
 	t.Helper()
 	ctx := context.Background()
@@ -38,6 +41,11 @@ func storeDigest(t *testing.T, srv *localserver.Server) string {
 			t.Fatal(err)
 		}
 		for _, it := range page.Items {
+			if pk, ok := it["pk"].(*ddbtypes.AttributeValueMemberS); ok && pk.Value == store.OutboxPK {
+				// Events of earlier tests, relayed and deleted in the
+				// background: delivery state, not the catalog's.
+				continue
+			}
 			b, _ := json.Marshal(it)
 			lines = append(lines, "ddb "+string(b))
 		}
