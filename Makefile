@@ -20,7 +20,7 @@ run:
 
 ## test: vet, cfn-lint on the synthesized template, every package's tests with the race detector, the e2e
 ## suite, then each fuzz target briefly, then test-moto. The e2e suite runs without the race detector (it
-## multiplies its 13 minutes by ~2.7 on 2 cores, past CI's 30-minute budget); the race detector covers every
+## takes its 7.5 minutes to 36 on 2 cores, past CI's 30-minute budget); the race detector covers every
 ## other package, including the server's in-process tests, and test-moto's e2e subset.
 test: vet lint-cfn
 	$(GO) test -race -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/e2e$$')
