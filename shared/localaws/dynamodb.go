@@ -80,6 +80,11 @@ type DynamoDB struct {
 	// DescribeTable (minidyn answers neither as AWS does).
 	tmu  sync.Mutex
 	defs map[string]tableDef
+	// lazy: the last snapshot's item lines no request has loaded yet
+	// (dynamodb_lazy.go); lmu guards it and is held while a compaction
+	// writes (after d.mu, before minidyn's lock).
+	lmu  sync.Mutex
+	lazy *lazyItems
 }
 
 // journalEntry is a journal line: a header ({"gen":G}) or a request.
@@ -197,7 +202,9 @@ func (d *DynamoDB) replay(covers int64) (int64, error) {
 				return gen, nil // all in the snapshot
 			}
 		case gen > covers:
-			d.apply(e.Target, e.Body)
+			if err := d.apply(e.Target, e.Body); err != nil {
+				return 0, fmt.Errorf("line %d: %w", n, err)
+			}
 		}
 	}
 	if st, err := f.Stat(); err != nil {
@@ -225,14 +232,18 @@ func (d *DynamoDB) call(op string, body []byte) *httptest.ResponseRecorder {
 }
 
 // apply replays one journaled request.
-func (d *DynamoDB) apply(op string, body []byte) {
+func (d *DynamoDB) apply(op string, body []byte) error {
+	if err := d.fault(op, body); err != nil {
+		return err
+	}
 	if op == "TransactWriteItems" {
 		d.applyTransaction(body)
-		return
+		return nil
 	}
 	if d.call(op, body).Code == http.StatusOK {
 		d.track(op, body)
 	}
+	return nil
 }
 
 // applyTransaction replays a journaled transaction as its single writes.
@@ -303,7 +314,19 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := d.fault(op, body); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	if d.dir == "" || !mutating[op] {
+		if op == "DescribeTable" {
+			// minidyn reads the table's keys without its lock here: no
+			// write and no load meanwhile.
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.lmu.Lock()
+			defer d.lmu.Unlock()
+		}
 		rec := httptest.NewRecorder()
 		d.inner.ServeHTTP(rec, r)
 		out := rec.Body.Bytes()
@@ -449,6 +472,12 @@ func (d *DynamoDB) reshape(op string, out []byte) []byte {
 		t["TableArn"] = "arn:aws:dynamodb:us-east-1:000000000000:table/" + name
 		if _, ok := t["TableSizeBytes"]; !ok {
 			t["TableSizeBytes"] = 0
+		}
+		// minidyn counts what it holds; the snapshot's lines not loaded
+		// yet are items too (d.lmu is held: ServeHTTP).
+		if d.lazy != nil && d.lazy.left > 0 {
+			n, _ := t["ItemCount"].(float64)
+			t["ItemCount"] = int(n) + d.lazy.unloaded(name)
 		}
 		d.tmu.Lock()
 		def, ok := d.defs[name]

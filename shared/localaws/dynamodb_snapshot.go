@@ -27,6 +27,7 @@ import (
 // decoded into minidyn's own item type when read.
 type snapshotLine[I any] struct {
 	Covers int64           `json:"covers,omitempty"`
+	Lines  int             `json:"lines,omitempty"` // in the header: how many item lines follow the pages
 	Target string          `json:"t,omitempty"`
 	Body   json.RawMessage `json:"b,omitempty"`
 	Table  string          `json:"table,omitempty"`
@@ -60,8 +61,10 @@ func (d *DynamoDB) step(name string) {
 //	renamed, directory fsynced); either journal is right beside the new
 //	snapshot. New requests go to it only once the rename is durable.
 func (d *DynamoDB) compactLocked() error {
+	d.lmu.Lock()
+	defer d.lmu.Unlock()
 	tmp := d.path(snapshotFile + ".tmp")
-	size, err := d.writeSnapshot(tmp)
+	size, lines, err := d.writeSnapshot(tmp)
 	if err != nil {
 		_ = os.Remove(tmp)
 		return err
@@ -71,6 +74,9 @@ func (d *DynamoDB) compactLocked() error {
 		_ = os.Remove(tmp)
 		return err
 	}
+	// Either snapshot holds the items not loaded yet; the new one's lines
+	// are those to load from now on.
+	d.lazy = lines
 	d.step("snapshot renamed")
 	err = syncDir(d.dir)
 	if err == nil {
@@ -118,82 +124,197 @@ func (d *DynamoDB) newJournal(gen int64) error {
 	return syncDir(d.dir)
 }
 
-// writeSnapshot writes the state to path, fsynced, and returns its size.
-func (d *DynamoDB) writeSnapshot(path string) (int64, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(snapshotLine[json.RawMessage]{Covers: d.gen}); err != nil {
-		return 0, err
-	}
+// writeSnapshot writes the state to path, fsynced, and returns its size and
+// the item lines it wrote (to load from from now on). d.mu and d.lmu are
+// held: no request changes minidyn or loads a line meanwhile, so every item
+// is either in minidyn or in an unloaded line of the last snapshot, never
+// both, never neither.
+func (d *DynamoDB) writeSnapshot(path string) (int64, *lazyItems, error) {
 	names := make([]string, 0, len(d.tables))
 	for name := range d.tables {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	// Tables of item lines last (their lines are sorted; the header counts
+	// them), the others in pages of Scan answers, loaded whole at a start.
+	capable := map[string]bool{}
+	var keys map[string][2]string // table: its hash and range key names
+	if mu, tables := minidynMu(d.inner), minidynTables(d.inner); mu != nil && tables != nil {
+		keys = map[string][2]string{}
+		mu.Lock()
+		for _, name := range names {
+			if t := tables[name]; lazyCapable(t) {
+				capable[name] = true
+				keys[name] = [2]string{t.KeySchema.HashKey, t.KeySchema.RangeKey}
+			}
+		}
+		mu.Unlock()
+	}
+	lines := &lazyItems{loaded: map[int]bool{}}
+	var buf bytes.Buffer
+	for _, name := range names {
+		if capable[name] {
+			if err := d.writeItemLines(&buf, lines, name, keys[name]); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	lines.raw, lines.to = buf.Bytes(), buf.Len()
+
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(snapshotLine[json.RawMessage]{Covers: d.gen, Lines: len(lines.loaded) + lines.left}); err != nil {
+		return 0, nil, err
+	}
 	for _, name := range names {
 		for _, e := range d.tables[name] {
 			if err := enc.Encode(snapshotLine[json.RawMessage]{Target: e.Target, Body: e.Body}); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 		}
-	}
-	for _, name := range names {
-		var start json.RawMessage
-		for page := 0; ; page++ {
-			req, _ := json.Marshal(map[string]any{"TableName": name, "Limit": scanPage, "ExclusiveStartKey": start})
-			rec := d.call("Scan", req)
-			if rec.Code != http.StatusOK {
-				return 0, fmt.Errorf("scan %s: %d %s", name, rec.Code, rec.Body)
-			}
-			var out struct {
-				Items            json.RawMessage
-				LastEvaluatedKey json.RawMessage
-			}
-			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-				return 0, fmt.Errorf("scan %s: %w", name, err)
-			}
-			if len(out.Items) > 0 {
-				if err := enc.Encode(snapshotLine[json.RawMessage]{Table: name, Items: out.Items}); err != nil {
-					return 0, err
-				}
-			}
-			if page == 0 {
-				if err := w.Flush(); err != nil {
-					return 0, err
-				}
-				d.step("snapshot.tmp half")
-			}
-			if start = out.LastEvaluatedKey; len(start) == 0 || string(start) == "{}" {
-				break
-			}
-		}
-	}
-	if err := enc.Encode(snapshotLine[json.RawMessage]{End: true}); err != nil {
-		return 0, err
 	}
 	if err := w.Flush(); err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	d.step("snapshot.tmp half")
+	for _, name := range names {
+		if capable[name] {
+			continue
+		}
+		err := d.scanTable(name, func(items json.RawMessage) error {
+			return enc.Encode(snapshotLine[json.RawMessage]{Table: name, Items: items})
+		})
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	if _, err := w.Write(lines.raw); err != nil {
+		return 0, nil, err
+	}
+	if err := enc.Encode(snapshotLine[json.RawMessage]{End: true}); err != nil {
+		return 0, nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return 0, nil, err
 	}
 	if err := f.Sync(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return st.Size(), f.Close()
+	return st.Size(), lines, f.Close()
+}
+
+// scanTable hands each page of a Scan of table to page.
+func (d *DynamoDB) scanTable(table string, page func(items json.RawMessage) error) error {
+	var start json.RawMessage
+	for {
+		req, _ := json.Marshal(map[string]any{"TableName": table, "Limit": scanPage, "ExclusiveStartKey": start})
+		rec := d.call("Scan", req)
+		if rec.Code != http.StatusOK {
+			return fmt.Errorf("scan %s: %d %s", table, rec.Code, rec.Body)
+		}
+		var out struct {
+			Items            json.RawMessage
+			LastEvaluatedKey json.RawMessage
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			return fmt.Errorf("scan %s: %w", table, err)
+		}
+		if len(out.Items) > 0 && string(out.Items) != "[]" {
+			if err := page(out.Items); err != nil {
+				return err
+			}
+		}
+		if start = out.LastEvaluatedKey; len(start) == 0 || string(start) == "{}" || string(start) == "null" {
+			return nil
+		}
+	}
+}
+
+// writeItemLines appends table's item lines to buf, sorted by key: the
+// items minidyn holds (loaded from now on) merged with the last snapshot's
+// lines of the table no request has loaded (copied as they are).
+func (d *DynamoDB) writeItemLines(buf *bytes.Buffer, lines *lazyItems, table string, key [2]string) error {
+	type held struct {
+		k    itemKeyOf
+		item json.RawMessage
+	}
+	var mine []held
+	err := d.scanTable(table, func(items json.RawMessage) error {
+		var page []json.RawMessage
+		if err := json.Unmarshal(items, &page); err != nil {
+			return err
+		}
+		for _, item := range page {
+			var attrs map[string]attrValue
+			if err := json.Unmarshal(item, &attrs); err != nil {
+				return err
+			}
+			k := itemKeyOf{table: table}
+			if h := attrs[key[0]].S; h != nil {
+				k.pk = *h
+			}
+			if r := attrs[key[1]].S; key[1] != "" && r != nil {
+				k.sk = *r
+			}
+			mine = append(mine, held{k, item})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(mine, func(a, b held) int { return a.k.cmp(b.k) })
+	var old []int // the last snapshot's unloaded lines of table, in order
+	if d.lazy != nil && d.lazy.left > 0 {
+		if old, err = d.lazy.lines(itemKeyOf{table: table}, sameTable(table)); err != nil {
+			return err
+		}
+	}
+	emit := func(line []byte, loaded bool) {
+		if loaded {
+			lines.loaded[buf.Len()] = true
+		} else {
+			lines.left++
+		}
+		buf.Write(line)
+	}
+	for len(mine) > 0 || len(old) > 0 {
+		var ok itemKeyOf
+		if len(old) > 0 {
+			if ok, _, err = d.lazy.key(old[0]); err != nil {
+				return err
+			}
+		}
+		if len(mine) > 0 && (len(old) == 0 || mine[0].k.cmp(ok) <= 0) {
+			if len(old) > 0 && mine[0].k == ok {
+				old = old[1:] // never expected: minidyn's is the newer
+			}
+			k, _ := json.Marshal([]string{mine[0].k.table, mine[0].k.pk, mine[0].k.sk})
+			line := append(append(append([]byte(`{"k":`), k...), `,"i":`...), mine[0].item...)
+			emit(append(line, "}\n"...), true)
+			mine = mine[1:]
+			continue
+		}
+		emit(d.lazy.line(old[0]), false)
+		old = old[1:]
+	}
+	return nil
 }
 
 // loadSnapshot loads dynamodb.snapshot, if any, and returns the journal
-// generation it covers (0: none).
+// generation it covers (0: none). Its item lines wait in d.lazy.
 func (d *DynamoDB) loadSnapshot() (int64, error) {
-	raw, err := os.ReadFile(d.path(snapshotFile))
+	raw, err := mapFile(d.path(snapshotFile))
 	if os.IsNotExist(err) {
 		return 0, nil
 	}
@@ -201,21 +322,31 @@ func (d *DynamoDB) loadSnapshot() (int64, error) {
 		return 0, err
 	}
 	d.snapSize = int64(len(raw))
-	lines, err := decodeSnapshot(raw)
+	// The end mark is the last line: a snapshot without it is not the state.
+	body, ok := bytes.CutSuffix(raw, []byte(`{"end":true}`+"\n"))
+	if !ok {
+		return 0, errors.New("incomplete: no end mark")
+	}
+	itemsAt := len(body)
+	if i := bytes.Index(body, []byte("\n"+itemLinePrefix)); i >= 0 {
+		itemsAt = i + 1
+	}
+	lines, err := decodeSnapshot(body[:itemsAt])
 	if err != nil {
 		return 0, err
 	}
-	end := slices.IndexFunc(lines, func(l snapshotLine[[]map[string]*types.Item]) bool { return l.End })
-	if end < 0 {
-		return 0, errors.New("incomplete: no end mark")
-	}
-	lines = lines[:end]
 	// The table definitions come first (writeSnapshot), then the items.
 	var covers int64
 	for i, l := range lines {
 		switch {
 		case l.Covers > 0:
 			covers = l.Covers
+			if itemsAt < len(body) {
+				if l.Lines <= 0 {
+					return 0, errors.New("item lines the header does not count")
+				}
+				d.lazy = &lazyItems{raw: raw, from: itemsAt, to: len(body), loaded: map[int]bool{}, left: l.Lines}
+			}
 		case l.Target != "":
 			if rec := d.call(l.Target, l.Body); rec.Code != http.StatusOK {
 				return 0, fmt.Errorf("line %d: %s: %d %s", i+1, l.Target, rec.Code, rec.Body)
