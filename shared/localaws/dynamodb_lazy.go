@@ -79,7 +79,12 @@ func (l *lazyItems) line(s int) []byte { return l.raw[s:l.next(s)] }
 // key reads the key of the line starting at s and returns the parser
 // placed at its item.
 func (l *lazyItems) key(s int) (itemKeyOf, *itemsParser, error) {
-	p := &itemsParser{b: l.line(s)}
+	return l.keyWith(&itemsParser{}, s)
+}
+
+// keyWith is key with p (its slab of values kept) as the parser.
+func (l *lazyItems) keyWith(p *itemsParser, s int) (itemKeyOf, *itemsParser, error) {
+	p.b, p.i = l.line(s), 0
 	var k itemKeyOf
 	var err error
 	ok := p.lit(itemLinePrefix)
@@ -101,9 +106,9 @@ func (l *lazyItems) key(s int) (itemKeyOf, *itemsParser, error) {
 	return k, p, nil
 }
 
-// item decodes the item of the line starting at s.
-func (l *lazyItems) item(s int) (itemKeyOf, map[string]*types.Item, error) {
-	k, p, err := l.key(s)
+// item decodes the item of the line starting at s with p.
+func (l *lazyItems) item(p *itemsParser, s int) (itemKeyOf, map[string]*types.Item, error) {
+	k, p, err := l.keyWith(p, s)
 	if err != nil {
 		return k, nil, err
 	}
@@ -210,8 +215,17 @@ func (d *DynamoDB) load(tables map[string]*core.Table, idx []int) error {
 	items := make([]loadedItem, 0, len(idx))
 	slices.Sort(idx)
 	idx = slices.Compact(idx) // a request may name a key twice
+	// One slab for the values of all: each value starts with {" (an
+	// overcount: maps do too). The parser's default slab (256 values) would
+	// be kept alive whole by an item of ten.
+	p := &itemsParser{}
+	n := 0
 	for _, s := range idx {
-		k, item, err := l.item(s)
+		n += bytes.Count(l.line(s), []byte(`{"`))
+	}
+	p.slab = make([]types.Item, n)
+	for _, s := range idx {
+		k, item, err := l.item(p, s)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errLazyDamaged, err)
 		}
