@@ -47,22 +47,33 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 		})
 	}
 	var warehouse string
+	// call sends a catalog request and prints the catalog it answers.
+	call := func(method string, path func(c *client, args []string) string, body func(args []string) any) func(*cobra.Command, []string) error {
+		return conn.run(func(cmd *cobra.Command, c *client, args []string) error {
+			var info catalog.CatalogInfo
+			if err := c.do(cmd.Context(), method, path(c, args), body(args), &info); err != nil {
+				return err
+			}
+			return printCatalog(cmd, c, info)
+		})
+	}
+	// named is the catalog NAME names, default --catalog's.
+	named := func(c *client, args []string) string {
+		name := c.catalog
+		if len(args) == 1 {
+			name = args[0]
+		}
+		return "/lifecycle/v1/catalogs/" + url.PathEscape(name)
+	}
+
 	props := propsFlag{}
 	create := &cobra.Command{
 		Use:   "create NAME --warehouse s3://bucket/prefix",
 		Short: "Create a catalog (needs CATALOG_MANAGE on the system scope)",
 		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			var info catalog.CatalogInfo
-			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs", map[string]any{"name": args[0], "warehouse": warehouse, "properties": props}, &info); err != nil {
-				return err
-			}
-			return printCatalog(cmd, c, info)
-		},
+		RunE: call("POST", func(*client, []string) string { return "/lifecycle/v1/catalogs" }, func(args []string) any {
+			return map[string]any{"name": args[0], "warehouse": warehouse, "properties": props}
+		}),
 	}
 	create.Flags().StringVar(&warehouse, "warehouse", "", "the catalog's warehouse location")
 	create.Flags().Var(props, "property", "a catalog property key=value (repeat for more)")
@@ -71,21 +82,7 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 		Use:   "show [NAME]",
 		Short: "Show a catalog (default: --catalog's)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			name := c.catalog
-			if len(args) == 1 {
-				name = args[0]
-			}
-			var info catalog.CatalogInfo
-			if err := c.do(cmd.Context(), "GET", "/lifecycle/v1/catalogs/"+url.PathEscape(name), nil, &info); err != nil {
-				return err
-			}
-			return printCatalog(cmd, c, info)
-		},
+		RunE:  call("GET", named, func([]string) any { return nil }),
 	}
 
 	set := propsFlag{}
@@ -94,22 +91,9 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 		Use:   "set-properties [NAME] [--set k=v …] [--unset k …]",
 		Short: "Change a catalog's properties (default: --catalog's)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			name := c.catalog
-			if len(args) == 1 {
-				name = args[0]
-			}
-			var info catalog.CatalogInfo
-			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(name)+"/properties",
-				map[string]any{"updates": set, "removals": unset}, &info); err != nil {
-				return err
-			}
-			return printCatalog(cmd, c, info)
-		},
+		RunE: call("POST", func(c *client, args []string) string { return named(c, args) + "/properties" }, func([]string) any {
+			return map[string]any{"updates": set, "removals": unset}
+		}),
 	}
 	update.Flags().Var(set, "set", "a property to set, key=value (repeat for more)")
 	update.Flags().StringSliceVar(&unset, "unset", nil, "a property to remove (repeat for more)")
@@ -143,17 +127,13 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		Use:   "show PRINCIPAL",
 		Short: "Show what a principal is granted on the catalog (--catalog '*': the system scope)",
 		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
 			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0]), nil, &g); err != nil {
 				return err
 			}
 			return print(cmd, c, g)
-		},
+		}),
 	}
 	set := &cobra.Command{
 		Use:   "set PRINCIPAL PRIVILEGE…",
@@ -170,11 +150,7 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 			}
 			return privileges(cmd, args, s)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
 			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0]), grant{Privileges: args[1:]}, &g); err != nil {
 				return err
@@ -183,23 +159,19 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 				g = grant{Principal: args[0], Privileges: args[1:]}
 			}
 			return print(cmd, c, g)
-		},
+		}),
 	}
 	revoke := &cobra.Command{
 		Use:   "revoke PRINCIPAL",
 		Short: "Remove a principal's grant on the catalog",
 		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0]), nil, nil); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked the grant of %s on %s\n", args[0], c.catalog)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked the grant of %s on %s\n", args[0], c.catalog)
 			return err
-		},
+		}),
 	}
 	return group("grants", "Grants: show, set, revoke (a principal's privileges on a catalog)", show, set, revoke)
 }

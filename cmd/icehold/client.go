@@ -255,3 +255,14 @@ func (c *client) emit(out io.Writer, v any, table func(io.Writer) error) error {
 	}
 	return table(out)
 }
+
+// run is a verb's RunE that connects to icehold first.
+func (o *connOpts) run(f func(cmd *cobra.Command, c *client, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := o.connect(cmd.Context())
+		if err != nil {
+			return err
+		}
+		return f(cmd, c, args)
+	}
+}

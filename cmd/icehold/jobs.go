@@ -23,11 +23,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		Use:   "list",
 		Short: "List purge jobs, newest first",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
 			q := url.Values{}
 			if state != "" {
 				q.Set("state", state)
@@ -67,7 +63,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 				}
 				return w.Flush()
 			})
-		},
+		}),
 	}
 	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
 	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's), orphans (the orphan sweep's) or expire (snapshot expiry's)")
@@ -81,11 +77,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		Short:             "Show a purge job",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(conn),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var j job
 			if err := c.do(cmd.Context(), "GET", jobsPath(c)+"/"+url.PathEscape(args[0]), nil, &j); err != nil {
 				return err
@@ -94,7 +86,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 				showJob(out, j, deadNote(cmd.Context(), c, j))
 				return nil
 			})
-		},
+		}),
 	}
 
 	var every time.Duration
@@ -103,13 +95,9 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		Short:             "Draw a purge job's progress bar until the job ends",
 		Args:              exactArgs(1),
 		ValidArgsFunction: completeJobs(conn),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			return watchJob(cmd.Context(), c, cmd.OutOrStdout(), every, args[0])
-		},
+		}),
 	}
 	watchCmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
 	return group("jobs", "Purge jobs: list, show, watch", list, show, watchCmd)

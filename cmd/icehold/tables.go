@@ -30,11 +30,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		Use:   "soft-deleted",
 		Short: "List the catalog's soft-deleted tables",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := conn.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
+		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
 			q := url.Values{}
 			if ns != "" {
 				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
@@ -64,7 +60,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 				}
 				return w.Flush()
 			})
-		},
+		}),
 	}
 	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
 

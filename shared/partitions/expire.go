@@ -34,8 +34,8 @@ type Pipeline interface {
 	PlanExpire(ctx context.Context, j store.Job, hold *store.Hold, files []string) (store.Job, error)
 	// DiscardExpire removes the batches of a job whose commit was refused.
 	DiscardExpire(ctx context.Context, j store.Job) error
-	// Started announces a created job and starts its workflow (reconcile
-	// starts it if that fails).
+	// Started starts a created job's workflow (reconcile starts it if that
+	// fails); its PurgeStarted event was recorded with the commit.
 	Started(ctx context.Context, j store.Job)
 }
 
