@@ -98,6 +98,7 @@ func TestExpiryDeletesDroppedFilesThroughThePipeline(t *testing.T) {
 
 	// Two hours on: the four snapshots before the drop are older than the
 	// hour and beyond the two newest; drop and append stay.
+	sizes := objectSizes(t, srv)
 	res, err = srv.Partitions.SweepRetention(ctx, time.Now().Add(2*time.Hour), 0)
 	if err != nil || res.SnapshotsExpired != 4 || len(res.ExpireJobs) != 1 || len(res.Failed) > 0 {
 		t.Fatalf("the expiry's sweep: %+v %v", res, err)
@@ -110,6 +111,23 @@ func TestExpiryDeletesDroppedFilesThroughThePipeline(t *testing.T) {
 	})
 	if j.State != store.JobSucceeded || j.Kind != store.KindExpire || j.FilesDeleted != int64(res.FilesToDelete) || j.FilesSkipped != 0 || j.FilesMissing != 0 {
 		t.Fatalf("expire job: %+v, want SUCCEEDED with %d files deleted", j, res.FilesToDelete)
+	}
+	// Counted by kind and size as the metadata describes them: the bytes
+	// of every file deleted but the manifest lists (the metadata has no
+	// size for those).
+	after, wantBytes := objectSizes(t, srv), int64(0)
+	lists := map[string]bool{}
+	for _, sn := range before {
+		lists[sn.ManifestList] = true
+	}
+	for f, n := range sizes {
+		if _, kept := after[f]; !kept && !lists[f] {
+			wantBytes += n
+		}
+	}
+	if j.DataFilesDeleted != 6 || j.DeleteFilesDeleted != 1 || j.MetadataFilesDeleted != j.FilesDeleted-7 || j.Bytes != wantBytes || wantBytes == 0 {
+		t.Errorf("expire job counted %d data, %d delete, %d metadata files, %d bytes; want 6, 1, %d, %d",
+			j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.Bytes, j.FilesDeleted-7, wantBytes)
 	}
 	var list struct {
 		Jobs []jobJSON `json:"jobs"`
@@ -190,7 +208,7 @@ func TestExpiryDeletesDroppedFilesThroughThePipeline(t *testing.T) {
 	}
 	guarded, err := srv.Purge.PlanExpire(ctx, store.Job{Catalog: srv.Info.Catalog, Namespace: []string{ns}, Table: "events",
 		TableUUID: entry.TableUUID, MetadataLocation: entry.MetadataLocation, Location: events.Location(), CreatedBy: "test"},
-		entry.Hold, []string{stray, theirs, nobody})
+		entry.Hold, []store.ListedFile{{Path: stray}, {Path: theirs}, {Path: nobody}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +287,16 @@ func snapshotFiles(t *testing.T, tbl *table.Table, ids ...int64) map[string]bool
 }
 
 // objectsUnder lists a server's objects (key → ETag) under a location.
+// objectSizes is every object of the bucket with its size.
+func objectSizes(t *testing.T, srv *localserver.Server) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for path, o := range bucketListing(t, srv) {
+		out[path] = aws.ToInt64(o.Size)
+	}
+	return out
+}
+
 func objectsUnder(t *testing.T, srv *localserver.Server, loc string) map[string]string {
 	t.Helper()
 	out := map[string]string{}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localserver"
@@ -22,10 +23,20 @@ import (
 // bucketObjects lists every object of the local warehouse bucket (key → ETag).
 func bucketObjects(t *testing.T, srv *localserver.Server) map[string]string {
 	t.Helper()
+	out := map[string]string{}
+	for path, o := range bucketListing(t, srv) {
+		out[path] = aws.ToString(o.ETag)
+	}
+	return out
+}
+
+// bucketListing lists every object of the local warehouse bucket by URI.
+func bucketListing(t *testing.T, srv *localserver.Server) map[string]s3types.Object {
+	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
 	cfg, _ := awsconfig.Load(ctx, ep)
-	out := map[string]string{}
+	out := map[string]s3types.Object{}
 	p := s3.NewListObjectsV2Paginator(awsconfig.S3(cfg, ep), &s3.ListObjectsV2Input{Bucket: aws.String(srv.Info.Bucket)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -33,7 +44,7 @@ func bucketObjects(t *testing.T, srv *localserver.Server) map[string]string {
 			t.Fatal(err)
 		}
 		for _, o := range page.Contents {
-			out["s3://"+srv.Info.Bucket+"/"+aws.ToString(o.Key)] = aws.ToString(o.ETag)
+			out["s3://"+srv.Info.Bucket+"/"+aws.ToString(o.Key)] = o
 		}
 	}
 	return out

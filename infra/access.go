@@ -160,7 +160,10 @@ func (s *Stack) grantAccess() {
 	metadata := *s.Warehouse.ArnForObjects(jsii.String(metadataObjects))
 	s.grantTable(s.APIFn, routerTableActions, nil)
 	allow(s.APIFn, actions("s3", "GetObject"), metadata, *s.Warehouse.ArnForObjects(jsii.String(legacyGzipMetadata)))
-	allow(s.APIFn, actions("s3", "PutObject"), metadata)
+	// AbortMultipartUpload: the SDK's uploader writes a file over 5 MB in
+	// parts and aborts the upload when a part fails; without it the parts
+	// stay (and are billed) until a lifecycle rule clears them.
+	allow(s.APIFn, actions("s3", "PutObject", "AbortMultipartUpload"), metadata)
 	allow(s.APIFn, actions("s3", "ListBucket"), bucket)
 
 	// drop: one transaction (with its two events), a StartExecution. No S3.
@@ -216,7 +219,7 @@ func (s *Stack) grantAccess() {
 	// it from every data and delete file. Never deletes.
 	s.grantTable(s.PartitionDropFn, routerTableActions, nil)
 	tableMetadata := *s.Warehouse.ArnForObjects(jsii.String(metadataFolders))
-	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata)
 	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
 
 	// retention: walks the policies (a query, its cursor), reads each
@@ -227,7 +230,7 @@ func (s *Stack) grantAccess() {
 	// job of kind expire and starts the purge machine on it, whose plan
 	// step enqueues the batches and whose delete function deletes.
 	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
-	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject"), tableMetadata)
+	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata)
 	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
 	s.PurgeMachine.GrantStartExecution(s.RetentionFn)
 

@@ -352,9 +352,10 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 	router := tableGrants("", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem")
 	want := map[string]map[string][]string{
 		"ApiFn": merge(router, map[string][]string{
-			"s3:GetObject":  {"${Warehouse.Arn}/*.metadata.json", "${Warehouse.Arn}/*.metadata.json.gz"},
-			"s3:PutObject":  {"${Warehouse.Arn}/*.metadata.json"},
-			"s3:ListBucket": {bucketArn},
+			"s3:GetObject":            {"${Warehouse.Arn}/*.metadata.json", "${Warehouse.Arn}/*.metadata.json.gz"},
+			"s3:PutObject":            {"${Warehouse.Arn}/*.metadata.json"},
+			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*.metadata.json"},
+			"s3:ListBucket":           {bucketArn},
 		}),
 		"DropFn": merge(router, map[string][]string{
 			"states:StartExecution": {machineArn},
@@ -381,15 +382,17 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			"states:StartExecution": {machineArn},
 		}),
 		"PartitionDropFn": merge(router, map[string][]string{
-			"s3:GetObject":  {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":  {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket": {bucketArn},
+			"s3:GetObject":            {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":            {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":           {bucketArn},
 		}),
 		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* JOB#* BATCH#* ACTIVEJOB CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"), map[string][]string{
-			"s3:GetObject":          {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":          {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket":         {bucketArn},
-			"states:StartExecution": {machineArn}, // snapshot expiry's job: the machine's plan step enqueues it
+			"s3:GetObject":            {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:PutObject":            {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*/metadata/*"},
+			"s3:ListBucket":           {bucketArn},
+			"states:StartExecution":   {machineArn}, // snapshot expiry's job: the machine's plan step enqueues it
 		}),
 		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"states:StartExecution": {machineArn},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,7 @@ import (
 // Pipeline is what expiry needs of the delete pipeline (*purge.Service).
 type Pipeline interface {
 	// PlanExpire writes the batches of a job of kind expire for the files.
-	PlanExpire(ctx context.Context, j store.Job, hold *store.Hold, files []string) (store.Job, error)
+	PlanExpire(ctx context.Context, j store.Job, hold *store.Hold, files []store.ListedFile) (store.Job, error)
 	// DiscardExpire removes the batches of a job whose commit was refused.
 	DiscardExpire(ctx context.Context, j store.Job) error
 	// Started starts a created job's workflow (reconcile starts it if that
@@ -120,7 +121,7 @@ func selectExpired(meta table.Metadata, now time.Time) expirable {
 // lists, and every data and delete file those manifests name that no
 // retained manifest has live (ADDED or EXISTING). A file a retained
 // snapshot can read is never in it.
-func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, expired []int64) ([]string, error) {
+func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, expired []int64) ([]store.ListedFile, error) {
 	fs, err := icebergio.LoadFS(ctx, s.IOProps, meta.Location())
 	if err != nil {
 		return nil, fmt.Errorf("file io: %w", err)
@@ -133,13 +134,16 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 		mu                sync.Mutex
 		kept              = map[string]bool{} // manifest lists, manifests, statistics and live files of retained snapshots
 		retained, dropped = map[string]iceberg.ManifestFile{}, map[string]iceberg.ManifestFile{}
-		candidates        = map[string]bool{}
+		candidates        = map[string]store.ListedFile{}
 	)
+	candidate := func(path string, size int64, kind string) {
+		candidates[path] = store.ListedFile{Path: path, Size: size, Kind: kind}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.workers())
 	for _, sn := range meta.Snapshots() {
 		if gone[sn.SnapshotID] {
-			candidates[sn.ManifestList] = true
+			candidate(sn.ManifestList, 0, store.FileMetadata) // its size is not in the metadata
 		} else {
 			kept[sn.ManifestList] = true
 		}
@@ -168,14 +172,14 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 	}
 	for st := range meta.Statistics() {
 		if gone[st.SnapshotID] {
-			candidates[st.StatisticsPath] = true
+			candidate(st.StatisticsPath, st.FileSizeInBytes, store.FileMetadata)
 		} else {
 			kept[st.StatisticsPath] = true
 		}
 	}
 	for st := range meta.PartitionStatistics() {
 		if gone[st.SnapshotID] {
-			candidates[st.StatisticsPath] = true
+			candidate(st.StatisticsPath, st.FileSizeInBytes, store.FileMetadata)
 		} else {
 			kept[st.StatisticsPath] = true
 		}
@@ -183,22 +187,32 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 	// Both sides read in one pass: the expired-only manifests with every
 	// entry (a DELETED one names a file its older manifests may have lost
 	// with them), the retained ones with their live entries.
-	read := func(m iceberg.ManifestFile, live bool, into map[string]bool) {
+	// read adds the files a manifest names to the candidates, or (retained)
+	// to what is kept.
+	read := func(m iceberg.ManifestFile, retained bool) {
 		g.Go(func() error {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			var paths []string
-			for e, err := range m.Entries(fs, live) {
+			var files []store.ListedFile
+			for e, err := range m.Entries(fs, retained) {
 				if err != nil {
 					return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
 				}
-				paths = append(paths, e.DataFile().FilePath())
+				df, kind := e.DataFile(), store.FileData
+				if df.ContentType() != iceberg.EntryContentData {
+					kind = store.FileDeletes
+				}
+				files = append(files, store.ListedFile{Path: df.FilePath(), Size: df.FileSizeBytes(), Kind: kind})
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, p := range paths {
-				into[p] = true
+			for _, f := range files {
+				if retained {
+					kept[f.Path] = true
+				} else {
+					candidates[f.Path] = f
+				}
 			}
 			return nil
 		})
@@ -209,25 +223,25 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 		if _, ok := retained[path]; ok {
 			continue
 		}
-		candidates[path] = true
-		read(m, false, candidates)
+		candidate(path, m.Length(), store.FileMetadata)
+		read(m, false)
 	}
 	if len(candidates) > 0 {
 		for path, m := range retained {
 			kept[path] = true
-			read(m, true, kept)
+			read(m, true)
 		}
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(candidates))
-	for p := range candidates {
+	out := make([]store.ListedFile, 0, len(candidates))
+	for p, f := range candidates {
 		if p != "" && !kept[p] {
-			out = append(out, p)
+			out = append(out, f)
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b store.ListedFile) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 

@@ -23,7 +23,7 @@ import (
 // owns none: then nothing is deleted) and writes its batches. The job itself is not stored: the commit that expires the
 // snapshots creates it (catalog.TableChange.Job). A job with no batch
 // (no file is an S3 object) comes back with an empty ID.
-func (s *Service) PlanExpire(ctx context.Context, j store.Job, hold *store.Hold, files []string) (store.Job, error) {
+func (s *Service) PlanExpire(ctx context.Context, j store.Job, hold *store.Hold, files []store.ListedFile) (store.Job, error) {
 	j.ID, j.Kind, j.State, j.Attempts = NewJobID(), store.KindExpire, store.JobPending, 1
 	j.Execution, j.Planned, j.GCEnabled = j.ID, true, true
 	if hold != nil {

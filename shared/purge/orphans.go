@@ -73,9 +73,11 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport
 // orphanJob writes one catalog's orphans job: its batches (one bucket each,
 // at most a DeleteObjects call of keys) and then the job, already planned.
 func (s *Service) orphanJob(ctx context.Context, cat string, intents []store.Intent) (store.Job, int, error) {
-	var files []string
+	var files []store.ListedFile
 	for _, in := range intents {
-		files = append(files, in.Files...)
+		for _, f := range in.Files {
+			files = append(files, store.ListedFile{Path: f})
+		}
 	}
 	j := store.Job{
 		ID: NewJobID(), Kind: store.KindOrphans, Catalog: cat, State: store.JobPending, Attempts: 1,
@@ -105,25 +107,38 @@ const maxBatchPathBytes = 300 << 10
 // at most MaxKeysPerCall files and maxBatchPathBytes of paths each. Paths
 // that are not S3 objects are left out. It returns the batches and the
 // number of files in them.
-func fileBatches(jobID string, files []string) ([]store.Batch, int) {
-	perBucket := map[string][]string{}
+func fileBatches(jobID string, files []store.ListedFile) ([]store.Batch, int) {
+	perBucket := map[string][]store.ListedFile{}
 	for _, f := range files {
-		if obj, err := objects.Parse(f); err == nil && obj.Key != "" {
+		if obj, err := objects.Parse(f.Path); err == nil && obj.Key != "" {
 			perBucket[obj.Bucket] = append(perBucket[obj.Bucket], f)
 		}
 	}
 	var batches []store.Batch
 	n := 0
 	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
-		fs := slices.Compact(slices.Sorted(slices.Values(perBucket[b])))
+		fs := perBucket[b]
+		slices.SortFunc(fs, func(x, y store.ListedFile) int { return strings.Compare(x.Path, y.Path) })
+		fs = slices.CompactFunc(fs, func(x, y store.ListedFile) bool { return x.Path == y.Path })
 		n += len(fs)
 		for len(fs) > 0 {
 			end, size := 0, 0
-			for end < len(fs) && end < MaxKeysPerCall && (end == 0 || size+len(fs[end]) <= maxBatchPathBytes) {
-				size += len(fs[end])
+			for end < len(fs) && end < MaxKeysPerCall && (end == 0 || size+len(fs[end].Path) <= maxBatchPathBytes) {
+				size += len(fs[end].Path)
 				end++
 			}
-			batches = append(batches, store.Batch{JobID: jobID, Number: len(batches), Files: fs[:end]})
+			batch := store.Batch{JobID: jobID, Number: len(batches)}
+			described := false
+			for _, f := range fs[:end] {
+				batch.Files = append(batch.Files, f.Path)
+				batch.Sizes = append(batch.Sizes, f.Size)
+				batch.Kinds = append(batch.Kinds, f.Kind)
+				described = described || f.Size > 0 || f.Kind != ""
+			}
+			if !described {
+				batch.Sizes, batch.Kinds = nil, nil
+			}
+			batches = append(batches, batch)
 			fs = fs[end:]
 		}
 	}
@@ -148,7 +163,7 @@ func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch)
 	}
 	var objs []object
 	bucket, skipped := "", int64(0)
-	for _, f := range b.Files {
+	for i, f := range b.Files {
 		obj, ok, err := may(ctx, f)
 		if err != nil {
 			return err
@@ -158,7 +173,14 @@ func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch)
 			continue
 		}
 		bucket = obj.Bucket
-		objs = append(objs, object{key: obj.Key, kind: kindOfPath(obj.Key)})
+		o := object{key: obj.Key, kind: kindOfPath(obj.Key)}
+		if i < len(b.Sizes) {
+			o.size = b.Sizes[i]
+		}
+		if i < len(b.Kinds) && listedKinds[b.Kinds[i]] != "" {
+			o.kind = listedKinds[b.Kinds[i]]
+		}
+		objs = append(objs, o)
 	}
 	t, err := s.deleteObjects(ctx, bucket, j.Scope, objs)
 	if err != nil {
@@ -280,10 +302,13 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-// kindOfPath is what a batch that names files (not manifest entries) counts
-// a file as: Iceberg writers put manifests, manifest lists and metadata
-// files under a table's metadata/ folder, data and delete files elsewhere
-// (an expire job's delete files count as data: the path cannot tell).
+// listedKinds: a batch's file kinds as the job's counters name them.
+var listedKinds = map[string]string{store.FileData: kindData, store.FileDeletes: kindDeletes, store.FileMetadata: kindMetadata}
+
+// kindOfPath is what a batch that names files without their kinds (an
+// orphans batch) counts a file as: Iceberg writers put manifests, manifest
+// lists and metadata files under a table's metadata/ folder, data and
+// delete files elsewhere (a path cannot tell those two apart).
 func kindOfPath(key string) string {
 	if strings.Contains("/"+key, "/metadata/") {
 		return kindMetadata

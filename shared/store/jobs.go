@@ -122,7 +122,11 @@ type Batch struct {
 	Number    int           `dynamodbav:"number"`
 	Manifests []ManifestRef `dynamodbav:"manifests"`
 	// Files: an orphans or expire batch's objects (full URIs, one bucket).
+	// Sizes and Kinds, when set, are each file's bytes and kind (FileData,
+	// FileDeletes, FileMetadata) as the table's metadata gave them.
 	Files []string `dynamodbav:"files,omitempty"`
+	Sizes []int64  `dynamodbav:"sizes,omitempty"`
+	Kinds []string `dynamodbav:"kinds,omitempty"`
 	// Checkpoint: entries of the manifest at Manifest already handled.
 	Manifest int    `dynamodbav:"cp_manifest"`
 	Entry    int    `dynamodbav:"cp_entry"`
@@ -130,6 +134,21 @@ type Batch struct {
 	Dead     bool   `dynamodbav:"dead"`
 	Error    string `dynamodbav:"error"`
 }
+
+// ListedFile is a file a batch names, with what the table's metadata says
+// of it (Size 0, Kind "": it does not say).
+type ListedFile struct {
+	Path string
+	Size int64
+	Kind string
+}
+
+// The kinds of a ListedFile.
+const (
+	FileData     = "data"
+	FileDeletes  = "deletes"
+	FileMetadata = "metadata"
+)
 
 func jobKey(cat, id string) (string, string) { return "JOB#" + cat, "J#" + id }
 func activeKey(id string) (string, string)   { return "ACTIVEJOB", id }
