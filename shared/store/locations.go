@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -205,8 +206,10 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 	// Every attribute goes by a placeholder: several are DynamoDB reserved words.
 	names := map[string]string{"#oid": "owner_id", "#below": "below"}
 	var set, conds []string
-	// A released claim keeps its item with owner_id = "" (never REMOVE: the
-	// local emulator, minidyn 0.8.2, ignores REMOVE; docs/design.md).
+	// A released claim sets owner_id = "" (never REMOVE: the local
+	// emulator, minidyn 0.8.2, ignores REMOVE; docs/design.md); tidy then
+	// deletes the item if nothing is claimed below it. emptied recognises
+	// these updates by "#oid = :none" and a negative ":d".
 	vals[":none"] = &ddbtypes.AttributeValueMemberS{Value: ""}
 	ownerFree := "(attribute_not_exists(#oid) OR #oid = :none)"
 	if o.release != "" {
@@ -270,6 +273,47 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 		up.ConditionExpression = aws.String(cond)
 	}
 	return ddbtypes.TransactWriteItem{Update: up}, true, nil
+}
+
+// emptied lists the claim items a transaction's locItem updates may leave
+// empty: a released claim (SET #oid = :none) and the counters above a
+// released claim (ADD #below with a negative :d).
+func emptied(items []ddbtypes.TransactWriteItem) []map[string]ddbtypes.AttributeValue {
+	var out []map[string]ddbtypes.AttributeValue
+	for _, it := range items {
+		up := it.Update
+		if up == nil {
+			continue
+		}
+		if pk, ok := up.Key["pk"].(*ddbtypes.AttributeValueMemberS); !ok || !strings.HasPrefix(pk.Value, "LOC#") {
+			continue
+		}
+		d, _ := up.ExpressionAttributeValues[":d"].(*ddbtypes.AttributeValueMemberN)
+		if strings.Contains(aws.ToString(up.UpdateExpression), "#oid = :none") || (d != nil && strings.HasPrefix(d.Value, "-")) {
+			out = append(out, up.Key)
+		}
+	}
+	return out
+}
+
+// tidy deletes the claim items a committed transaction left empty (no
+// owner, nothing claimed below), so that the index holds only claims and
+// what lies above them; dropped tables once kept theirs forever. An empty
+// item and no item mean the same to every reader (Conflict, OwnerAt) and
+// to every writer (a take creates what is missing), and the delete's
+// condition loses to any concurrent take: best effort, a failure leaves
+// an item as harmless as before.
+func (s *Store) tidy(ctx context.Context, keys []map[string]ddbtypes.AttributeValue) {
+	for _, k := range keys {
+		_, _ = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table), Key: k,
+			ConditionExpression:      aws.String("(attribute_not_exists(#oid) OR #oid = :none) AND (attribute_not_exists(#below) OR #below = :zero)"),
+			ExpressionAttributeNames: map[string]string{"#oid": "owner_id", "#below": "below"},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+				":none": &ddbtypes.AttributeValueMemberS{Value: ""}, ":zero": &ddbtypes.AttributeValueMemberN{Value: "0"},
+			},
+		})
+	}
 }
 
 var placeholderRe = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)

@@ -4,11 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -209,6 +217,143 @@ func TestOwnerAtFindsTheNearestClaim(t *testing.T) {
 		}
 		if err != nil || o.ID != want {
 			t.Errorf("%s: owner %+v (%v), want %s", k, o, err, want)
+		}
+	}
+}
+
+// locItems is every item of the bucket's claim index: prefix → owner id
+// and below counter.
+func locItems(t *testing.T, db *dynamodb.Client, table string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	p := dynamodb.NewQueryPaginator(db, &dynamodb.QueryInput{
+		TableName: aws.String(table), KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": &ddbtypes.AttributeValueMemberS{Value: "LOC#bkt"}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			var v struct {
+				SK    string `dynamodbav:"sk"`
+				Owner string `dynamodbav:"owner_id"`
+				Below int    `dynamodbav:"below"`
+			}
+			if err := attributevalue.UnmarshalMap(it, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[strings.TrimPrefix(v.SK, "P#")] = fmt.Sprintf("owner=%q below=%d", v.Owner, v.Below)
+		}
+	}
+	return out
+}
+
+// A released claim leaves no item behind, nor do the counters above it
+// that drop to zero: the index holds only what is claimed and what is
+// above a claim (a dropped table once kept its item forever: 9,990 drops,
+// 4.5 MB of snapshot locally, and as many items in DynamoDB).
+func TestReleasedClaimsLeaveNoItems(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		keep, gone []store.Claim
+		want       []string // prefixes left
+	}{
+		{"alone", nil, []store.Claim{tableClaim("wh/ns/t")}, nil},
+		{"beside a sibling", []store.Claim{tableClaim("wh/ns/b")}, []store.Claim{tableClaim("wh/ns/a")}, []string{"", "wh", "wh/ns", "wh/ns/b"}},
+		{"inside a warehouse", []store.Claim{warehouseClaim("wh")}, []store.Claim{based("wh/ns/t", "wh")}, []string{"", "wh"}},
+		{"two of two", nil, []store.Claim{tableClaim("wh/a/t"), tableClaim("wh/b/t")}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, table := awstest.DynamoDB(t)
+			if err := store.CreateTable(ctx, db, table); err != nil {
+				t.Fatal(err)
+			}
+			s := store.New(db, table)
+			for _, c := range append(slices.Clone(tc.keep), tc.gone...) {
+				if err := s.TakeClaim(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range tc.gone {
+				if err := s.ReleaseClaim(ctx, c.Hold); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := locItems(t, db, table)
+			if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, tc.want) && !(len(keys) == 0 && len(tc.want) == 0) {
+				t.Fatalf("index after the releases: %v, want items at %q", got, tc.want)
+			}
+			// The same prefixes can be claimed again.
+			for _, c := range tc.gone {
+				again := c
+				again.Hold.ID = uuid.NewString()
+				if err := s.TakeClaim(ctx, again); err != nil {
+					t.Fatalf("claim %s again: %v", c.Hold.Prefix, err)
+				}
+			}
+		})
+	}
+}
+
+// Tidying races takes: while one claim is released (and its empty items
+// deleted), a sibling and the same prefix are claimed again. Every counter
+// still counts exactly the claims below it, and once all are released the
+// index is empty.
+func TestTidyingRacesTakes(t *testing.T) {
+	ctx := context.Background()
+	db, table := awstest.DynamoDB(t)
+	if err := store.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(db, table)
+	for round := range 30 {
+		a, b := tableClaim(fmt.Sprintf("wh/ns%d/a", round%3)), tableClaim(fmt.Sprintf("wh/ns%d/b", round%3))
+		if err := s.TakeClaim(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		again := tableClaim(a.Hold.Prefix)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := s.ReleaseClaim(ctx, a.Hold); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			if err := s.TakeClaim(ctx, b); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			for {
+				err := s.TakeClaim(ctx, again)
+				if err == nil {
+					return
+				}
+				if !errors.Is(err, store.ErrLocationTaken) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		wg.Wait()
+		ns := fmt.Sprintf("wh/ns%d", round%3)
+		want := map[string]string{
+			"": `owner="" below=2`, "wh": `owner="" below=2`, ns: `owner="" below=2`,
+			b.Hold.Prefix: fmt.Sprintf("owner=%q below=0", b.Hold.ID), again.Hold.Prefix: fmt.Sprintf("owner=%q below=0", again.Hold.ID),
+		}
+		if got := locItems(t, db, table); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: index %v\nwant %v", round, got, want)
+		}
+		for _, h := range []store.Hold{b.Hold, again.Hold} {
+			if err := s.ReleaseClaim(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := locItems(t, db, table); len(got) != 0 {
+			t.Fatalf("round %d: all released, index %v", round, got)
 		}
 	}
 }

@@ -116,6 +116,9 @@ func cancelReasons(err error) []bool {
 func (s *Store) transactWrite(ctx context.Context, items []ddbtypes.TransactWriteItem) error {
 	for attempt := 0; ; attempt++ {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			s.tidy(ctx, emptied(items))
+		}
 		if attempt >= 8 || !conflictOnly(err) {
 			return err
 		}
