@@ -57,6 +57,8 @@ type DynamoDBOptions struct {
 	// step, when set, is called at each step of a compaction (the crash
 	// tests kill the process there).
 	step func(name string)
+	// wide: no narrowed views (the tests' reference).
+	wide bool
 }
 
 // DynamoDB is minidyn behind a write journal: every successful mutating
@@ -80,9 +82,14 @@ type DynamoDB struct {
 	// DescribeTable (minidyn answers neither as AWS does).
 	tmu  sync.Mutex
 	defs map[string]tableDef
+	// smu: one request at a time in minidyn (which serializes them anyway),
+	// so that a request may load items into a table (dynamodb_lazy.go) or
+	// run on a narrowed view of it (dynamodb_narrow.go) unseen. Held
+	// after d.mu, before lmu.
+	smu sync.Mutex
 	// lazy: the last snapshot's item lines no request has loaded yet
 	// (dynamodb_lazy.go); lmu guards it and is held while a compaction
-	// writes (after d.mu, before minidyn's lock).
+	// writes (after d.mu and smu, before minidyn's lock).
 	lmu  sync.Mutex
 	lazy *lazyItems
 }
@@ -240,10 +247,16 @@ func (d *DynamoDB) apply(op string, body []byte) error {
 		d.applyTransaction(body)
 		return nil
 	}
-	if d.call(op, body).Code == http.StatusOK {
+	if d.callNarrowed(op, body).Code == http.StatusOK {
 		d.track(op, body)
 	}
 	return nil
+}
+
+// callNarrowed is call on a narrowed view of the table (dynamodb_narrow.go).
+func (d *DynamoDB) callNarrowed(op string, body []byte) (rec *httptest.ResponseRecorder) {
+	d.narrowed(op, body, func() { rec = d.call(op, body) })
+	return rec
 }
 
 // applyTransaction replays a journaled transaction as its single writes.
@@ -261,7 +274,7 @@ func (d *DynamoDB) applyTransaction(body []byte) {
 	for _, item := range in.TransactItems {
 		for kind, raw := range item {
 			if op := single[kind]; op != "" { // a ConditionCheck writes nothing
-				d.call(op, raw)
+				d.callNarrowed(op, raw)
 			}
 		}
 	}
@@ -314,37 +327,27 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err := d.fault(op, body); err != nil {
+	journaled := d.dir != "" && mutating[op]
+	if journaled {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.journal == nil {
+			http.Error(w, "journal closed", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	rec, out, err := d.serve(op, body, r)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if d.dir == "" || !mutating[op] {
-		if op == "DescribeTable" {
-			// minidyn reads the table's keys without its lock here: no
-			// write and no load meanwhile.
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			d.lmu.Lock()
-			defer d.lmu.Unlock()
-		}
-		rec := httptest.NewRecorder()
-		d.inner.ServeHTTP(rec, r)
-		out := rec.Body.Bytes()
+	if !journaled {
 		if rec.Code == http.StatusOK {
 			d.note(op, body)
-			out = d.reshape(op, out)
 		}
 		writeRecorded(w, rec, out)
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.journal == nil {
-		http.Error(w, "journal closed", http.StatusServiceUnavailable)
-		return
-	}
-	rec := httptest.NewRecorder()
-	d.inner.ServeHTTP(rec, r)
 	if rec.Code == http.StatusOK {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, body); err == nil {
@@ -358,8 +361,8 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeRecorded(w, rec, rec.Body.Bytes())
 	if d.due() {
-		// The answer goes out first; other mutations wait on d.mu (reads
-		// go on) until the snapshot is written.
+		// The answer goes out first; other requests wait (mutations on
+		// d.mu, reads on d.smu) until the snapshot is written.
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
 		}
@@ -369,6 +372,24 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Error("dynamodb journal compaction failed", "err", err, "writes_refused", d.journal == nil)
 		}
 	}
+}
+
+// serve runs one request in minidyn under d.smu: the items it names are
+// loaded first, it runs on a narrowed view of its table, and a read's
+// answer is reshaped as AWS answers.
+func (d *DynamoDB) serve(op string, body []byte, r *http.Request) (*httptest.ResponseRecorder, []byte, error) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	if err := d.fault(op, body); err != nil {
+		return nil, nil, err
+	}
+	rec := httptest.NewRecorder()
+	d.narrowed(op, body, func() { d.inner.ServeHTTP(rec, r) })
+	out := rec.Body.Bytes()
+	if rec.Code == http.StatusOK {
+		out = d.reshape(op, out)
+	}
+	return rec, out, nil
 }
 
 // append writes a journal line and fsyncs it. A failed write is cut off
@@ -474,7 +495,7 @@ func (d *DynamoDB) reshape(op string, out []byte) []byte {
 			t["TableSizeBytes"] = 0
 		}
 		// minidyn counts what it holds; the snapshot's lines not loaded
-		// yet are items too (d.lmu is held: ServeHTTP).
+		// yet are items too (d.smu is held: no load meanwhile).
 		if d.lazy != nil && d.lazy.left > 0 {
 			n, _ := t["ItemCount"].(float64)
 			t["ItemCount"] = int(n) + d.lazy.unloaded(name)

@@ -61,6 +61,8 @@ func (d *DynamoDB) step(name string) {
 //	renamed, directory fsynced); either journal is right beside the new
 //	snapshot. New requests go to it only once the rename is durable.
 func (d *DynamoDB) compactLocked() error {
+	d.smu.Lock()
+	defer d.smu.Unlock()
 	d.lmu.Lock()
 	defer d.lmu.Unlock()
 	tmp := d.path(snapshotFile + ".tmp")
