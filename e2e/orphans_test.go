@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -150,4 +152,43 @@ func names(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s%d", prefix, i)
 	}
 	return out
+}
+
+// One sweep run takes a backlog larger than its page (2,500 stale intents,
+// pages of purge.MaxSweepIntents): a run that stopped at one page left the
+// newest intents of a busy catalog for the next hour, so that a sweep run
+// after the races above still found their files (seen under -race, where
+// more requests lose their races).
+func TestOneSweepTakesTheWholeBacklog(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	now := time.Now()
+	mine := map[string]bool{}
+	for i := range 2500 {
+		in := store.Intent{
+			ID: fmt.Sprintf("backlog-%s-%04d", uuid.NewString()[:8], i), Catalog: shared.Catalog, Created: now.UnixNano(),
+			Files: []string{fmt.Sprintf("s3://%s/backlog-nobody/%04d.metadata.json", srv.Info.Bucket, i)},
+		}
+		if err := srv.Catalog.Store().PutIntent(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		mine[in.ID] = true
+	}
+	later := now.Add(2 * purge.IntentTTL)
+	rep, err := srv.Purge.SweepOrphans(ctx, later)
+	if err != nil || rep.More || rep.Intents < len(mine) || len(rep.Jobs) < 3 {
+		t.Fatalf("one sweep: %+v %v; want at least %d intents in at least 3 pages, none left", rep, err, len(mine))
+	}
+	left, err := srv.Catalog.Store().StaleIntents(ctx, later.Add(-purge.IntentTTL), 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range left {
+		if mine[in.ID] {
+			t.Fatalf("intent %s left after the sweep (%d stale intents left)", in.ID, len(left))
+		}
+	}
+	for _, id := range rep.Jobs {
+		waitJob(t, id, store.JobSucceeded, 5*time.Minute)
+	}
 }

@@ -21,14 +21,20 @@ import (
 // Gateway gives up after 29 s; the API function's timeout is 30 s).
 const IntentTTL = time.Hour
 
-// MaxSweepIntents bounds one sweep run (the next run takes the rest).
+// MaxSweepIntents is one page of a sweep run: the intents one job per
+// catalog takes. A run takes pages until none is left, up to
+// maxSweepPages (the next run takes the rest: More).
 const MaxSweepIntents = 1000
+
+const maxSweepPages = 20
 
 // OrphanReport says what one orphan sweep did.
 type OrphanReport struct {
 	Intents int      `json:"intents"`
 	Files   int      `json:"files"`
 	Jobs    []string `json:"jobs"`
+	// More: stale intents were left for the next run.
+	More bool `json:"more,omitempty"`
 }
 
 // SweepOrphans turns the files of stale intents (older than IntentTTL at now) (metadata files a request
@@ -39,9 +45,24 @@ type OrphanReport struct {
 // deleted (a registered copy of a lost commit's file, say).
 func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport, error) {
 	var rep OrphanReport
+	for page := 0; ; page++ {
+		if page == maxSweepPages {
+			rep.More = true
+			return rep, nil
+		}
+		n, err := s.sweepPage(ctx, now, &rep)
+		if err != nil || n < MaxSweepIntents {
+			return rep, err
+		}
+	}
+}
+
+// sweepPage sweeps the oldest page of stale intents (a run deletes each
+// page's intents before it reads the next) and returns how many it took.
+func (s *Service) sweepPage(ctx context.Context, now time.Time, rep *OrphanReport) (int, error) {
 	stale, err := s.Store.StaleIntents(ctx, now.Add(-IntentTTL), MaxSweepIntents)
 	if err != nil || len(stale) == 0 {
-		return rep, err
+		return 0, err
 	}
 	byCatalog := map[string][]store.Intent{}
 	for _, in := range stale {
@@ -51,13 +72,13 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport
 		intents := byCatalog[cat]
 		j, files, err := s.orphanJob(ctx, cat, intents)
 		if err != nil {
-			return rep, fmt.Errorf("orphans of catalog %s: %w", cat, err)
+			return 0, fmt.Errorf("orphans of catalog %s: %w", cat, err)
 		}
 		// The job is the record now: a crash before the intents go makes
 		// the next run send the same files again (deleting twice is harmless).
 		for _, in := range intents {
 			if err := s.Store.DeleteIntent(ctx, in); err != nil {
-				return rep, err
+				return 0, err
 			}
 		}
 		rep.Intents += len(intents)
@@ -67,7 +88,7 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (OrphanReport
 			s.Started(ctx, j)
 		}
 	}
-	return rep, nil
+	return len(stale), nil
 }
 
 // orphanJob writes one catalog's orphans job: its batches (one bucket each,
