@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -302,18 +303,25 @@ func emptied(items []ddbtypes.TransactWriteItem) []map[string]ddbtypes.Attribute
 // item and no item mean the same to every reader (Conflict, OwnerAt) and
 // to every writer (a take creates what is missing), and the delete's
 // condition loses to any concurrent take: best effort, a failure leaves
-// an item as harmless as before.
+// an item as harmless as before. The deletes go at once (one round trip
+// on a drop's request path, not one per level).
 func (s *Store) tidy(ctx context.Context, keys []map[string]ddbtypes.AttributeValue) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, k := range keys {
-		_, _ = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: aws.String(s.table), Key: k,
-			ConditionExpression:      aws.String("(attribute_not_exists(#oid) OR #oid = :none) AND (attribute_not_exists(#below) OR #below = :zero)"),
-			ExpressionAttributeNames: map[string]string{"#oid": "owner_id", "#below": "below"},
-			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-				":none": &ddbtypes.AttributeValueMemberS{Value: ""}, ":zero": &ddbtypes.AttributeValueMemberN{Value: "0"},
-			},
-		})
+		wg.Go(func() { s.tidyOne(ctx, k) })
 	}
+}
+
+func (s *Store) tidyOne(ctx context.Context, k map[string]ddbtypes.AttributeValue) {
+	_, _ = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: k,
+		ConditionExpression:      aws.String("(attribute_not_exists(#oid) OR #oid = :none) AND (attribute_not_exists(#below) OR #below = :zero)"),
+		ExpressionAttributeNames: map[string]string{"#oid": "owner_id", "#below": "below"},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":none": &ddbtypes.AttributeValueMemberS{Value: ""}, ":zero": &ddbtypes.AttributeValueMemberN{Value: "0"},
+		},
+	})
 }
 
 var placeholderRe = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
