@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -99,6 +100,9 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		shared = &env{URL: srv.Info.RESTURL, Token: srv.Info.AdminToken, Catalog: srv.Info.Catalog, Local: srv}
+		// The servers the tests start as processes (restarts, kill -9) are
+		// checked where the tests receive their answers.
+		http.DefaultTransport = spec.transport(http.DefaultTransport, srv.Info.RESTURL)
 		code := m.Run()
 		srv.Close()
 		os.RemoveAll(dir)
