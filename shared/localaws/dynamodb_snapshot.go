@@ -20,11 +20,13 @@ import (
 	"github.com/truora/minidyn/types"
 )
 
-// snapshotLine is a line of dynamodb.snapshot: the header (covers), a
-// table definition (a CreateTable or UpdateTable request), a page of one
-// table's items as Scan answers them, or the end mark (a snapshot without
-// it is refused: it is not the state). Items is raw when written and
-// decoded into minidyn's own item type when read.
+// snapshotLine is a line of dynamodb.snapshot: the header (covers, and how
+// many item lines there are), a table definition (a CreateTable or
+// UpdateTable request), a page of the items of a table with indexes as
+// Scan answers them, or the end mark (a snapshot without it is refused: it
+// is not the state). Items is raw when written and decoded into minidyn's
+// own item type when read. Item lines, one item each, come between the
+// pages and the end mark (dynamodb_lazy.go).
 type snapshotLine[I any] struct {
 	Covers int64           `json:"covers,omitempty"`
 	Lines  int             `json:"lines,omitempty"` // in the header: how many item lines follow the pages
