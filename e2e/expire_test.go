@@ -286,7 +286,6 @@ func snapshotFiles(t *testing.T, tbl *table.Table, ids ...int64) map[string]bool
 	return out
 }
 
-// objectsUnder lists a server's objects (key → ETag) under a location.
 // objectSizes is every object of the bucket with its size.
 func objectSizes(t *testing.T, srv *localserver.Server) map[string]int64 {
 	t.Helper()
@@ -297,6 +296,7 @@ func objectSizes(t *testing.T, srv *localserver.Server) map[string]int64 {
 	return out
 }
 
+// objectsUnder lists a server's objects (key → ETag) under a location.
 func objectsUnder(t *testing.T, srv *localserver.Server, loc string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
