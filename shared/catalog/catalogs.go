@@ -32,6 +32,7 @@ const (
 type Service struct {
 	store   *store.Store
 	objects *objects.Store
+	authz   Authorizer
 }
 
 // New returns the catalog service.

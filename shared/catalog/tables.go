@@ -132,6 +132,9 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if err := checkLifecycleProperties(req.Properties); err != nil {
 		return TableResult{}, err
 	}
+	if err := s.checkLegalHoldChange(ctx, cat, id, false, legalHoldOf(req.Properties)); err != nil {
+		return TableResult{}, err
+	}
 	c, err := s.catalog(ctx, cat)
 	if err != nil {
 		return TableResult{}, err
@@ -342,6 +345,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	if err := checkLifecycleProperties(meta.Properties()); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
+		return staged{}, fmt.Errorf("commit: %w", err)
 	}
 	var claim *store.Claim
 	if base == nil || meta.Location() != base.Location() {
@@ -556,13 +562,18 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
 	w := store.TableWrite{Entry: entry}
-	if !overwrite {
-		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
-			return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
-		}
+	old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name)
+	exists := err == nil
+	if exists && !overwrite {
+		return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+	}
+	// The hold before: the replaced table's (the write is conditioned on
+	// the pointer read with it), none for a new table.
+	if err := s.checkLegalHoldChange(ctx, cat, id, exists && old.LegalHold, entry.LegalHold); err != nil {
+		return TableResult{}, fmt.Errorf("register: %w", err)
 	}
 	if overwrite {
-		if old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
+		if exists {
 			w.Expected = old.MetadataLocation
 			if sameLocation(old.Hold, meta.Location()) {
 				w.Entry.Hold = old.Hold // the same table moving on: it keeps its claim

@@ -332,12 +332,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
+	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
 		Catalog:        s.Catalog,
 		Purge:          s.Purge,
 		SoftDelete:     s.SoftDelete,
 		Partitions:     s.Partitions,
-		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
+		Authz:          az,
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
 		ClientDefaults: map[string]string{

@@ -218,6 +218,12 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 	if err != nil {
 		return store.TableEntry{}, err
 	}
+	if r.LegalHold && !r.Entry.LegalHold {
+		// The restored table's hold is its metadata's property: a hold set
+		// on the record after the drop would be lifted by the undrop.
+		return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted table after its drop, not in its metadata (an undrop would lift it): "+
+			"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the table", id, ErrLegalHold, catalog.PropLegalHold)
+	}
 	to := id
 	if renameTo != nil {
 		if err := renameTo.Validate(); err != nil {
