@@ -343,7 +343,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
-	if err := checkLifecycleProperties(meta.Properties()); err != nil {
+	if err := checkLifecycleProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
 	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
@@ -556,6 +556,9 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		return TableResult{}, fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
 	case err != nil:
 		return TableResult{}, err
+	}
+	if err := checkLifecycleProperties(meta.Properties()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {

@@ -357,7 +357,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Wrap != nil {
 		served = o.Wrap(served)
 	}
-	rest := s.serve(restL, served)
+	rest := s.serve(router.Listener(restL), served)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
 		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: s.queueURL, DeleteDLQ: s.dlqURL, DLQARN: s.dlqARN,
