@@ -105,13 +105,24 @@ func checkLocation(warehouse, loc string) error {
 	if !w.Contains(l) {
 		return fmt.Errorf("%w: location %q is outside the catalog's warehouse %s", ErrBadRequest, loc, warehouse)
 	}
+	if err := objects.StableKey(l.Key); err != nil {
+		return fmt.Errorf("%w: location %q: %v", ErrBadRequest, loc, err)
+	}
 	return nil
 }
 
 // DefaultLocation is <warehouse>/<namespace path>/<table>-<uuid>: unique, so
-// a table created again never shares a prefix with a dropped one.
+// a table created again never shares a prefix with a dropped one. Names
+// are escaped into segments whose keys every FileIO writes the same
+// (objects.EscapeSegment: "vü" is "v%C3%BC"); the uuid keeps two names
+// that escape alike apart.
 func DefaultLocation(warehouse string, id Ident, tableUUID uuid.UUID) string {
-	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(id.Namespace, "/") + "/" + id.Name + "-" + tableUUID.String()
+	segs := make([]string, 0, len(id.Namespace)+1)
+	for _, l := range id.Namespace {
+		segs = append(segs, objects.EscapeSegment(l))
+	}
+	segs = append(segs, objects.EscapeSegment(id.Name)+"-"+tableUUID.String())
+	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(segs, "/")
 }
 
 func (s *Service) requireNamespace(ctx context.Context, cat string, ns []string) error {
@@ -149,7 +160,8 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	loc := strings.TrimRight(req.Location, "/")
 	if loc == "" {
 		loc = DefaultLocation(c.Warehouse, id, tableUUID)
-	} else if err := checkLocation(c.Warehouse, loc); err != nil {
+	}
+	if err := checkLocation(c.Warehouse, loc); err != nil {
 		return TableResult{}, err
 	}
 	claim, err := tableClaim(c, id, loc)
@@ -554,6 +566,12 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	entry := s.newEntry(ctx, id, metaLoc, meta)
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
+	}
+	// The location a registered table owns (and its purge deletes under)
+	// lies in the catalog's warehouse, as a created table's does: metadata
+	// anyone can write must not claim other prefixes of the bucket.
+	if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
 	w := store.TableWrite{Entry: entry}
 	if !overwrite {
