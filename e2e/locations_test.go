@@ -11,9 +11,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // putObject writes an object to the local warehouse bucket and answers its URI.
@@ -121,4 +124,73 @@ func TestLocationsEnginesKeyDifferentlyAreRefused(t *testing.T) {
 	metaLoc := putObject(t, srv, shared.Catalog+"/"+ns+"/vü/metadata/00000-forged.metadata.json", forged)
 	st, body = call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token, map[string]any{"name": "r", "metadata-location": metaLoc})
 	refused(t, "register of metadata at …/vü", st, body, "'ü'")
+}
+
+// Defect: register took metadata from anyone with TABLE_CREATE, and with
+// purge.delete-scope=warehouse its purge deleted whatever unclaimed keys
+// of the warehouse the metadata named; a location outside the warehouse
+// was claimed as well. A registered table's location must lie in the
+// catalog's warehouse, and its purge never deletes outside its own prefix.
+func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
+	srv := localOnly(t)
+	name := uniq("forge")
+	wh := "s3://" + srv.Info.Bucket + "/" + name
+	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": wh, "properties": map[string]string{"purge.delete-scope": "warehouse"}})
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{"ns"}})
+	tables := "/v1/" + name + "/namespaces/ns/tables"
+	victims := []string{
+		putObject(t, srv, name+"/loose/keep.parquet", []byte("nobody claims me")),
+		putObject(t, srv, name+"/ns/dropped_without_purge/data/keep.parquet", []byte("nobody claims me either")),
+		putObject(t, srv, name+"-outside/keep.parquet", []byte("outside every warehouse")),
+	}
+	var loaded struct {
+		Metadata map[string]any `json:"metadata"`
+	}
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": "seed", "schema": rawSchema})
+	mustDecode(t, mustCall(t, 200, "GET", tables+"/seed", shared.Token, nil), &loaded)
+	forge := func(loc string) string {
+		m := loaded.Metadata
+		m["location"], m["table-uuid"] = loc, uuid.NewString()
+		var log []any
+		for _, v := range victims {
+			log = append(log, map[string]any{"metadata-file": v, "timestamp-ms": 1})
+		}
+		m["metadata-log"] = log
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := objects.Parse(loc)
+		return putObject(t, srv, l.Key+"/metadata/00001-forged.metadata.json", raw)
+	}
+
+	outside := forge("s3://" + srv.Info.Bucket + "/" + name + "-outside")
+	st, body := call(t, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "out", "metadata-location": outside})
+	if st != 400 {
+		t.Errorf("register of metadata located outside the warehouse: %d %s, want 400", st, body)
+	}
+
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "forged", "metadata-location": forge(wh+"/ns/forged")})
+	mustCall(t, 204, "DELETE", tables+"/forged?purgeRequested=true", shared.Token, nil)
+	var res struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs?namespace=ns&table=forged", shared.Token, nil), &res)
+	if len(res.Jobs) != 1 {
+		t.Fatalf("%d purge jobs", len(res.Jobs))
+	}
+	var job jobJSON
+	job = eventually(func() jobJSON {
+		mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs/"+res.Jobs[0].ID, shared.Token, nil), &job)
+		return job
+	}, func(j jobJSON) bool { return store.Terminal(j.State) })
+	objs := bucketObjects(t, srv)
+	for _, v := range victims {
+		if _, ok := objs[v]; !ok {
+			t.Errorf("the purge of the forged table deleted %s", v)
+		}
+	}
+	if job.State != "SUCCEEDED" || job.FilesSkipped != int64(len(victims)) {
+		t.Errorf("job %s, files-skipped %d; want SUCCEEDED with the %d files outside its prefix skipped", job.State, job.FilesSkipped, len(victims))
+	}
 }

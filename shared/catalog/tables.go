@@ -369,6 +369,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			if err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
+			// A registered table stays one: its old snapshots are still
+			// metadata icehold did not write.
+			cl.Hold.Registered = current.Hold != nil && current.Hold.Registered
 			if err := s.checkFree(ctx, cl.Hold); err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
@@ -583,7 +586,9 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		if old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
 			w.Expected = old.MetadataLocation
 			if sameLocation(old.Hold, meta.Location()) {
-				w.Entry.Hold = old.Hold // the same table moving on: it keeps its claim
+				h := *old.Hold // the same table moving on: it keeps its claim
+				h.Registered = true
+				w.Entry.Hold = &h
 			} else {
 				w.Release = old.Hold
 			}
@@ -599,6 +604,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 				return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 			}
 		}
+		claim.Hold.Registered = true
 		w.Claim, w.Entry.Hold = &claim, &claim.Hold
 	}
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {
