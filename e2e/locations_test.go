@@ -170,7 +170,7 @@ func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
 		t.Errorf("register of metadata located outside the warehouse: %d %s, want 400", st, body)
 	}
 
-	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "forged", "metadata-location": forge(wh+"/ns/forged")})
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "forged", "metadata-location": forge(wh + "/ns/forged")})
 	mustCall(t, 204, "DELETE", tables+"/forged?purgeRequested=true", shared.Token, nil)
 	var res struct {
 		Jobs []jobJSON `json:"jobs"`
