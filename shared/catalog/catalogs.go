@@ -72,6 +72,11 @@ func ValidateWarehouse(w string) error {
 	if !regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`).MatchString(bucket) {
 		return fmt.Errorf("%w: warehouse %q does not name a valid bucket", ErrBadRequest, w)
 	}
+	if l, err := objects.Prefix(w); err == nil {
+		if err := objects.StableKey(l.Key); err != nil {
+			return fmt.Errorf("%w: warehouse %q: %v", ErrBadRequest, w, err)
+		}
+	}
 	return nil
 }
 

@@ -105,13 +105,24 @@ func checkLocation(warehouse, loc string) error {
 	if !w.Contains(l) {
 		return fmt.Errorf("%w: location %q is outside the catalog's warehouse %s", ErrBadRequest, loc, warehouse)
 	}
+	if err := objects.StableKey(l.Key); err != nil {
+		return fmt.Errorf("%w: location %q: %v", ErrBadRequest, loc, err)
+	}
 	return nil
 }
 
 // DefaultLocation is <warehouse>/<namespace path>/<table>-<uuid>: unique, so
-// a table created again never shares a prefix with a dropped one.
+// a table created again never shares a prefix with a dropped one. Names
+// are escaped into segments whose keys every FileIO writes the same
+// (objects.EscapeSegment: "vü" is "v%C3%BC"); the uuid keeps two names
+// that escape alike apart.
 func DefaultLocation(warehouse string, id Ident, tableUUID uuid.UUID) string {
-	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(id.Namespace, "/") + "/" + id.Name + "-" + tableUUID.String()
+	segs := make([]string, 0, len(id.Namespace)+1)
+	for _, l := range id.Namespace {
+		segs = append(segs, objects.EscapeSegment(l))
+	}
+	segs = append(segs, objects.EscapeSegment(id.Name)+"-"+tableUUID.String())
+	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(segs, "/")
 }
 
 func (s *Service) requireNamespace(ctx context.Context, cat string, ns []string) error {
@@ -152,7 +163,8 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	loc := strings.TrimRight(req.Location, "/")
 	if loc == "" {
 		loc = DefaultLocation(c.Warehouse, id, tableUUID)
-	} else if err := checkLocation(c.Warehouse, loc); err != nil {
+	}
+	if err := checkLocation(c.Warehouse, loc); err != nil {
 		return TableResult{}, err
 	}
 	claim, err := tableClaim(c, id, loc)
@@ -363,6 +375,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			if err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
+			// A registered table stays one: its old snapshots are still
+			// metadata icehold did not write.
+			cl.Hold.Registered = current.Hold != nil && current.Hold.Registered
 			if err := s.checkFree(ctx, cl.Hold); err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
@@ -564,6 +579,12 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
+	// The location a registered table owns (and its purge deletes under)
+	// lies in the catalog's warehouse, as a created table's does: metadata
+	// anyone can write must not claim other prefixes of the bucket.
+	if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+	}
 	w := store.TableWrite{Entry: entry}
 	old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name)
 	exists := err == nil
@@ -579,7 +600,9 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		if exists {
 			w.Expected = old.MetadataLocation
 			if sameLocation(old.Hold, meta.Location()) {
-				w.Entry.Hold = old.Hold // the same table moving on: it keeps its claim
+				h := *old.Hold // the same table moving on: it keeps its claim
+				h.Registered = true
+				w.Entry.Hold = &h
 			} else {
 				w.Release = old.Hold
 			}
@@ -595,6 +618,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 				return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 			}
 		}
+		claim.Hold.Registered = true
 		w.Claim, w.Entry.Hold = &claim, &claim.Hold
 	}
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {

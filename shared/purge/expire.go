@@ -48,8 +48,12 @@ func (s *Service) DiscardExpire(ctx context.Context, j store.Job) error {
 
 // deleteScope is where a job may delete: the table's claimed location, or
 // the catalog's warehouse when purge.delete-scope=warehouse and the
-// location lies in it (as the purge's plan decides).
+// location lies in it (as the purge's plan decides) and the hold is not a
+// registered table's (metadata anyone could write).
 func (s *Service) deleteScope(ctx context.Context, cat string, h store.Hold) string {
+	if h.Registered {
+		return h.URI() + "/"
+	}
 	if c, err := s.Catalog.GetCatalog(ctx, cat); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
 		if w, err := objects.Prefix(c.Warehouse); err == nil && w.Contains(objects.Location{Bucket: h.Bucket, Key: h.Prefix}) {
 			return w.URI() + "/"
