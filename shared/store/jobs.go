@@ -64,8 +64,12 @@ type Job struct {
 	// Claim: an expire job's table's location claim (its id) when the job
 	// was made. The job does not hold it (the table keeps it); a file is
 	// deleted only while that claim is what covers it.
-	Claim     string `dynamodbav:"claim,omitempty"`
-	Execution string `dynamodbav:"execution"`
+	Claim string `dynamodbav:"claim,omitempty"`
+	// ClaimLocation: the location (s3://bucket/prefix) that claim covers.
+	// Under it nothing but that claim lets a file go ("": a job from before
+	// it was recorded, whose files go only under that claim).
+	ClaimLocation string `dynamodbav:"claim_location,omitempty"`
+	Execution     string `dynamodbav:"execution"`
 	// TaskToken is the waiting workflow's callback token (set while the
 	// execution waits for the batches; the delete function that completes the
 	// last one returns it).
