@@ -200,3 +200,72 @@ func TestStoredHoldPeriodsNeverShortenTheHold(t *testing.T) {
 		mustCall(t, 200, "GET", tables(nsB)+"/b", shared.Token, nil)
 	})
 }
+
+// Defect: snapshot expiry read history.expire.* with iceberg-go's
+// GetInt64, which takes a malformed value as the default (a max age of
+// "30d" expired after 5 days) and a negative one as is ("-1" expired every
+// snapshot but the head): numbers that decide deletions were never
+// checked. They are 400 where they are set; one stored before that stops
+// the table's expiry (an error the sweep reports) instead of deleting.
+func TestExpiryPropertiesAreChecked(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	ns := uniq("expprops")
+	cat := client(t, shared.Token)
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	tables := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/tables"
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": "t", "schema": rawSchema})
+	bad := []map[string]string{
+		{"history.expire.max-snapshot-age-ms": "30d"},
+		{"history.expire.max-snapshot-age-ms": "-1"},
+		{"history.expire.max-snapshot-age-ms": "0"},
+		{"history.expire.max-snapshot-age-ms": "9223372036854775808"},
+		{"history.expire.max-ref-age-ms": "-5"},
+		{"history.expire.min-snapshots-to-keep": "0"},
+		{"history.expire.min-snapshots-to-keep": "99999999999"},
+	}
+	for _, props := range bad {
+		raw, _ := json.Marshal(props)
+		for _, tc := range []struct{ name, path, body string }{
+			{"create", tables, `{"name":"u","schema":` + schemaJSON + `,"properties":` + string(raw) + `}`},
+			{"commit", tables + "/t", `{"requirements":[],"updates":[{"action":"set-properties","updates":` + string(raw) + `}]}`},
+		} {
+			t.Run(tc.name+" "+string(raw), func(t *testing.T) {
+				waitIdle(t, srv)
+				before := storeDigest(t, srv)
+				status, out := call(t, "POST", tc.path, shared.Token, tc.body)
+				if status != 400 {
+					t.Fatalf("status %d, want 400: %.300s", status, out)
+				}
+				if _, _, msg := errorModel(t, out); !strings.Contains(msg, "history.expire.") {
+					t.Errorf("the message does not name the property: %s", msg)
+				}
+				if after := storeDigest(t, srv); after != before {
+					t.Errorf("the store changed")
+				}
+			})
+		}
+	}
+
+	t.Run("a stored one stops expiry", func(t *testing.T) {
+		tbl := writtenTable(t, cat, ns, "w", nil, false)
+		before := len(tbl.Metadata().Snapshots())
+		e, err := srv.Catalog.Store().GetTable(ctx, shared.Catalog, []string{ns}, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := metadataWith(t, srv, shared.Catalog, ns, "w", map[string]string{"history.expire.max-snapshot-age-ms": "-1"})
+		old := e.MetadataLocation
+		e.MetadataLocation = meta
+		if err := srv.Catalog.Store().CommitTable(ctx, shared.Catalog, e, old, nil); err != nil {
+			t.Fatal(err)
+		}
+		res, err := srv.Partitions.ExpireSnapshots(ctx, shared.Catalog, catalog.Ident{Namespace: []string{ns}, Name: "w"}, e.TableUUID, time.Now())
+		if err == nil || !strings.Contains(err.Error(), "history.expire.max-snapshot-age-ms") {
+			t.Errorf("expiry under a stored max age of -1: %+v, %v; want an error naming the property", res, err)
+		}
+		if after := len(loadTable(t, cat, ns, "w").Metadata().Snapshots()); after != before || res.Snapshots != 0 {
+			t.Errorf("%d snapshots before, %d after (%d expired)", before, after, res.Snapshots)
+		}
+	})
+}

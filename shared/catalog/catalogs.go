@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -214,6 +215,41 @@ func checkLifecycleProperties(props map[string]string) error {
 	if v, ok := props[PropLegalHold]; ok {
 		if _, err := strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("%w: %s must be true or false, not %q", ErrBadRequest, PropLegalHold, v)
+		}
+	}
+	return nil
+}
+
+// checkTableProperties checks what a table's properties decide deletions by.
+func checkTableProperties(props map[string]string) error {
+	if err := checkLifecycleProperties(props); err != nil {
+		return err
+	}
+	return CheckExpiryProperties(props)
+}
+
+// expiryProperties are the table properties snapshot expiry reads, with
+// Iceberg's ranges (positive). iceberg-go's Properties.GetInt64 takes a
+// malformed value as the default ("30d" expired after 5 days) and a
+// negative one as is ("-1" expired every snapshot but the head).
+var expiryProperties = []struct {
+	key string
+	max int64
+}{
+	{table.MaxSnapshotAgeMsKey, math.MaxInt64},
+	{table.MaxRefAgeMsKey, math.MaxInt64},
+	{table.MinSnapshotsToKeepKey, math.MaxInt32},
+}
+
+// CheckExpiryProperties refuses a history.expire.* property snapshot expiry
+// would misread: where it is set (400), and before an expiry, which then
+// waits for a valid value rather than deleting by a wrong one.
+func CheckExpiryProperties(props map[string]string) error {
+	for _, p := range expiryProperties {
+		if v, ok := props[p.key]; ok {
+			if _, err := ParseRange(p.key, v, 1, p.max); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

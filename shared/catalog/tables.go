@@ -140,7 +140,7 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if req.Schema == nil {
 		return TableResult{}, fmt.Errorf("%w: schema is required", ErrBadRequest)
 	}
-	if err := checkLifecycleProperties(req.Properties); err != nil {
+	if err := checkTableProperties(req.Properties); err != nil {
 		return TableResult{}, err
 	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, false, legalHoldOf(req.Properties)); err != nil {
@@ -355,7 +355,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
-	if err := checkLifecycleProperties(changedProperties(base, meta)); err != nil {
+	if err := checkTableProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
 	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
@@ -572,7 +572,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	case err != nil:
 		return TableResult{}, err
 	}
-	if err := checkLifecycleProperties(meta.Properties()); err != nil {
+	if err := checkTableProperties(meta.Properties()); err != nil {
 		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
