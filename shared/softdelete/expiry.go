@@ -30,8 +30,11 @@ const DefaultSweepLimit = 500
 // purge time has passed (one query on the expiry index) and permanently
 // deletes each with a guarded transaction (so two overlapping sweeps end a
 // record once), handing its files to the purge pipeline where the catalog
-// purges on expiry. Bounded: it stops after limit records or when ctx's
-// deadline is near, and leaves the rest to the next run.
+// purges on expiry. An index entry that names no due record (its record
+// gone, held, or of another generation's purge time) is removed, guarded
+// by what was read, and does not count towards the bound. Bounded: it stops
+// after limit records or when ctx's deadline is near, and leaves the rest to
+// the next run.
 func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 	var rep ExpiryReport
 	if limit <= 0 {
