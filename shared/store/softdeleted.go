@@ -497,3 +497,44 @@ func (s *Store) ExpiredBefore(ctx context.Context, t time.Time, start string, li
 	}
 	return out, next, nil
 }
+
+// SetSoftDeletedHold records a backfilled claim on a record still at the
+// version it was read with (both its items: an undrop or a permanent
+// delete carries the claim on), taking the claim in the same transaction.
+// ErrConditionFailed: the record changed or already holds a claim;
+// ErrLocationTaken: the claim overlaps another owner's.
+func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Claim) error {
+	h, err := marshalValue(claim.Hold)
+	if err != nil {
+		return err
+	}
+	uk, nk := softKeys(r)
+	var items []ddbtypes.TransactWriteItem
+	for i, sk := range []string{uk, nk} {
+		up := &ddbtypes.Update{
+			TableName: aws.String(s.table), Key: key(softPK(r.Catalog), sk),
+			UpdateExpression:         aws.String("SET #e.#h = :h, #ver = :next"),
+			ExpressionAttributeNames: map[string]string{"#e": "entry", "#h": "hold", "#ver": "version"},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+				":h": h, ":next": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(r.Version + 1)},
+			},
+		}
+		if i == 0 {
+			cond, _, vals := versionGuard(r)
+			up.ConditionExpression = aws.String(cond + " AND attribute_not_exists(#e.#h)")
+			for k, v := range vals {
+				up.ExpressionAttributeValues[k] = v
+			}
+		}
+		items = append(items, ddbtypes.TransactWriteItem{Update: up})
+	}
+	var lc locChange
+	if err := lc.Take(claim); err != nil {
+		return err
+	}
+	loc, err := s.locItems(&lc)
+	if err != nil {
+		return err
+	}
+	return s.runLoc(ctx, append(items, loc...), len(items))
+}
