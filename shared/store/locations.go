@@ -214,8 +214,11 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 	vals[":none"] = &ddbtypes.AttributeValueMemberS{Value: ""}
 	ownerFree := "(attribute_not_exists(#oid) OR #oid = :none)"
 	if o.release != "" {
+		// The claim let go must be there still (its generation: claim ids
+		// are never reused): a stale release of a claim released before
+		// would count the prefixes above it down a second time.
 		vals[":rel"] = &ddbtypes.AttributeValueMemberS{Value: o.release}
-		ownerFree = "(attribute_not_exists(#oid) OR #oid = :none OR #oid = :rel)"
+		ownerFree = "#oid = :rel"
 	}
 	switch {
 	case o.take != nil:
