@@ -522,7 +522,7 @@ func (s *Store) ReleaseClaim(ctx context.Context, h Hold) error {
 // setHold records a claim on the record that owns it (a backfill: the record
 // predates the index) and takes the claim, in one transaction; the record's
 // guard comes first (ErrConditionFailed), then the claim (ErrLocationTaken).
-func (s *Store) setHold(ctx context.Context, pk, sk, guard string, vals map[string]ddbtypes.AttributeValue, claim Claim) error {
+func (s *Store) setHold(ctx context.Context, pk, sk, guard string, names map[string]string, vals map[string]ddbtypes.AttributeValue, claim Claim) error {
 	h, err := marshalValue(claim.Hold)
 	if err != nil {
 		return err
@@ -537,11 +537,13 @@ func (s *Store) setHold(ctx context.Context, pk, sk, guard string, vals map[stri
 	}
 	all := map[string]ddbtypes.AttributeValue{":h": h}
 	maps.Copy(all, vals)
+	allNames := map[string]string{"#h": "hold"}
+	maps.Copy(allNames, names)
 	items := append([]ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
 		UpdateExpression:          aws.String("SET #h = :h"),
 		ConditionExpression:       aws.String(guard + " AND attribute_not_exists(#h)"),
-		ExpressionAttributeNames:  map[string]string{"#h": "hold"},
+		ExpressionAttributeNames:  allNames,
 		ExpressionAttributeValues: all,
 	}}}, loc...)
 	return s.runLoc(ctx, items, 1)
