@@ -194,3 +194,71 @@ func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
 		t.Errorf("job %s, files-skipped %d; want SUCCEEDED with the %d files outside its prefix skipped", job.State, job.FilesSkipped, len(victims))
 	}
 }
+
+// setLocation moves a table by a REST commit.
+func setLocation(t *testing.T, ns, name, loc string) {
+	t.Helper()
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+name, shared.Token, map[string]any{
+		"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": loc}},
+	})
+}
+
+// Defect: set-location released the old prefix while the table's snapshots
+// still reached its files there: a create at the old prefix, or a register
+// of an older metadata file, took the claim, and its purge deleted live
+// data. The table now keeps the old prefix until no retained snapshot
+// reaches it, and its own purge deletes under both.
+func TestSetLocationKeepsTheOldPrefixWhileSnapshotsReachIt(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "moved")
+	tables := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/tables"
+	base := "s3://" + srv.Info.Bucket + "/" + shared.Catalog + "/" + ns
+
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	old, oldMeta := tbl.Location(), tbl.MetadataLocation()
+	rowsBefore := countRows(t, tbl)
+	before := under(t, old)
+	setLocation(t, ns, "t", base+"/new_home")
+
+	st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "squatter", "location": old, "schema": rawSchema})
+	if st != 409 || !strings.Contains(string(body), ns+".t") {
+		t.Errorf("create at the old prefix the table's snapshots reach: %d %s, want 409 naming %s.t", st, body, ns)
+	}
+	st, body = call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token, map[string]any{"name": "older", "metadata-location": oldMeta})
+	if st != 409 {
+		t.Errorf("register of the table's metadata from before the move: %d %s, want 409", st, body)
+	}
+	if st == 200 {
+		waitJob(t, dropPurge(t, ns, "older").ID, "SUCCEEDED", time.Minute)
+	}
+	again := loadTable(t, cat, ns, "t")
+	if n := countRows(t, again); n != rowsBefore {
+		t.Errorf("the moved table scans %d rows, want %d", n, rowsBefore)
+	}
+	sameObjects(t, "the old prefix", before, under(t, old))
+
+	// The table's own purge deletes under both prefixes.
+	mv := writtenTable(t, cat, ns, "mv", nil, false)
+	mvOld := mv.Location()
+	setLocation(t, ns, "mv", base+"/mv_home")
+	mv = appendRows(t, loadTable(t, cat, ns, "mv"), rows(t, 100, 6, true))
+	data, meta := reachable(t, mv)
+	job := waitJob(t, dropPurge(t, ns, "mv").ID, "SUCCEEDED", time.Minute)
+	if l1, l2 := under(t, mvOld), under(t, base+"/mv_home"); len(l1)+len(l2) != 0 || job.FilesSkipped != 0 {
+		t.Errorf("after the purge of a moved table: %d objects under the old prefix, %d under the new, %d skipped (of %d files)", len(l1), len(l2), job.FilesSkipped, len(data)+len(meta))
+	}
+
+	// Once no retained snapshot reaches the old prefix, it is let go.
+	var snaps []int64
+	for _, sn := range again.Metadata().Snapshots() {
+		snaps = append(snaps, sn.SnapshotID)
+	}
+	mustCall(t, 200, "POST", tables+"/t", shared.Token, map[string]any{"requirements": []any{}, "updates": []any{
+		map[string]any{"action": "remove-snapshot-ref", "ref-name": "main"},
+		map[string]any{"action": "remove-snapshots", "snapshot-ids": snaps},
+	}})
+	if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "after", "location": old, "schema": rawSchema}); st != 200 {
+		t.Errorf("create at the old prefix no snapshot reaches any more: %d %s, want 200", st, body)
+	}
+}

@@ -3,6 +3,7 @@ package purge
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/icehold/icehold/shared/catalog"
@@ -69,15 +70,16 @@ func (s *Service) deleteScope(ctx context.Context, cat string, h store.Hold) str
 // scope, a file outside the table's location goes only where the purge's
 // guard would let it (in the scope, owned by no table).
 type claimCheck struct {
-	st    *store.Store
-	claim string
-	wide  *guard
-	dirs  map[string]bool
+	st     *store.Store
+	claim  string
+	claims []string // the table's other claims (old locations)
+	wide   *guard
+	dirs   map[string]bool
 }
 
 func newClaimCheck(st *store.Store, j store.Job) *claimCheck {
-	j.Hold = nil // the job holds no claim: the guard must look every key up
-	return &claimCheck{st: st, claim: j.Claim, wide: newGuard(st, j), dirs: map[string]bool{}}
+	j.Hold, j.Extra = nil, nil // the guard must look every key up
+	return &claimCheck{st: st, claim: j.Claim, claims: j.Claims, wide: newGuard(st, j), dirs: map[string]bool{}}
 }
 
 func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, bool, error) {
@@ -95,7 +97,7 @@ func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, 
 	case errors.Is(err, store.ErrNotFound):
 		_, ok, err = c.wide.allows(ctx, path)
 	case err != nil:
-	case owner.ID == c.claim:
+	case owner.ID == c.claim || slices.Contains(c.claims, owner.ID):
 		ok = true
 	case owner.Kind == store.OwnerWarehouse:
 		_, ok, err = c.wide.allows(ctx, path)
