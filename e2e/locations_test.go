@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
@@ -195,10 +196,10 @@ func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
 	}
 }
 
-// setLocation moves a table by a REST commit.
-func setLocation(t *testing.T, ns, name, loc string) {
+// setLocation moves a table of catalog cat by a REST commit.
+func setLocation(t *testing.T, cat, ns, name, loc string) {
 	t.Helper()
-	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+name, shared.Token, map[string]any{
+	mustCall(t, 200, "POST", "/v1/"+cat+"/namespaces/"+ns+"/tables/"+name, shared.Token, map[string]any{
 		"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": loc}},
 	})
 }
@@ -219,7 +220,7 @@ func TestSetLocationKeepsTheOldPrefixWhileSnapshotsReachIt(t *testing.T) {
 	old, oldMeta := tbl.Location(), tbl.MetadataLocation()
 	rowsBefore := countRows(t, tbl)
 	before := under(t, old)
-	setLocation(t, ns, "t", base+"/new_home")
+	setLocation(t, shared.Catalog, ns, "t", base+"/new_home")
 
 	st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "squatter", "location": old, "schema": rawSchema})
 	if st != 409 || !strings.Contains(string(body), ns+".t") {
@@ -241,7 +242,7 @@ func TestSetLocationKeepsTheOldPrefixWhileSnapshotsReachIt(t *testing.T) {
 	// The table's own purge deletes under both prefixes.
 	mv := writtenTable(t, cat, ns, "mv", nil, false)
 	mvOld := mv.Location()
-	setLocation(t, ns, "mv", base+"/mv_home")
+	setLocation(t, shared.Catalog, ns, "mv", base+"/mv_home")
 	mv = appendRows(t, loadTable(t, cat, ns, "mv"), rows(t, 100, 6, true))
 	data, meta := reachable(t, mv)
 	job := waitJob(t, dropPurge(t, ns, "mv").ID, "SUCCEEDED", time.Minute)
@@ -261,4 +262,63 @@ func TestSetLocationKeepsTheOldPrefixWhileSnapshotsReachIt(t *testing.T) {
 	if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "after", "location": old, "schema": rawSchema}); st != 200 {
 		t.Errorf("create at the old prefix no snapshot reaches any more: %d %s, want 200", st, body)
 	}
+}
+
+// The old prefixes a moved table keeps go wherever the table goes: a soft
+// drop's record, an undrop, a rename and a purge job hold them, and the
+// job lets them go when it ends.
+func TestOldLocationsFollowTheTable(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, nil)
+	ns := uniq("follow")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	old := tbl.Location()
+	setLocation(t, name, ns, "t", "s3://"+srv.Info.Bucket+"/"+name+"/"+ns+"/home")
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables"
+	squat := func(when string, want int) {
+		t.Helper()
+		if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": uniq("sq"), "location": old, "schema": rawSchema}); st != want {
+			t.Errorf("%s: create at the old prefix: %d %s, want %d", when, st, body, want)
+		}
+	}
+	mustCall(t, 204, "DELETE", tables+"/t", shared.Token, nil)
+	squat("soft-deleted", 409)
+	mustCall(t, 200, "POST", lifecycleTablePath(name, ns, "t")+"/undrop", shared.Token, map[string]any{})
+	squat("undropped", 409)
+	mustCall(t, 204, "POST", "/v1/"+name+"/tables/rename", shared.Token, map[string]any{
+		"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": map[string]any{"namespace": []string{ns}, "name": "t2"},
+	})
+	squat("renamed", 409)
+	moved := loadTable(t, cat, ns, "t2")
+	data, meta := reachable(t, moved)
+	mustCall(t, 204, "DELETE", tables+"/t2?purgeRequested=true", shared.Token, nil)
+	var res struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs?namespace="+ns+"&table=t2", shared.Token, nil), &res)
+	if len(res.Jobs) != 1 {
+		t.Fatalf("%d purge jobs", len(res.Jobs))
+	}
+	var j store.Job
+	waitFor(t, "the purge", time.Minute, func() bool {
+		j, _ = srv.Catalog.Store().GetJob(ctx, name, res.Jobs[0].ID)
+		return store.Terminal(j.State)
+	})
+	objs := bucketObjects(t, srv)
+	left := 0
+	for _, files := range []map[string]bool{data, meta} {
+		for p := range files {
+			if _, ok := objs[p]; ok {
+				left++
+			}
+		}
+	}
+	if j.State != store.JobSucceeded || left != 0 || j.FilesSkipped != 0 {
+		t.Errorf("purge of the moved table: %s, %d of %d files left, %d skipped", j.State, left, len(data)+len(meta), j.FilesSkipped)
+	}
+	squat("purged", 200)
 }
