@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
@@ -321,4 +323,43 @@ func TestOldLocationsFollowTheTable(t *testing.T) {
 		t.Errorf("purge of the moved table: %s, %d of %d files left, %d skipped", j.State, left, len(data)+len(meta), j.FilesSkipped)
 	}
 	squat("purged", 200)
+}
+
+// Snapshot expiry of a moved table deletes what only the expired
+// snapshots reached under its old prefix too (the expire job may delete
+// under the table's old locations), and the old prefix stays owned while
+// the current snapshot still reaches files there.
+func TestExpiryOfAMovedTableDeletesUnderItsOldPrefix(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "expmoved")
+	props := iceberg.Properties{table.MaxSnapshotAgeMsKey: "3600000", table.MinSnapshotsToKeepKey: "1"}
+	tbl := writtenTable(t, cat, ns, "t", props, false)
+	old := tbl.Location()
+	setLocation(t, shared.Catalog, ns, "t", "s3://"+srv.Info.Bucket+"/"+shared.Catalog+"/"+ns+"/home")
+	tbl = appendRows(t, loadTable(t, cat, ns, "t"), rows(t, 200, 4, true))
+	var lists []string
+	for _, sn := range tbl.Metadata().Snapshots() {
+		if sn.SnapshotID != tbl.CurrentSnapshot().SnapshotID {
+			lists = append(lists, sn.ManifestList)
+		}
+	}
+	res, err := srv.Partitions.ExpireSnapshots(ctx, shared.Catalog, catalog.Ident{Namespace: []string{ns}, Name: "t"}, tbl.Metadata().TableUUID().String(), time.Now().Add(2*time.Hour))
+	if err != nil || res.Job == "" {
+		t.Fatalf("expire: %+v %v", res, err)
+	}
+	j := waitJob(t, res.Job, "SUCCEEDED", time.Minute)
+	objs := bucketObjects(t, srv)
+	for _, l := range lists {
+		if _, ok := objs[l]; ok {
+			t.Errorf("the expired snapshot's manifest list %s is still there", l)
+		}
+	}
+	if j.FilesSkipped != 0 {
+		t.Errorf("the expire job skipped %d files", j.FilesSkipped)
+	}
+	if st, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, map[string]any{"name": "sq", "location": old, "schema": rawSchema}); st != 409 {
+		t.Errorf("create at the old prefix the current snapshot still reaches: %d %s, want 409", st, body)
+	}
 }
