@@ -101,19 +101,21 @@ func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, 
 		return obj, ok, nil
 	}
 	owner, err := c.st.OwnerAt(ctx, obj.Bucket, obj.Key)
+	unowned := errors.Is(err, store.ErrNotFound)
+	if err != nil && !unowned {
+		return obj, false, err
+	}
 	ok := false
 	switch {
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return obj, false, err
-	case err == nil && (owner.ID == c.claim || slices.Contains(c.claims, owner.ID)):
+	case !unowned && (owner.ID == c.claim || slices.Contains(c.claims, owner.ID)):
 		ok = true
 	case c.home == nil || c.home.Contains(obj):
 		// The table's own location, no longer under its claim: skipped.
-	case errors.Is(err, store.ErrNotFound) || owner.Kind == store.OwnerWarehouse:
+	case unowned || owner.Kind == store.OwnerWarehouse:
 		_, ok, err = c.wide.allows(ctx, path)
-	}
-	if err != nil {
-		return obj, false, err
+		if err != nil {
+			return obj, false, err
+		}
 	}
 	c.dirs[dir] = ok
 	return obj, ok, nil
