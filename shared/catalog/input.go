@@ -89,8 +89,19 @@ func ParseRange(name, s string, lo, hi int64) (int64, error) {
 }
 
 // maxBodyDepth bounds the nesting of a strict body: the lifecycle API's
-// bodies are a few levels deep.
-const maxBodyDepth = 32
+// bodies are a few levels deep. Other bodies nest as deep as encoding/json
+// allows (an Iceberg schema of nested structs is deep).
+const (
+	maxBodyDepth = 32
+	maxJSONDepth = 10000
+)
+
+// CheckUniqueKeys refuses (400) a body with a key twice in any object: its
+// readers would disagree on what it says (encoding/json keeps the last).
+// Iceberg REST bodies go through it; lifecycle ones through DecodeStrict.
+func CheckUniqueKeys(body []byte) error {
+	return scanKeys(body, maxJSONDepth)
+}
 
 // DecodeStrict decodes one JSON value into v, refusing (400) what a lenient
 // decoder would quietly turn into another request: a key twice in any
@@ -102,7 +113,7 @@ func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return fmt.Errorf("%w: a JSON body is required", ErrBadRequest)
 	}
-	if err := scanKeys(body); err != nil {
+	if err := scanKeys(body, maxBodyDepth); err != nil {
 		return err
 	}
 	if err := checkShape(body, reflect.TypeOf(v), "the body"); err != nil {
@@ -127,8 +138,8 @@ type frame struct {
 }
 
 // scanKeys checks that body is one well-formed JSON value, at most
-// maxBodyDepth deep, with no key twice in any object.
-func scanKeys(body []byte) error {
+// maxDepth deep, with no key twice in any object.
+func scanKeys(body []byte, maxDepth int) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var stack []*frame
@@ -175,8 +186,8 @@ func scanKeys(body []byte) error {
 		}
 		switch tok {
 		case json.Delim('{'), json.Delim('['):
-			if len(stack) == maxBodyDepth {
-				return fmt.Errorf("%w: the body nests deeper than %d levels", ErrBadRequest, maxBodyDepth)
+			if len(stack) == maxDepth {
+				return fmt.Errorf("%w: the body nests deeper than %d levels", ErrBadRequest, maxDepth)
 			}
 			f := &frame{path: at(), object: tok == json.Delim('{'), key: true}
 			if f.object {
