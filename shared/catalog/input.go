@@ -107,8 +107,9 @@ func CheckUniqueKeys(body []byte) error {
 // decoder would quietly turn into another request: a key twice in any
 // object (encoding/json keeps the last), a field v does not have (matched
 // exactly, not case-insensitively), null anywhere but in a json.RawMessage
-// (an optional field is left out, never null), a wrong type, an empty body
-// and trailing data.
+// and "" for a string field (an optional field is left out: an unset
+// variable in a script must not mean "the only generation"), a wrong type,
+// an empty body and trailing data.
 func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return fmt.Errorf("%w: a JSON body is required", ErrBadRequest)
@@ -237,6 +238,9 @@ func checkShape(raw []byte, t reflect.Type, path string) error {
 			f, ok := fields[k]
 			if !ok {
 				return fmt.Errorf("%w: unknown field %q in %s", ErrBadRequest, k, path)
+			}
+			if f.Type.Kind() == reflect.String && string(bytes.TrimSpace(v)) == `""` {
+				return fmt.Errorf("%w: %s is empty: leave an optional field out instead", ErrBadRequest, fieldPath(path, k))
 			}
 			if err := checkShape(v, f.Type, fieldPath(path, k)); err != nil {
 				return err
