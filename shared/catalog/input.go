@@ -47,7 +47,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	} else if m := isoDuration.FindStringSubmatch(s); m != nil && s != "P" && !strings.HasSuffix(s, "T") {
 		digits, units = m[1:], isoUnits
 	} else {
-		return 0, fmt.Errorf("%w: %q is not a duration like P7D, PT12H or 7d", ErrBadRequest, s)
+		return 0, fmt.Errorf("%w: %q is not an ISO-8601 duration like P7D or PT12H (or 7d, 12h, 30m)", ErrBadRequest, s)
 	}
 	var d time.Duration
 	for i, v := range digits {
