@@ -107,10 +107,21 @@ type Job struct {
 	MetadataFilesDeleted int64 `dynamodbav:"metadata_files_deleted"`
 	FilesMissing         int64 `dynamodbav:"files_missing"`
 	FilesSkipped         int64 `dynamodbav:"files_skipped"`
-	Bytes                int64 `dynamodbav:"bytes"`
+	// FilesUnreferenced: objects under the location the table owned alone
+	// that no metadata reached (failed commits, engines' uncommitted
+	// writes), deleted by the purge's final listing; not in FilesDeleted.
+	FilesUnreferenced int64 `dynamodbav:"files_unreferenced"`
+	Bytes             int64 `dynamodbav:"bytes"`
 	// Finalize progress: objects of the metadata layer deleted so far.
 	FinalizeTotal  int `dynamodbav:"finalize_total"`
 	FinalizeOffset int `dynamodbav:"finalize_offset"`
+	// The final listing of the table's location: keys up to SweepAfter are
+	// done; SweepPending: the page (SweepFrom, SweepAfter] is counted, its
+	// deletion not confirmed; SweepDone: the listing reached the end.
+	SweepAfter   string `dynamodbav:"sweep_after"`
+	SweepFrom    string `dynamodbav:"sweep_from"`
+	SweepPending bool   `dynamodbav:"sweep_pending"`
+	SweepDone    bool   `dynamodbav:"sweep_done"`
 }
 
 // Holds are all the claims the job holds.
