@@ -118,6 +118,8 @@ type Job struct {
 	// The final listing of the table's location: keys up to SweepAfter are
 	// done; SweepPending: the page (SweepFrom, SweepAfter] is counted, its
 	// deletion not confirmed; SweepDone: the listing reached the end.
+	// SweepHold: which of the job's holds (Holds(), in order) is listed now.
+	SweepHold    int    `dynamodbav:"sweep_hold"`
 	SweepAfter   string `dynamodbav:"sweep_after"`
 	SweepFrom    string `dynamodbav:"sweep_from"`
 	SweepPending bool   `dynamodbav:"sweep_pending"`
