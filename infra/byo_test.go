@@ -104,6 +104,10 @@ func TestMalformedContextRefused(t *testing.T) {
 			t.Errorf("%s=%v: %v, want an error naming the key and saying %q", c.key, c.value, err, c.says)
 		}
 	}
+	// No context: `make synth` as it comes, no reservation.
+	if p, err := infra.FromContext(awscdk.NewApp(nil).Node()); err != nil || p.DeleteReservedConcurrency != 0 || p.APIRate != infra.DefaultAPIRate || len(p.WarehouseBuckets) != 0 || p.KMSKeyARN != "" {
+		t.Errorf("no context: %+v %v", p, err)
+	}
 	ctx := maps.Clone(byoContext)
 	if _, err := infra.FromContext(awscdk.NewApp(&awscdk.AppProps{Context: &ctx}).Node()); err != nil {
 		t.Errorf("the byo context: %v", err)
