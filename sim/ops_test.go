@@ -128,7 +128,10 @@ func (s *Sim) chance(p float64) bool { return s.rng.Float64() < p }
 // hold's changes to those who may make them.
 func (s *Sim) principal() string {
 	if !s.allow("unprivileged") {
-		return pick(s, []string{admin, admin, holder})
+		if s.m.legalPriv && s.chance(0.3) {
+			return holder
+		}
+		return admin
 	}
 	switch n := s.rng.IntN(10); {
 	case n < 5:
@@ -138,6 +141,10 @@ func (s *Sim) principal() string {
 	}
 	return holder
 }
+
+// tableKeys: an op on a table contends with ops on the same identifier
+// and with namespace drops and creates.
+func tableKeys(ns, name string) []string { return []string{"id:" + ns + "." + name, "ns:" + ns} }
 
 func tablePath(ns, name string) string {
 	return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(name)
@@ -245,7 +252,7 @@ func (s *Sim) opCreate() *Op {
 	ns, name := pick(s, namespaces), pick(s, tableNames)
 	p := s.principal()
 	props := map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"}
-	op := &Op{keys: []string{"id:" + ns + "." + name, "ns:" + ns}}
+	op := &Op{keys: tableKeys(ns, name)}
 	var reasons []string
 	if s.chance(0.15) {
 		props["icehold.legal-hold"] = "true"
@@ -323,7 +330,7 @@ func (s *Sim) opAppend() *Op {
 		s.m.nextRow++
 		rows[s.m.nextRow] = s.day()
 	}
-	op := &Op{desc: fmt.Sprintf("%s appends %d rows to %s.%s", p, n, ns, name), keys: []string{"id:" + ns + "." + name}, tolerateErr: true}
+	op := &Op{desc: fmt.Sprintf("%s appends %d rows to %s.%s", p, n, ns, name), keys: tableKeys(ns, name), tolerateErr: true}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{200}
@@ -361,7 +368,7 @@ func (s *Sim) opDeleteRows() *Op {
 		id := pick(s, ids)
 		del[id] = g.rows[id]
 	}
-	op := &Op{desc: fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), keys: []string{"id:" + g.ident(), "uuid:" + g.uuid},
+	op := &Op{desc: fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
 		tolerateErr: true, want: []int{200}}
 	ns, name := g.ns, g.name
 	var res appendResult
@@ -536,7 +543,7 @@ func (s *Sim) opDrop(purge bool) *Op {
 	ns, name, g := s.target()
 	p := pick(s, []string{admin, writer})
 	path := tablePath(ns, name)
-	op := &Op{keys: []string{"id:" + ns + "." + name, "props", "nsprops:" + ns}}
+	op := &Op{keys: append(tableKeys(ns, name), "props", "nsprops:"+ns)}
 	what := "soft-drops"
 	if purge {
 		what = "drops with purge"
@@ -749,9 +756,14 @@ func (s *Sim) opUndrop() *Op {
 	}
 	body, bad := s.lifecycleBody(fields, "")
 	if s.chance(0.1) && bad == "" {
-		body = "" // no body at all: both fields are optional
+		// No body at all: both fields are optional.
+		body, fields, toNS, toName = "", map[string]any{}, ns, name
+		g = nil
+		if len(gens) == 1 {
+			g = gens[0]
+		}
 	}
-	op := &Op{desc: fmt.Sprintf("%s undrops %s.%s %s", p, ns, name, trunc(body, 120)), keys: []string{"id:" + ns + "." + name, "id:" + toNS + "." + toName}}
+	op := &Op{desc: fmt.Sprintf("%s undrops %s.%s %s", p, ns, name, trunc(body, 120)), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 	}
@@ -822,7 +834,7 @@ func (s *Sim) opPurgeNow() *Op {
 		g = gens[0]
 	}
 	body, bad := s.lifecycleBody(fields, "")
-	op := &Op{desc: fmt.Sprintf("%s purges now %s.%s %s", p, ns, name, trunc(body, 120)), keys: []string{"id:" + ns + "." + name}}
+	op := &Op{desc: fmt.Sprintf("%s purges now %s.%s %s", p, ns, name, trunc(body, 120)), keys: tableKeys(ns, name)}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 	}
@@ -915,7 +927,7 @@ func (s *Sim) opLegalHoldProp() *Op {
 	default:
 		remove = []string{"icehold.legal-hold"}
 	}
-	op := &Op{desc: fmt.Sprintf("%s commits %s.%s set=%v remove=%v", p, ns, name, set, remove), keys: []string{"id:" + ns + "." + name}}
+	op := &Op{desc: fmt.Sprintf("%s commits %s.%s set=%v remove=%v", p, ns, name, set, remove), keys: tableKeys(ns, name)}
 	change := g != nil && g.legalHold != on
 	switch {
 	case !may(p, "TABLE_WRITE"):
@@ -966,7 +978,7 @@ func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error
 func (s *Sim) opHoldProp() *Op {
 	ns, name, g := s.target()
 	v, ok := s.duration()
-	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on %s.%s", v, ns, name), keys: []string{"id:" + ns + "." + name}}
+	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on %s.%s", v, ns, name), keys: tableKeys(ns, name)}
 	switch {
 	case !ok:
 		op.invalid, op.why = true, "hold period "+v+" is out of range or malformed"
