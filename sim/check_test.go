@@ -360,6 +360,7 @@ var barrierWeights = []struct {
 	w    int
 }{
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
+	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -412,6 +413,12 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":
 		return &barrier{desc: "crash and restart from the state folder", run: func() error { return s.w.restart(s.ctx) }}
+	case "stale-sweep":
+		return s.staleSweep()
+	case "stale-undrop":
+		return s.staleUndrop()
+	case "stale-hold":
+		return s.staleLegalHold()
 	}
 	return nil
 }
@@ -431,6 +438,11 @@ func (s *Sim) sweepHoldExpiry() error {
 		return s.violatef("hold-expiry sweep: %v", err)
 	}
 	s.logf("   report %+v", rep)
+	return s.expireModel(now)
+}
+
+// expireModel: what a complete hold-expiry sweep at now ends.
+func (s *Sim) expireModel(now time.Time) error {
 	purgeOn := s.m.catProps["soft-delete.purge-on-expiry"] != "false"
 	for _, g := range s.m.inState(soft) {
 		if g.legalHold || !g.purgeAt.Before(now) {

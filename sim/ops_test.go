@@ -323,7 +323,15 @@ func (s *Sim) day() string {
 
 func (s *Sim) opAppend() *Op {
 	ns, name, g := s.target()
-	p := pick(s, []string{admin, admin, writer})
+	return s.appendOp(ns, name, g, pick(s, []string{admin, admin, writer}))
+}
+
+// opAppendTo appends to g (an intruder).
+func (s *Sim) opAppendTo(g *Gen, p string) *Op {
+	return s.appendOp(g.ns, g.name, g, p)
+}
+
+func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
 	n := 1 + s.rng.IntN(5)
 	rows := map[int64]string{}
 	for range n {
@@ -541,7 +549,15 @@ func iceOutcome(err error, rec *statusRecorder) Outcome {
 
 func (s *Sim) opDrop(purge bool) *Op {
 	ns, name, g := s.target()
-	p := pick(s, []string{admin, writer})
+	return s.dropOp(ns, name, g, pick(s, []string{admin, writer}), purge)
+}
+
+// opDropOf drops g (an intruder).
+func (s *Sim) opDropOf(g *Gen, p string, purge bool) *Op {
+	return s.dropOp(g.ns, g.name, g, p, purge)
+}
+
+func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	path := tablePath(ns, name)
 	op := &Op{keys: append(tableKeys(ns, name), "props", "nsprops:"+ns)}
 	what := "soft-drops"
@@ -749,6 +765,9 @@ func (s *Sim) opUndrop() *Op {
 	} else if len(gens) == 1 {
 		g = gens[0]
 	}
+	if !s.allow("undrop-held") && g != nil && g.legalHold {
+		return nil
+	}
 	toNS, toName := ns, name
 	if s.chance(0.3) {
 		toNS, toName = pick(s, namespaces), pick(s, tableNames)
@@ -791,7 +810,14 @@ func (s *Sim) opUndrop() *Op {
 		}
 		return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/undrop", b)
 	}
-	op.after = func(o Outcome, contended bool) error {
+	op.after = s.opUndropAfter(ns, name)
+	return op
+}
+
+// opUndropAfter applies an accepted undrop of ns.name: the generation its
+// answer names is live again, and reads back every row it had.
+func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
+	return func(o Outcome, contended bool) error {
 		if o.Status != 200 {
 			return nil
 		}
@@ -811,15 +837,14 @@ func (s *Sim) opUndrop() *Op {
 		if ug == nil {
 			return s.violatef("undrop restored uuid %s, which the model holds as no soft-deleted table", res.UUID)
 		}
-		if !contended && s.w.clock.Now().After(ug.purgeAt) && !ug.legalHold {
-			s.logf("   (undrop after purge-at: the sweep had not run)")
-		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
 		s.advanceMeta(ug, res.Meta)
 		s.logf("   %s undropped", ug)
+		if contended {
+			return nil // another op of the round may have written to it
+		}
 		return s.checkRows(ug, "undrop")
 	}
-	return op
 }
 
 func (s *Sim) opPurgeNow() *Op {
@@ -927,6 +952,15 @@ func (s *Sim) opLegalHoldProp() *Op {
 	default:
 		remove = []string{"icehold.legal-hold"}
 	}
+	return s.legalHoldPropOp(ns, name, g, p, set, remove, on)
+}
+
+// opSetLegalHoldProp sets or clears g's legal hold by a commit (an intruder).
+func (s *Sim) opSetLegalHoldProp(g *Gen, p string, on bool) *Op {
+	return s.legalHoldPropOp(g.ns, g.name, g, p, map[string]string{"icehold.legal-hold": fmt.Sprint(on)}, nil, on)
+}
+
+func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]string, remove []string, on bool) *Op {
 	op := &Op{desc: fmt.Sprintf("%s commits %s.%s set=%v remove=%v", p, ns, name, set, remove), keys: tableKeys(ns, name)}
 	change := g != nil && g.legalHold != on
 	switch {

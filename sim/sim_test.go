@@ -210,6 +210,7 @@ func (s *Sim) run(steps int) error {
 }
 
 func (s *Sim) round() error {
+	s.touched, s.sweeping = map[string]int{}, false
 	if b := s.pickBarrier(); b != nil {
 		s.logf("== %s", b.desc)
 		if err := b.run(); err != nil {

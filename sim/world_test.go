@@ -79,6 +79,8 @@ type World struct {
 	http   *http.Client
 	// legalPriv: this build knows TABLE_LEGAL_HOLD (the grant was accepted).
 	legalPriv bool
+	// sec is the second instance (interleavings), built on demand.
+	sec *second
 }
 
 func (w *World) options() localserver.Options {
@@ -155,11 +157,20 @@ func (w *World) setup(ctx context.Context) error {
 // cancelled mid-way; every answered write is already in the journals), as
 // a kill would, and starts it again from the state folder.
 func (w *World) restart(ctx context.Context) error {
+	w.closeSecond()
 	w.srv.Close()
 	return w.start(ctx)
 }
 
+func (w *World) closeSecond() {
+	if w.sec != nil {
+		w.sec.srv.Close()
+		w.sec = nil
+	}
+}
+
 func (w *World) close() {
+	w.closeSecond()
 	if w.srv != nil {
 		w.srv.Close()
 	}
