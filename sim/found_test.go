@@ -83,3 +83,21 @@ func TestUndropKeepsTheRecordsLegalHold(t *testing.T) {
 		t.Errorf("%d of the legal-held table's %d objects were deleted", len(before)-len(after), len(before))
 	}
 }
+
+// A rename of a table to its own identifier is a 409 (the name is taken,
+// as Iceberg's catalogs answer), not a 500: found by the simulation (seed
+// 4, 8 steps), where DynamoDB refused a transaction with two operations on
+// the entry's item.
+func TestRenameToItsOwnNameIsAConflict(t *testing.T) {
+	s := newFoundSim(t)
+	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
+		map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON)})
+	o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/tables/rename", map[string]any{
+		"source":      map[string]any{"namespace": []string{"a"}, "name": "t"},
+		"destination": map[string]any{"namespace": []string{"a"}, "name": "t"},
+	})
+	if o.Status != 409 {
+		t.Errorf("rename a.t to a.t: %s, want 409", o)
+	}
+	s.mustStatus(200, admin, "GET", tablePath("a", "t"), nil)
+}
