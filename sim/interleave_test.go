@@ -332,7 +332,7 @@ func (s *Sim) staleLegalHold() *barrier {
 			return err
 		}
 		if o.Status == 200 && g.state == soft {
-			g.legalHold = on
+			g.legalHold, g.holdUnsure = on, false
 		}
 		// What the change left in the expiry index shows at the next sweep.
 		return s.sweepHoldExpiry()

@@ -2,8 +2,10 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"maps"
 	"regexp"
 	"slices"
@@ -50,8 +52,10 @@ type Gen struct {
 	// after a round whose order the model cannot know.
 	rows  map[int64]string
 	maybe map[int64]string
-	// legalHold as the model's accepted operations left it.
-	legalHold bool
+	// legalHold as the model's accepted operations left it; holdUnsure:
+	// the record's hold was cleared but the metadata it was undropped with
+	// still sets the property (either may be what the table has now).
+	legalHold, holdUnsure bool
 	// holdProp: the table's soft-delete.hold-period property.
 	holdProp string
 	// Soft: when the drop happened and when the model says it may go.
@@ -311,12 +315,18 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		out.snaps = append(out.snaps, sn.SnapshotID)
 		add(sn.ManifestList)
 		mfs, err := sn.Manifests(fs)
+		if errors.Is(err, iofs.ErrNotExist) {
+			continue // reached but gone: the check says so (a forgery's borrowed files may be)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("manifest list of snapshot %d: %w", sn.SnapshotID, err)
 		}
 		for _, mf := range mfs {
 			add(mf.FilePath())
 			entries, err := mf.FetchEntries(fs, false)
+			if errors.Is(err, iofs.ErrNotExist) {
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
 			}

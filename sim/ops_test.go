@@ -54,6 +54,7 @@ var opWeights = []struct {
 	{"create", 10}, {"append", 12}, {"delete-rows", 3},
 	{"soft-drop", 6}, {"drop-purge", 3}, {"undrop", 7}, {"purge-now", 4},
 	{"legal-hold", 5}, {"legal-hold-prop", 4}, {"hold-prop", 3},
+	{"rename", 3}, {"register", 3},
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4},
 }
@@ -116,6 +117,10 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opNamespaceHold()
 	case "bad-body":
 		return s.opBadBody()
+	case "rename":
+		return s.opRename()
+	case "register":
+		return s.opRegister()
 	}
 	return nil
 }
@@ -270,9 +275,22 @@ func (s *Sim) opCreate() *Op {
 		}
 	}
 	body := map[string]any{"name": name, "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON), "properties": props}
-	op.desc = fmt.Sprintf("%s creates %s.%s props=%v", p, ns, name, props)
+	loc, plain, outside := s.location()
+	if !s.allow("location") {
+		loc, plain, outside = "", true, false
+	}
+	if loc != "" {
+		body["location"] = loc
+		op.keys = append(op.keys, "loc")
+	}
+	if outside {
+		op.invalid = true
+		reasons = append(reasons, "location "+loc+" is not a table location inside the warehouse")
+	}
+	op.desc = fmt.Sprintf("%s creates %s.%s location=%q props=%v", p, ns, name, loc, props)
 	op.why = strings.Join(reasons, "; ")
 	_, nsOK := s.m.namespaces[ns]
+	owner := s.owner(loc)
 	switch {
 	case !may(p, "TABLE_CREATE"):
 		op.want = []int{403}
@@ -281,8 +299,12 @@ func (s *Sim) opCreate() *Op {
 		op.want = []int{404}
 	case s.m.liveAt(ns, name) != nil:
 		op.want = []int{409}
+	case loc != "" && owner != nil && owner.state != purging:
+		op.want, op.why = []int{409}, "the location overlaps "+owner.String()+"'s"
+	case loc != "" && !plain:
+		op.want = []int{200, 400, 409} // characters FileIOs write apart may be refused
 	default:
-		op.want = []int{200, 409} // 409: a purge job's tombstone holds the name
+		op.want = []int{200, 409} // 409: a purge job's tombstone or claim holds it
 	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/tables", body)
@@ -569,6 +591,8 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	switch {
 	case g == nil:
 		op.want = []int{404}
+	case purge && g.holdUnsure:
+		op.want = []int{204, 409}
 	case purge && g.legalHold:
 		op.invalid, op.why = true, "the table is under legal hold"
 	default:
@@ -655,7 +679,7 @@ func (s *Sim) purgeAccepted(jobID, ns, name string, contended bool) error {
 	if g == nil {
 		return s.violatef("purge job %s deletes table uuid %s (%s.%s), which the model holds neither live nor soft-deleted", jobID, j.TableUUID, ns, name)
 	}
-	if g.legalHold {
+	if g.legalHold && !g.holdUnsure {
 		return s.violatef("purge job %s deletes %s, which is under legal hold", jobID, g)
 	}
 	s.startPurging(g, jobID, contended)
@@ -839,6 +863,9 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
 		s.advanceMeta(ug, res.Meta)
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && r.props["icehold.legal-hold"] == "true" && !ug.legalHold {
+			ug.holdUnsure = true
+		}
 		s.logf("   %s undropped", ug)
 		if contended {
 			return nil // another op of the round may have written to it
@@ -920,7 +947,7 @@ func (s *Sim) opLegalHoldRecord() *Op {
 	}
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status == 200 && g != nil && g.state == soft {
-			g.legalHold = on
+			g.legalHold, g.holdUnsure = on, false
 		}
 		return nil
 	}
@@ -978,8 +1005,8 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 	default:
 		op.want = []int{200}
 	}
-	if !s.m.canLegalHold(p) && g != nil && !change {
-		op.want = []int{200, 403}
+	if !s.m.canLegalHold(p) && g != nil && (!change || g.holdUnsure) {
+		op.invalid, op.want = false, []int{200, 403}
 	}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
@@ -989,7 +1016,7 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 		if o.Status != 200 {
 			return nil
 		}
-		return s.propsCommitted(o, ns, name, func(g *Gen) { g.legalHold = on })
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.legalHold, g.holdUnsure = on, false })
 	}
 	return op
 }
