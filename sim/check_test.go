@@ -368,6 +368,7 @@ var barrierWeights = []struct {
 }{
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 1},
+	{"retention-sweep", 4},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -420,6 +421,8 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":
 		return &barrier{desc: "crash and restart from the state folder", run: func() error { return s.w.restart(s.ctx) }}
+	case "retention-sweep":
+		return &barrier{desc: "retention sweep (partition drops, snapshot expiry)", run: s.sweepRetention}
 	case "backfill":
 		return &barrier{desc: "the ownership backfill on a state from before the index", run: s.backfill}
 	case "stale-sweep":
@@ -672,7 +675,17 @@ func (s *Sim) checkOrphans() error {
 	}
 	if len(left) > 0 {
 		slices.Sort(left)
-		return s.violatef("%d metadata files no table reaches are left past the intent lifetime, e.g. %s", len(left), strings.Join(left[:min(3, len(left))], ", "))
+		var why []string
+		for _, k := range left[:min(3, len(left))] {
+			for _, g := range s.m.gens {
+				for _, m := range g.metas {
+					if mk, _ := keyOf(m); mk == k {
+						why = append(why, fmt.Sprintf("%s was %s's (now at %s)", k, g, g.meta))
+					}
+				}
+			}
+		}
+		return s.violatef("%d metadata files no table reaches are left past the intent lifetime, e.g. %s\n%s", len(left), strings.Join(left[:min(3, len(left))], ", "), strings.Join(why, "\n"))
 	}
 	return nil
 }

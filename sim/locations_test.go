@@ -168,14 +168,21 @@ func (s *Sim) opRegister() *Op {
 		if s.m.liveAt(ns, name) != nil {
 			op.want = append(op.want, 409)
 		}
+		refused := len(op.want) > 0
 		switch from.state {
 		case live, soft:
 			op.want = append(op.want, 409) // its location is owned
 		case gone:
 			op.want = append(op.want, 400, 404, 409) // its files are gone
-		}
-		if len(op.want) == 0 { // purging (recovery while PENDING), released
-			op.want = []int{200, 400, 409}
+		case purging: // its files may be going; recovery while PENDING
+			op.want = append(op.want, 400, 409)
+			if !refused {
+				op.want = append(op.want, 200)
+			}
+		case released:
+			if !refused {
+				op.want = append(op.want, 200, 409)
+			}
 		}
 	}
 	op.run = func() Outcome {

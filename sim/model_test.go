@@ -45,6 +45,8 @@ type Gen struct {
 	ns       string // one level
 	name     string
 	location string // the table location its metadata names
+	// oldLocs: locations it had before a set-location.
+	oldLocs []string
 	state    state
 	meta     string // latest metadata file known
 	metas    []string
@@ -94,12 +96,12 @@ type Model struct {
 	legalPriv  bool                         // the build knows TABLE_LEGAL_HOLD
 	nextID     int
 	nextRow    int64
-	// holders: the principals that may set or clear legal holds.
-	forged []string // metadata files the simulation forged
+	forged   []string          // metadata files the simulation forged
+	policies map[string]policy // retention policies by identifier
 }
 
 func newModel(legalPriv bool) *Model {
-	return &Model{namespaces: map[string]map[string]string{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
+	return &Model{namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
 }
 
 func (m *Model) add(g *Gen) *Gen {
@@ -254,6 +256,7 @@ type reach struct {
 	keys     map[string]bool
 	location string
 	snaps    []int64
+	current  int64
 	props    map[string]string
 }
 
@@ -296,6 +299,9 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		return nil, fmt.Errorf("parse %s: %w", meta, err)
 	}
 	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties())}
+	if cur := md.CurrentSnapshot(); cur != nil {
+		out.current = cur.SnapshotID
+	}
 	add := func(p string) {
 		if k, ok := keyOf(p); ok {
 			out.keys[k] = true
@@ -323,7 +329,9 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		}
 		for _, mf := range mfs {
 			add(mf.FilePath())
-			entries, err := mf.FetchEntries(fs, false)
+			// Live entries only: a DELETED entry is the snapshot saying the
+			// file is no longer part of it (expiry may delete it).
+			entries, err := mf.FetchEntries(fs, true)
 			if errors.Is(err, iofs.ErrNotExist) {
 				continue
 			}

@@ -55,6 +55,7 @@ var opWeights = []struct {
 	{"soft-drop", 6}, {"drop-purge", 3}, {"undrop", 7}, {"purge-now", 4},
 	{"legal-hold", 5}, {"legal-hold-prop", 4}, {"hold-prop", 3},
 	{"rename", 3}, {"register", 3},
+	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4},
 }
@@ -117,6 +118,14 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opNamespaceHold()
 	case "bad-body":
 		return s.opBadBody()
+	case "partition-drop":
+		return s.opPartitionDrop()
+	case "retention":
+		return s.opRetention()
+	case "snapshots":
+		return s.opSnapshots()
+	case "set-location":
+		return s.opSetLocation()
 	case "rename":
 		return s.opRename()
 	case "register":
@@ -303,6 +312,8 @@ func (s *Sim) opCreate() *Op {
 		op.want, op.why = []int{409}, "the location overlaps "+owner.String()+"'s"
 	case loc != "" && !plain:
 		op.want = []int{200, 400, 409} // characters FileIOs write apart may be refused
+	case loc != "" && s.formerOwner(loc) != nil:
+		op.want = []int{200, 409} // owned while a retained snapshot reaches it
 	default:
 		op.want = []int{200, 409} // 409: a purge job's tombstone or claim holds it
 	}
