@@ -47,9 +47,9 @@ type Gen struct {
 	location string // the table location its metadata names
 	// oldLocs: locations it had before a set-location.
 	oldLocs []string
-	state    state
-	meta     string // latest metadata file known
-	metas    []string
+	state   state
+	meta    string // latest metadata file known
+	metas   []string
 	// rows the table holds (id → day), and rows it may or may not hold
 	// after a round whose order the model cannot know.
 	rows  map[int64]string
@@ -96,8 +96,8 @@ type Model struct {
 	legalPriv  bool                         // the build knows TABLE_LEGAL_HOLD
 	nextID     int
 	nextRow    int64
-	forged   []string          // metadata files the simulation forged
-	policies map[string]policy // retention policies by identifier
+	forged     []string          // metadata files the simulation forged
+	policies   map[string]policy // retention policies by identifier
 }
 
 func newModel(legalPriv bool) *Model {
