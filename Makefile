@@ -6,7 +6,8 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 FUZZTIME ?= 3000x
 # target:package
 FUZZ_TARGETS := FuzzCommitTable:./shared/router/ FuzzCreateTable:./shared/router/ FuzzNamespaceRequests:./shared/router/ \
-	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/
+	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/ \
+	FuzzDecodeStrict:./shared/catalog/
 
 export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true

@@ -58,6 +58,12 @@ func setProps() []any {
 	return []any{map[string]any{"action": "set-properties", "updates": map[string]string{"k": "v"}}}
 }
 
+var legalHold = map[string]string{"icehold.legal-hold": "true"}
+
+func setLegalHold() []any {
+	return []any{map[string]any{"action": "set-properties", "updates": legalHold}}
+}
+
 // createUpdates is what a client sends to finish a staged create.
 func createUpdates(f fixture, name string) []any {
 	return []any{
@@ -98,6 +104,10 @@ var matrix = []row{
 		body: func(fixture) any {
 			return map[string]any{"name": "t_new", "schema": map[string]any{"type": "struct", "schema-id": 0, "fields": []any{}}}
 		}},
+	{route: "POST " + nsPath + "/tables [legal-hold]", name: "create table with a legal hold", path: "/v1/{c}/namespaces/{ns}/tables", privs: p(authz.TableCreate, authz.TableLegalHold), want: 200,
+		body: func(fixture) any {
+			return map[string]any{"name": "t_held", "schema": map[string]any{"type": "struct", "schema-id": 0, "fields": []any{}}, "properties": legalHold}
+		}},
 	{route: "GET " + tblPath, name: "load table", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableRead), want: 200},
 	{route: "HEAD " + tblPath, name: "table exists", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableRead), want: 204},
 	{route: "POST " + tblPath, name: "commit", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableWrite), want: 200,
@@ -107,6 +117,8 @@ var matrix = []row{
 		body: func(f fixture) any {
 			return map[string]any{"requirements": assertCreate, "updates": createUpdates(f, "t_staged")}
 		}},
+	{route: "POST " + tblPath + " [legal-hold]", name: "commit setting a legal hold", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableWrite, authz.TableLegalHold), want: 200,
+		body: func(fixture) any { return map[string]any{"requirements": []any{}, "updates": setLegalHold()} }},
 	{route: "DELETE " + tblPath, name: "drop table", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableDrop), want: 204},
 	{route: "DELETE " + tblPath + " [purgeRequested=true]", name: "drop table with purge", path: "/v1/{c}/namespaces/{ns}/tables/t?purgeRequested=true", privs: p(authz.TableDropWithPurge), want: 204},
 	{route: "POST " + nsPath + "/register", name: "register", path: "/v1/{c}/namespaces/{ns}/register", privs: p(authz.TableCreate), want: 200,
@@ -134,6 +146,11 @@ var matrix = []row{
 				map[string]any{"identifier": map[string]any{"namespace": []string{f.ns}, "name": "t_tx"}, "requirements": assertCreate, "updates": createUpdates(f, "t_tx")},
 			}}
 		}},
+	{route: "POST /v1/{prefix}/transactions/commit [legal-hold]", name: "transaction setting a legal hold", path: "/v1/{c}/transactions/commit",
+		privs: p(authz.TableWrite, authz.TableLegalHold), want: 204,
+		body: func(f fixture) any {
+			return map[string]any{"table-changes": []any{map[string]any{"identifier": map[string]any{"namespace": []string{f.ns}, "name": "t"}, "requirements": []any{}, "updates": setLegalHold()}}}
+		}},
 	{route: "POST /lifecycle/v1/catalogs", name: "create catalog", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), scope: "*", want: 201,
 		body: func(fixture) any {
 			name := uniq("cat")
@@ -153,7 +170,7 @@ var matrix = []row{
 	{route: "GET " + lcPath + "/purge-jobs", name: "list purge jobs", path: "/lifecycle/v1/catalogs/{c}/purge-jobs?namespace={ns}", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/purge-jobs/{id}", name: "get purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/soft-deleted-tables", name: "list soft-deleted tables", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables?namespace={ns}", privs: p(authz.TableListSoftDeleted), want: 200},
-	{route: "POST " + lcPath + "/soft-deleted-tables/{uuid}/legal-hold", name: "legal hold", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables/{soft}/legal-hold", privs: p(authz.CatalogManage), want: 200,
+	{route: "POST " + lcPath + "/soft-deleted-tables/{uuid}/legal-hold", name: "legal hold", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables/{soft}/legal-hold", privs: p(authz.TableLegalHold), want: 200,
 		body: func(fixture) any { return map[string]any{"enabled": true} }},
 	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/undrop", name: "undrop", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/sd/undrop{soft-made}", privs: p(authz.TableUndrop), want: 200,
 		body: func(fixture) any { return map[string]any{} }},

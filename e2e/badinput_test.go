@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -239,4 +243,179 @@ func TestBadInputChangesNothing(t *testing.T) {
 			t.Errorf("the store changed")
 		}
 	})
+}
+
+// Defect: destructive lifecycle routes ignored unknown fields, duplicated
+// keys and nulls: purge-now {"table_uuid": …} (a typo) purged the only
+// generation, so did {"table-uuid": null, "x": [1]}; undrop took a null
+// body, a retention body extra fields, a drop a tuple with a key twice.
+// Every lifecycle body with a typo'd key, a null, a duplicated key (at any
+// depth), a wrong type or an out-of-range value is a 400 ErrorModel, and
+// the store and the bucket stay as they were.
+func TestLifecycleBodiesAreStrict(t *testing.T) {
+	srv := localOnly(t)
+	waitIdle(t, srv)
+	c := shared.Catalog
+	ns := uniq("strict")
+	mustCall(t, 200, "POST", "/v1/"+c+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	retentionIn(t, ns, "days", false)
+	soft := softDeletedIn(t, c, ns, "gone")
+	lc := "/lifecycle/v1/catalogs/" + c
+	tbl := lc + "/namespaces/" + ns + "/tables/"
+	wh := func(name string) string { return `"warehouse":"s3://icehold-warehouse/` + name + `"` }
+	n1, n2, n3, n4, n5, n6, n7, n8 := uniq("sx"), uniq("sx"), uniq("sx"), uniq("sx"), uniq("sx"), uniq("sx"), uniq("sx"), uniq("sx")
+	day := `{"ts_day":"2026-01-01"}`
+
+	type bad struct{ kind, body, want string }
+	routes := []struct {
+		method, path string
+		cases        []bad
+	}{
+		{"POST", "/lifecycle/v1/catalogs", []bad{
+			{"typo", `{"name":"` + n1 + `",` + wh(n1) + `,"propertes":{"soft-delete.enabled":"true"}}`, ""},
+			{"null", `{"name":"` + n2 + `",` + wh(n2) + `,"properties":null}`, "null"},
+			{"null property", `{"name":"` + n3 + `",` + wh(n3) + `,"properties":{"a":null}}`, "null"},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"name":"` + n4 + `",` + wh(n4) + `,"name":"` + n5 + `"}`, "name"},
+			{"duplicated property", `{"name":"` + n6 + `",` + wh(n6) + `,"properties":{"soft-delete.hold-period":"P7D","soft-delete.hold-period":"P1D"}}`, "soft-delete.hold-period"},
+			{"wrong type", `{"name":"` + n7 + `","warehouse":["s3://icehold-warehouse/x"]}`, ""},
+			{"out of range", `{"name":"` + n8 + `",` + wh(n8) + `,"properties":{"soft-delete.hold-period":"213504d"}}`, "100 years"},
+			{"trailing data", `{"name":"` + n1 + `",` + wh(n1) + `} {}`, ""},
+		}},
+		{"POST", lc + "/properties", []bad{
+			{"typo", `{"update":{"note":"1"}}`, ""},
+			{"null", `{"updates":null}`, "null"},
+			{"null removals", `{"updates":{"note":"1"},"removals":null}`, "null"},
+			{"null property", `{"updates":{"note":null}}`, "null"},
+			{"null removal", `{"removals":[null]}`, "null"},
+			{"duplicated key", `{"updates":{"note":"1"},"updates":{"other":"1"}}`, "updates"},
+			{"duplicated property", `{"updates":{"note":"1","note":"2"}}`, "note"},
+			{"wrong type", `{"removals":"note"}`, ""},
+			{"out of range", `{"updates":{"soft-delete.hold-period":"P30501W"}}`, "100 years"},
+		}},
+		{"PUT", lc + "/grants/user:" + ns, []bad{
+			{"typo", `{"privileges":["TABLE_READ"],"privilege":["CATALOG_MANAGE"]}`, ""},
+			{"principal in the body", `{"principal":"user:other","privileges":["TABLE_READ"]}`, ""},
+			{"null", `{"privileges":["TABLE_READ"],"note":null}`, ""},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"privileges":["TABLE_READ"],"privileges":["CATALOG_MANAGE"]}`, "privileges"},
+			{"wrong type", `{"privileges":[1]}`, ""},
+		}},
+		{"POST", lc + "/soft-deleted-tables/" + soft + "/legal-hold", []bad{
+			{"typo", `{"enabled":true,"enable":false}`, ""},
+			{"null", `{"enabled":true,"note":null}`, ""},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"enabled":false,"enabled":true}`, "enabled"},
+			{"wrong type", `{"enabled":1}`, ""},
+			{"array body", `[]`, ""},
+		}},
+		{"POST", tbl + "gone/undrop", []bad{
+			{"typo", `{"table_uuid":"` + soft + `"}`, ""},
+			{"null", `{"table-uuid":null}`, "null"},
+			{"null rename-to", `{"rename-to":null}`, "null"},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"table-uuid":"00000000-0000-0000-0000-000000000000","table-uuid":"` + soft + `"}`, "table-uuid"},
+			{"duplicated nested key", `{"rename-to":{"namespace":["` + ns + `"],"name":"a","name":"b"}}`, "name"},
+			{"unknown nested key", `{"rename-to":{"namespace":["` + ns + `"],"name":"a","nmae":"b"}}`, ""},
+			{"wrong type", `{"rename-to":"` + ns + `.a"}`, ""},
+		}},
+		{"POST", tbl + "gone/purge-now", []bad{
+			{"typo", `{"table_uuid":"` + soft + `"}`, ""},
+			{"null and extra", `{"table-uuid":null,"x":[1]}`, ""},
+			{"null", `{"table-uuid":null}`, "null"},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"table-uuid":"00000000-0000-0000-0000-000000000000","table-uuid":"` + soft + `"}`, "table-uuid"},
+			{"wrong type", `{"table-uuid":["` + soft + `"]}`, ""},
+			{"array body", `[]`, ""},
+		}},
+		{"POST", tbl + "days/partitions/drop", []bad{
+			{"typo", `{"partitions":[` + day + `],"spec_id":0}`, ""},
+			{"null spec-id", `{"partitions":[` + day + `],"spec-id":null}`, "null"},
+			{"null read-snapshot-id", `{"partitions":[` + day + `],"read-snapshot-id":null}`, "null"},
+			{"null expected-table-uuid", `{"partitions":[` + day + `],"expected-table-uuid":null}`, "null"},
+			{"null tuple", `{"partitions":[null]}`, ""},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"partitions":[` + day + `],"partitions":[{"ts_day":"2026-01-02"}]}`, "partitions"},
+			{"duplicated tuple key", `{"partitions":[{"ts_day":"2026-01-01","ts_day":"2026-01-02"}]}`, "ts_day"},
+			{"wrong type", `{"partitions":` + day + `}`, ""},
+			{"spec-id too large", `{"partitions":[` + day + `],"spec-id":2147483648}`, "spec-id"},
+			{"spec-id negative", `{"partitions":[` + day + `],"spec-id":-1}`, "spec-id"},
+			{"spec-id overflow", `{"partitions":[` + day + `],"spec-id":99999999999999999999}`, "spec-id"},
+			{"spec-id fraction", `{"partitions":[` + day + `],"spec-id":0.5}`, "spec-id"},
+			{"read-snapshot-id overflow", `{"partitions":[` + day + `],"read-snapshot-id":9223372036854775808}`, "read-snapshot-id"},
+			{"read-snapshot-id negative", `{"partitions":[` + day + `],"read-snapshot-id":-5}`, "read-snapshot-id"},
+		}},
+		{"PUT", tbl + "days/partition-retention", []bad{
+			{"typo", `{"field":"ts_day","keep":"P7D","kep":"P1D"}`, ""},
+			{"null", `{"field":"ts_day","keep":"P7D","note":null}`, ""},
+			{"null keep", `{"field":"ts_day","keep":null}`, ""},
+			{"null body", `null`, ""},
+			{"duplicated key", `{"field":"ts_day","keep":"P7D","keep":"P1D"}`, "keep"},
+			{"wrong type", `{"field":"ts_day","keep":7}`, ""},
+			{"out of range", `{"field":"ts_day","keep":"5124096h"}`, "100 years"},
+			{"out of range days", `{"field":"ts_day","keep":"213504d"}`, "100 years"},
+		}},
+	}
+	for _, rt := range routes {
+		for _, tc := range rt.cases {
+			t.Run(rt.method+" "+rt.path[strings.LastIndex(rt.path, "/")+1:]+" "+tc.kind, func(t *testing.T) {
+				waitIdle(t, srv)
+				before := storeDigest(t, srv)
+				status, out := call(t, rt.method, rt.path, shared.Token, tc.body)
+				if status != 400 {
+					t.Fatalf("%s: status %d, want 400: %s", tc.body, status, out)
+				}
+				typ, code, msg := errorModel(t, out)
+				if code != 400 || typ != "BadRequestException" || !strings.Contains(msg, tc.want) {
+					t.Errorf("ErrorModel %s %d %q, want a BadRequestException naming %q", typ, code, msg, tc.want)
+				}
+				waitIdle(t, srv)
+				if after := storeDigest(t, srv); after != before {
+					t.Errorf("the store changed: %s -> %s", before, after)
+				}
+			})
+		}
+	}
+	// The routes whose fields are all optional still take no body at all.
+	t.Run("empty bodies stay allowed", func(t *testing.T) {
+		if status, out := call(t, "POST", tbl+"gone/undrop", shared.Token, nil); status != 200 {
+			t.Errorf("undrop without a body: %d %s", status, out)
+		}
+	})
+}
+
+// Defect: an Idempotency-Key (any header) holding byte 0x7f got net/http's
+// plain-text 400, not the ErrorModel every other answer is.
+func TestControlBytesInHeadersAnswerErrorModel(t *testing.T) {
+	srv := localOnly(t)
+	waitIdle(t, srv)
+	addr := strings.TrimPrefix(shared.URL, "http://")
+	body := `{"namespace":["` + uniq("ctl") + `"]}`
+	for _, key := range []string{"a\x7fb", "a\x01b", "a\x00b"} {
+		t.Run(fmt.Sprintf("%q", key), func(t *testing.T) {
+			before := storeDigest(t, srv)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /v1/%s/namespaces HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				shared.Catalog, addr, shared.Token, key, len(body), body)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			out, _ := io.ReadAll(res.Body)
+			if res.StatusCode != 400 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("status %d, Content-Type %q: %s; want a 400 ErrorModel", res.StatusCode, res.Header.Get("Content-Type"), out)
+			}
+			if typ, code, msg := errorModel(t, out); code != 400 || typ != "BadRequestException" || msg == "" {
+				t.Errorf("ErrorModel %s %d %q", typ, code, msg)
+			}
+			if after := storeDigest(t, srv); after != before {
+				t.Errorf("the store changed")
+			}
+		})
+	}
 }

@@ -307,3 +307,66 @@ func objectsUnder(t *testing.T, srv *localserver.Server, loc string) map[string]
 	}
 	return out
 }
+
+// Defect: an expire job whose table's claim was released before the job
+// ran (the table dropped without purge) still deleted: with the claim gone,
+// the check fell through to the warehouse, which owns the old location now,
+// and let every file go. A file of an expire job goes only while the claim
+// that covers it is still the table's; otherwise it is skipped and counted,
+// whether the location is free now or another table took it.
+func TestExpireJobSkipsFilesOfAReleasedClaim(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "expreleased")
+	for _, tc := range []struct {
+		name  string
+		taken bool // another table claims the location before the job runs
+	}{
+		{"the location is free", false},
+		{"another table took the location", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniq("t")
+			tbl := writtenTable(t, cat, ns, name, nil, false)
+			data, _ := reachable(t, tbl)
+			entry, err := srv.Catalog.Store().GetTable(ctx, shared.Catalog, []string{ns}, name)
+			if err != nil || entry.Hold == nil {
+				t.Fatalf("entry %+v: %v", entry, err)
+			}
+			var files []store.ListedFile
+			for f := range data {
+				files = append(files, store.ListedFile{Path: f, Kind: store.FileData})
+			}
+			j, err := srv.Purge.PlanExpire(ctx, store.Job{Catalog: shared.Catalog, Namespace: []string{ns}, Table: name,
+				TableUUID: entry.TableUUID, MetadataLocation: entry.MetadataLocation, Location: tbl.Location(), CreatedBy: "test"},
+				entry.Hold, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Catalog.Store().CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			// Before the job runs: the table is dropped without purge (its
+			// claim released; the files are nobody's now).
+			mustCall(t, 204, "DELETE", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+name, shared.Token, nil)
+			if tc.taken {
+				mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token,
+					`{"name":"`+name+`_2","location":"`+tbl.Location()+`","schema":`+schemaJSON+`}`)
+			}
+			srv.Purge.Started(ctx, j)
+			done := waitJob(t, j.ID, store.JobSucceeded, time.Minute)
+			left := bucketObjects(t, srv)
+			gone := 0
+			for f := range data {
+				if _, ok := left[f]; !ok {
+					gone++
+				}
+			}
+			if gone != 0 || done.FilesDeleted != 0 || done.FilesSkipped != int64(len(data)) {
+				t.Errorf("expire job after the claim was released: %d of %d files gone, %d deleted, %d skipped; want none gone, all skipped",
+					gone, len(data), done.FilesDeleted, done.FilesSkipped)
+			}
+		})
+	}
+}

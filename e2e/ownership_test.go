@@ -74,17 +74,17 @@ func TestRegisteredCopyNeverPurgesTheLiveTable(t *testing.T) {
 		}
 	})
 
-	t.Run("register a copy in another catalog: 409", func(t *testing.T) {
+	t.Run("register a copy in another catalog: 400, outside its warehouse", func(t *testing.T) {
 		other := uniq("sandbox")
 		mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": other, "warehouse": "s3://icehold-warehouse/" + other})
 		mustCall(t, 200, "POST", "/v1/"+other+"/namespaces", shared.Token, map[string]any{"namespace": []string{"ns"}})
 		status, body := call(t, "POST", "/v1/"+other+"/namespaces/ns/register", shared.Token,
 			map[string]any{"name": "copy", "metadata-location": src.MetadataLocation()})
-		if status != 409 {
-			t.Fatalf("register a copy into another catalog: %d %s, want 409", status, body)
+		if status != 400 {
+			t.Fatalf("register a copy into another catalog: %d %s, want 400", status, body)
 		}
-		if _, _, msg := errorModel(t, body); !strings.Contains(msg, shared.Catalog) {
-			t.Errorf("409 does not name the owner's catalog: %s", msg)
+		if _, _, msg := errorModel(t, body); !strings.Contains(msg, "outside the catalog's warehouse") {
+			t.Errorf("400 does not say the location is outside the warehouse: %s", msg)
 		}
 	})
 

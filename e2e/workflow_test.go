@@ -10,8 +10,11 @@ import (
 
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/localaws"
@@ -293,4 +296,74 @@ func TestLongBatchContinuesBeforeTheDeadline(t *testing.T) {
 		t.Errorf("a long batch: %s, %d of %d batches done, %d dead, %d files deleted (want %d)", j.State, j.BatchesDone, j.BatchesTotal, j.BatchesDead, j.FilesDeleted, len(data)+len(meta))
 	}
 	t.Logf("%d checkpoints across the deliveries of one batch", checkpoints.Load())
+}
+
+// Defect: a batch whose last allowed receive continued into a new message
+// (its deadline near) left its in-flight record behind; when the new message
+// waited in the queue longer than the visibility timeout, reconcile took the
+// record for a delivery that died and marked the healthy batch dead (the
+// job DEAD_LETTERED, PurgeDeadLettered published). The test plays the event
+// source mapping, so the new message waits as long as it likes.
+func TestContinuedLastReceiveIsNotDeadLettered(t *testing.T) {
+	ctx := context.Background()
+	var ahead atomic.Int64 // how far the pipeline's clock runs ahead
+	srv, cat := ownServer(t, localserver.Options{
+		Visibility: time.Second, MaxReceives: 1, TimeScale: 0.01, ReconcileEvery: time.Hour,
+		DeleteWorkers: -1, BatchManifests: 100, DeleteMargin: time.Hour,
+		Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) },
+	})
+	ns := uniq("cont")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTableOn(t, cat, ns)
+	data, meta := reachable(t, tbl)
+	job := dropOn(t, srv, cat, ns)
+	ep := awsconfig.Endpoints{SQS: srv.Info.SQS, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	queue := awsconfig.SQS(cfg, ep)
+	deliver := func(dl time.Time) {
+		t.Helper()
+		out, err := queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(srv.Info.DeleteQueue), MaxNumberOfMessages: 1,
+			WaitTimeSeconds: 10, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+		}
+		m := out.Messages[0]
+		attrs := map[string]string{}
+		for k, v := range m.Attributes {
+			attrs[k] = v
+		}
+		hctx, cancel := context.WithDeadline(ctx, dl)
+		defer cancel()
+		res, err := srv.Purge.HandleSQS(hctx, queue, srv.Purge.Queue, events.SQSEvent{Records: []events.SQSMessage{{
+			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body), Attributes: attrs,
+		}}})
+		if err != nil || len(res.BatchItemFailures) != 0 {
+			t.Fatalf("delivery failed: %v %+v", err, res)
+		}
+		if _, err := queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(srv.Info.DeleteQueue), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The only receive allowed: its deadline is within the margin at once,
+	// so it checkpoints and continues in a new message.
+	deliver(time.Now().Add(time.Minute))
+	if j := jobOf(t, srv, job.ID); j.BatchesDone != 0 || j.BatchesTotal != 1 {
+		t.Fatalf("the first delivery did not continue: %d of %d batches done", j.BatchesDone, j.BatchesTotal)
+	}
+	// The new message waits longer than the visibility timeout.
+	ahead.Store(int64(5 * time.Second))
+	rep, err := srv.Purge.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := jobOf(t, srv, job.ID); rep.DeadLettered != 0 || j.State != store.JobRunning || j.BatchesDead != 0 {
+		t.Fatalf("reconcile while the continuation waits: %d marked dead, job %s with %d dead batches (%q)", rep.DeadLettered, j.State, j.BatchesDead, j.LastError)
+	}
+	deliver(time.Now().Add(time.Hour * 2)) // the continuation finishes the batch
+	waitFor(t, "the job to end", 30*time.Second, func() bool { return store.Terminal(jobOf(t, srv, job.ID).State) })
+	if j := jobOf(t, srv, job.ID); j.State != store.JobSucceeded || j.BatchesDead != 0 || j.FilesDeleted != int64(len(data)+len(meta)) {
+		t.Errorf("job %s, %d dead batches, %d files deleted (want %d)", j.State, j.BatchesDead, j.FilesDeleted, len(data)+len(meta))
+	}
 }

@@ -92,7 +92,11 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 		Short: "Change a catalog's properties (default: --catalog's)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: call("POST", func(c *client, args []string) string { return named(c, args) + "/properties" }, func([]string) any {
-			return map[string]any{"updates": set, "removals": unset}
+			body := map[string]any{"updates": set}
+			if unset != nil { // the lifecycle API refuses null for a list
+				body["removals"] = unset
+			}
+			return body
 		}),
 	}
 	update.Flags().Var(set, "set", "a property to set, key=value (repeat for more)")

@@ -30,12 +30,15 @@ const (
 	TableListSoftDeleted Privilege = "TABLE_LIST_SOFT_DELETED"
 	PartitionDrop        Privilege = "PARTITION_DROP"
 	CatalogManage        Privilege = "CATALOG_MANAGE"
+	// TableLegalHold sets and clears legal holds, whichever path writes
+	// them: a hold the table's writers could lift would hold nothing.
+	TableLegalHold Privilege = "TABLE_LEGAL_HOLD"
 )
 
 // All lists every privilege, in a stable order.
 var All = []Privilege{
 	NamespaceCreate, NamespaceDrop, TableCreate, TableRead, TableWrite, TableDrop,
-	TableDropWithPurge, TableUndrop, TableListSoftDeleted, PartitionDrop, CatalogManage,
+	TableDropWithPurge, TableUndrop, TableListSoftDeleted, PartitionDrop, CatalogManage, TableLegalHold,
 }
 
 // SystemCatalog is the grant scope of the right to create catalogs. It holds

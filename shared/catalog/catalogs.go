@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/objects"
@@ -32,6 +36,7 @@ const (
 type Service struct {
 	store   *store.Store
 	objects *objects.Store
+	authz   Authorizer
 }
 
 // New returns the catalog service.
@@ -68,13 +73,20 @@ func ValidateWarehouse(w string) error {
 	if !regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`).MatchString(bucket) {
 		return fmt.Errorf("%w: warehouse %q does not name a valid bucket", ErrBadRequest, w)
 	}
+	if l, err := objects.Prefix(w); err == nil {
+		if err := objects.StableKey(l.Key); err != nil {
+			return fmt.Errorf("%w: warehouse %q: %v", ErrBadRequest, w, err)
+		}
+	}
 	return nil
 }
 
-// validateCatalogProperties checks the lifecycle settings it knows.
+// validateCatalogProperties checks the lifecycle settings it knows (of a
+// new catalog, or the updates of a change: a value stored before a check
+// existed does not block changes to other keys).
 func validateCatalogProperties(props map[string]string) error {
-	if len(props) > maxCatalogPropertyKeys {
-		return fmt.Errorf("%w: more than %d properties", ErrBadRequest, maxCatalogPropertyKeys)
+	if err := checkPropertyCount(props); err != nil {
+		return err
 	}
 	for _, k := range []string{PropSoftDeleteEnabled, PropPurgeOnExpiry} {
 		if v, ok := props[k]; ok {
@@ -85,13 +97,17 @@ func validateCatalogProperties(props map[string]string) error {
 	}
 	if v, ok := props[PropHoldPeriod]; ok {
 		if _, err := ParseDuration(v); err != nil {
-			return err
+			return fmt.Errorf("%s: %w", PropHoldPeriod, err)
 		}
 	}
 	if v, ok := props[PropDeleteScope]; ok && v != "table" && v != "warehouse" {
 		return fmt.Errorf("%w: %s must be table or warehouse, not %q", ErrBadRequest, PropDeleteScope, v)
 	}
 	return nil
+}
+
+func checkPropertyCount(props map[string]string) error {
+	return CheckRange("the number of catalog properties", int64(len(props)), 0, maxCatalogPropertyKeys)
 }
 
 // CreateCatalog creates a catalog.
@@ -157,6 +173,9 @@ func (s *Service) UpdateCatalogProperties(ctx context.Context, name string, upda
 	if err := checkPropertyChange(updates, removals); err != nil {
 		return CatalogInfo{}, err
 	}
+	if err := validateCatalogProperties(updates); err != nil {
+		return CatalogInfo{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		c, err := s.catalog(ctx, name)
 		if err != nil {
@@ -170,7 +189,7 @@ func (s *Service) UpdateCatalogProperties(ctx context.Context, name string, upda
 			delete(props, k)
 		}
 		maps.Copy(props, updates)
-		if err := validateCatalogProperties(props); err != nil {
+		if err := checkPropertyCount(props); err != nil {
 			return CatalogInfo{}, err
 		}
 		c.Properties = props
@@ -201,6 +220,57 @@ func checkLifecycleProperties(props map[string]string) error {
 	return nil
 }
 
+// checkTableProperties checks what a table's properties decide deletions by.
+func checkTableProperties(props map[string]string) error {
+	if err := checkLifecycleProperties(props); err != nil {
+		return err
+	}
+	return CheckExpiryProperties(props)
+}
+
+// expiryProperties are the table properties snapshot expiry reads, with
+// Iceberg's ranges (positive). iceberg-go's Properties.GetInt64 takes a
+// malformed value as the default ("30d" expired after 5 days) and a
+// negative one as is ("-1" expired every snapshot but the head).
+var expiryProperties = []struct {
+	key string
+	max int64
+}{
+	{table.MaxSnapshotAgeMsKey, math.MaxInt64},
+	{table.MaxRefAgeMsKey, math.MaxInt64},
+	{table.MinSnapshotsToKeepKey, math.MaxInt32},
+}
+
+// CheckExpiryProperties refuses a history.expire.* property snapshot expiry
+// would misread: where it is set (400), and before an expiry, which then
+// waits for a valid value rather than deleting by a wrong one.
+func CheckExpiryProperties(props map[string]string) error {
+	for _, p := range expiryProperties {
+		if v, ok := props[p.key]; ok {
+			if _, err := ParseRange(p.key, v, 1, p.max); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// changedProperties are the properties a commit sets anew: a value stored
+// before a check existed does not block the commits that leave it alone.
+func changedProperties(base, meta table.Metadata) map[string]string {
+	var old iceberg.Properties
+	if base != nil {
+		old = base.Properties()
+	}
+	out := map[string]string{}
+	for k, v := range meta.Properties() {
+		if ov, ok := old[k]; !ok || ov != v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func checkPropertyChange(updates map[string]string, removals []string) error {
 	if err := checkLifecycleProperties(updates); err != nil {
 		return err
@@ -216,32 +286,4 @@ func checkPropertyChange(updates map[string]string, removals []string) error {
 		}
 	}
 	return nil
-}
-
-var isoDuration = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$`)
-
-// ParseDuration parses an ISO-8601 duration of weeks, days, hours, minutes and
-// seconds (P7D, PT12H, P1DT6H); it also accepts the short form "7d"/"12h".
-func ParseDuration(s string) (time.Duration, error) {
-	if m := regexp.MustCompile(`^(\d+)([dhm])$`).FindStringSubmatch(s); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		unit := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute}[m[2]]
-		return time.Duration(n) * unit, nil
-	}
-	m := isoDuration.FindStringSubmatch(s)
-	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
-		return 0, fmt.Errorf("%w: %q is not an ISO-8601 duration like P7D", ErrBadRequest, s)
-	}
-	units := []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute, time.Second}
-	var d time.Duration
-	for i, u := range units {
-		if m[i+1] != "" {
-			n, err := strconv.Atoi(m[i+1])
-			if err != nil || n > 100000 {
-				return 0, fmt.Errorf("%w: duration %q is out of range", ErrBadRequest, s)
-			}
-			d += time.Duration(n) * u
-		}
-	}
-	return d, nil
 }

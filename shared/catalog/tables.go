@@ -106,13 +106,24 @@ func checkLocation(warehouse, loc string) error {
 	if !w.Contains(l) {
 		return fmt.Errorf("%w: location %q is outside the catalog's warehouse %s", ErrBadRequest, loc, warehouse)
 	}
+	if err := objects.StableKey(l.Key); err != nil {
+		return fmt.Errorf("%w: location %q: %v", ErrBadRequest, loc, err)
+	}
 	return nil
 }
 
 // DefaultLocation is <warehouse>/<namespace path>/<table>-<uuid>: unique, so
-// a table created again never shares a prefix with a dropped one.
+// a table created again never shares a prefix with a dropped one. Names
+// are escaped into segments whose keys every FileIO writes the same
+// (objects.EscapeSegment: "vü" is "v%C3%BC"); the uuid keeps two names
+// that escape alike apart.
 func DefaultLocation(warehouse string, id Ident, tableUUID uuid.UUID) string {
-	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(id.Namespace, "/") + "/" + id.Name + "-" + tableUUID.String()
+	segs := make([]string, 0, len(id.Namespace)+1)
+	for _, l := range id.Namespace {
+		segs = append(segs, objects.EscapeSegment(l))
+	}
+	segs = append(segs, objects.EscapeSegment(id.Name)+"-"+tableUUID.String())
+	return strings.TrimRight(warehouse, "/") + "/" + strings.Join(segs, "/")
 }
 
 func (s *Service) requireNamespace(ctx context.Context, cat string, ns []string) error {
@@ -130,7 +141,10 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if req.Schema == nil {
 		return TableResult{}, fmt.Errorf("%w: schema is required", ErrBadRequest)
 	}
-	if err := checkLifecycleProperties(req.Properties); err != nil {
+	if err := checkTableProperties(req.Properties); err != nil {
+		return TableResult{}, err
+	}
+	if err := s.checkLegalHoldChange(ctx, cat, id, false, legalHoldOf(req.Properties)); err != nil {
 		return TableResult{}, err
 	}
 	c, err := s.catalog(ctx, cat)
@@ -150,7 +164,8 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	loc := strings.TrimRight(req.Location, "/")
 	if loc == "" {
 		loc = DefaultLocation(c.Warehouse, id, tableUUID)
-	} else if err := checkLocation(c.Warehouse, loc); err != nil {
+	}
+	if err := checkLocation(c.Warehouse, loc); err != nil {
 		return TableResult{}, err
 	}
 	claim, err := tableClaim(c, id, loc)
@@ -342,8 +357,11 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
-	if err := checkLifecycleProperties(meta.Properties()); err != nil {
+	if err := checkTableProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
+		return staged{}, fmt.Errorf("commit: %w", err)
 	}
 	var claim *store.Claim
 	if base == nil || meta.Location() != base.Location() {
@@ -359,6 +377,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			if err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
+			// A registered table stays one: its old snapshots are still
+			// metadata icehold did not write.
+			cl.Hold.Registered = current.Hold != nil && current.Hold.Registered
 			if err := s.checkFree(ctx, cl.Hold); err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
@@ -566,21 +587,37 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	case err != nil:
 		return TableResult{}, err
 	}
+	if err := checkTableProperties(meta.Properties()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
+	// The location a registered table owns (and its purge deletes under)
+	// lies in the catalog's warehouse, as a created table's does: metadata
+	// anyone can write must not claim other prefixes of the bucket.
+	if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+	}
 	w := store.TableWrite{Entry: entry}
-	if !overwrite {
-		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
-			return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
-		}
+	old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name)
+	exists := err == nil
+	if exists && !overwrite {
+		return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+	}
+	// The hold before: the replaced table's (the write is conditioned on
+	// the pointer read with it), none for a new table.
+	if err := s.checkLegalHoldChange(ctx, cat, id, exists && old.LegalHold, entry.LegalHold); err != nil {
+		return TableResult{}, fmt.Errorf("register: %w", err)
 	}
 	if overwrite {
-		if old, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
+		if exists {
 			w.Expected = old.MetadataLocation
 			if sameLocation(old.Hold, meta.Location()) {
-				w.Entry.Hold = old.Hold // the same table moving on: it keeps its claim
+				h := *old.Hold // the same table moving on: it keeps its claim
+				h.Registered = true
+				w.Entry.Hold = &h
 			} else {
 				w.Release = old.Hold
 			}
@@ -596,6 +633,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 				return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 			}
 		}
+		claim.Hold.Registered = true
 		w.Claim, w.Entry.Hold = &claim, &claim.Hold
 	}
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {

@@ -142,9 +142,11 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
+	az := authz.New(st, e.Admins)
+	cat.SetAuthorizer(az)
 	rc := router.Config{
 		Catalog:        cat,
-		Authz:          authz.New(st, e.Admins),
+		Authz:          az,
 		Authenticate:   apigw.Principal,
 		ClientDefaults: e.ClientDefaults,
 		DefaultCatalog: e.DefaultCatalog,

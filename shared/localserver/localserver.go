@@ -332,12 +332,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
+	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
 		Catalog:        s.Catalog,
 		Purge:          s.Purge,
 		SoftDelete:     s.SoftDelete,
 		Partitions:     s.Partitions,
-		Authz:          authz.New(st, []string{AdminPrincipal, LocalAccountAdmins}),
+		Authz:          az,
 		Authenticate:   s.authenticate,
 		DefaultCatalog: o.Catalog,
 		ClientDefaults: map[string]string{
@@ -355,7 +357,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Wrap != nil {
 		served = o.Wrap(served)
 	}
-	rest := s.serve(restL, served)
+	rest := s.serve(router.Listener(restL), served)
 	s.Info = Info{
 		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
 		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: s.queueURL, DeleteDLQ: s.dlqURL, DLQARN: s.dlqARN,

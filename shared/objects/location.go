@@ -1,9 +1,11 @@
 package objects
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Location is an object, or a prefix of objects, in S3: a bucket and the
@@ -84,4 +86,70 @@ func Prefix(uri string) (Location, error) {
 		}
 	}
 	return l, nil
+}
+
+// ErrAmbiguousKey: a location whose objects' keys would differ between
+// FileIOs (SPEC §2, locations in the form their keys take).
+var ErrAmbiguousKey = errors.New("object keys under this location differ between FileIOs")
+
+// Engines do not agree on the key of a location's objects. Java's
+// S3FileIO (S3URI) keys an object by the raw text after "bucket/", cut at
+// the first '?' or '#'. iceberg-go builds data and manifest paths with
+// net/url (url.Parse(location).JoinPath(...).String()) before its gocloud
+// FileIO keys them raw, so every byte net/url escapes in a path (non-ASCII,
+// space, '"', '\', '!', '(', ...) lands percent-escaped, '#' and '?' start
+// a fragment or query, and a '%' that starts no %XX escape fails to parse.
+// The keys agree exactly on the bytes below and on %XX escapes, which both
+// keep as written.
+
+// keySafe reports whether every FileIO writes c in a key as itself: the
+// bytes net/url never escapes in a path.
+func keySafe(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-_.~/$&+,:;=@", c) >= 0
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// StableKey checks that the objects under key get the same key whichever
+// FileIO writes them: only keySafe bytes and %XX escapes. The error names
+// the first character that breaks it.
+func StableKey(key string) error {
+	for i := 0; i < len(key); {
+		c := key[i]
+		switch {
+		case keySafe(c):
+			i++
+		case c == '%' && i+2 < len(key) && isHex(key[i+1]) && isHex(key[i+2]):
+			i += 3
+		case c == '%':
+			return fmt.Errorf("%w: a '%%' that starts no %%XX escape (iceberg-go cannot parse it; write %%25)", ErrAmbiguousKey)
+		case c == '#' || c == '?':
+			return fmt.Errorf("%w: %q (engines cut a key there, or escape it)", ErrAmbiguousKey, c)
+		default:
+			r, _ := utf8.DecodeRuneInString(key[i:])
+			return fmt.Errorf("%w: %q (iceberg-go writes it percent-escaped as %s, Java's S3FileIO as is)", ErrAmbiguousKey, r, EscapeSegment(string(r)))
+		}
+	}
+	return nil
+}
+
+// EscapeSegment percent-escapes (%XX, upper case) every byte of s that is
+// not keySafe, '/' and '%' included: a name made into one path segment
+// whose key every FileIO writes the same.
+func EscapeSegment(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; keySafe(c) && c != '/' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

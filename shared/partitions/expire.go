@@ -279,6 +279,9 @@ func (s *Service) expireAt(ctx context.Context, cat string, id catalog.Ident, e 
 	if !meta.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
 		return ExpireResult{}, nil
 	}
+	if err := catalog.CheckExpiryProperties(meta.Properties()); err != nil {
+		return ExpireResult{}, fmt.Errorf("expire %s: %w (expiry waits for a valid value)", id, err)
+	}
 	x := selectExpired(meta, now)
 	if len(x.snapshots) == 0 && len(x.refs) == 0 {
 		return ExpireResult{}, nil

@@ -3,9 +3,8 @@ package partitions
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"math"
 	"slices"
 
 	"github.com/apache/iceberg-go"
@@ -32,36 +31,35 @@ type DropRequest struct {
 	ReadSnapshotID *int64 `json:"read-snapshot-id,omitempty"`
 }
 
-// ParseDropRequest reads a drop body strictly: unknown fields, trailing
-// data and an empty or oversized tuple list are a 400. The tuples are
-// checked against the table's spec later, by Drop.
+// ParseDropRequest reads a drop body with the lifecycle API's strict
+// decoder (catalog.DecodeStrict: unknown fields, a key twice, in a tuple
+// too, null but as a tuple's value, trailing data are a 400) and checks
+// its numbers. The tuples are checked against the table's spec later, by
+// Drop.
 func ParseDropRequest(body []byte) (DropRequest, error) {
 	var req DropRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return req, badRequest("a JSON body with partitions is required")
-		}
-		return req, badRequest("malformed partition drop body: %v", err)
-	}
-	if dec.More() {
-		return req, badRequest("trailing data after the JSON body")
+	if err := catalog.DecodeStrict(body, &req); err != nil {
+		return req, err
 	}
 	return req, req.validate()
 }
 
 func (r DropRequest) validate() error {
-	switch {
-	case len(r.Partitions) == 0:
+	if len(r.Partitions) == 0 {
 		return badRequest("partitions is empty: name at least one partition tuple")
-	case len(r.Partitions) > MaxTuples:
-		return badRequest("%d partition tuples, at most %d in one drop", len(r.Partitions), MaxTuples)
 	}
-	for i, t := range r.Partitions {
-		if t == nil {
-			return badRequest("partition tuple %d is null", i)
+	if err := catalog.CheckRange("the number of partition tuples", int64(len(r.Partitions)), 1, MaxTuples); err != nil {
+		return err
+	}
+	if r.SpecID != nil {
+		if err := catalog.CheckRange("spec-id", int64(*r.SpecID), 0, math.MaxInt32); err != nil {
+			return err
+		}
+	}
+	if r.ReadSnapshotID != nil {
+		// Snapshot ids are positive longs (Java and iceberg-go mask the sign).
+		if err := catalog.CheckRange("read-snapshot-id", *r.ReadSnapshotID, 0, math.MaxInt64); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -155,7 +155,7 @@ func (f timeField) expired(v norm, cutoff time.Time) bool {
 func parseKeep(keep string) (time.Duration, error) {
 	d, err := catalog.ParseDuration(keep)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("keep: %w", err)
 	}
 	if d <= 0 {
 		return 0, badRequest("keep %q must be longer than zero", keep)

@@ -27,7 +27,7 @@ func (s *Service) PlanExpire(ctx context.Context, j store.Job, hold *store.Hold,
 	j.ID, j.Kind, j.State, j.Attempts = NewJobID(), store.KindExpire, store.JobPending, 1
 	j.Execution, j.Planned, j.GCEnabled = j.ID, true, true
 	if hold != nil {
-		j.Claim, j.Scope = hold.ID, s.deleteScope(ctx, j.Catalog, *hold)
+		j.Claim, j.ClaimLocation, j.Scope = hold.ID, hold.URI(), s.deleteScope(ctx, j.Catalog, *hold)
 	}
 	batches, _ := fileBatches(j.ID, files)
 	if len(batches) == 0 {
@@ -48,8 +48,12 @@ func (s *Service) DiscardExpire(ctx context.Context, j store.Job) error {
 
 // deleteScope is where a job may delete: the table's claimed location, or
 // the catalog's warehouse when purge.delete-scope=warehouse and the
-// location lies in it (as the purge's plan decides).
+// location lies in it (as the purge's plan decides) and the hold is not a
+// registered table's (metadata anyone could write).
 func (s *Service) deleteScope(ctx context.Context, cat string, h store.Hold) string {
+	if h.Registered {
+		return h.URI() + "/"
+	}
 	if c, err := s.Catalog.GetCatalog(ctx, cat); err == nil && c.Properties[catalog.PropDeleteScope] == "warehouse" {
 		if w, err := objects.Prefix(c.Warehouse); err == nil && w.Contains(objects.Location{Bucket: h.Bucket, Key: h.Prefix}) {
 			return w.URI() + "/"
@@ -61,19 +65,28 @@ func (s *Service) deleteScope(ctx context.Context, cat string, h store.Hold) str
 // claimCheck decides, per file of an expire batch, whether it may go: the
 // claim that covers it (the ownership index, read once per directory) is
 // still the table's claim the job was made under — not another table's,
-// not a catalog's, not a location released since. With the warehouse
-// scope, a file outside the table's location goes only where the purge's
-// guard would let it (in the scope, owned by no table).
+// not a catalog's, not a location released since. Under the table's own
+// location nothing else lets a file go: a released claim leaves the files
+// to nobody (a table dropped without purge keeps its files), even where the
+// warehouse covers them now. With the warehouse scope, a file outside the
+// table's location goes only where the purge's guard would let it (in the
+// scope, owned by no table).
 type claimCheck struct {
 	st    *store.Store
 	claim string
+	home  *objects.Location // the claim's location; nil: unknown (no widening)
 	wide  *guard
 	dirs  map[string]bool
 }
 
 func newClaimCheck(st *store.Store, j store.Job) *claimCheck {
+	c := &claimCheck{st: st, claim: j.Claim, dirs: map[string]bool{}}
+	if l, err := objects.Prefix(j.ClaimLocation); err == nil {
+		c.home = &l
+	}
 	j.Hold = nil // the job holds no claim: the guard must look every key up
-	return &claimCheck{st: st, claim: j.Claim, wide: newGuard(st, j), dirs: map[string]bool{}}
+	c.wide = newGuard(st, j)
+	return c
 }
 
 func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, bool, error) {
@@ -88,12 +101,13 @@ func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, 
 	owner, err := c.st.OwnerAt(ctx, obj.Bucket, obj.Key)
 	ok := false
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		_, ok, err = c.wide.allows(ctx, path)
-	case err != nil:
-	case owner.ID == c.claim:
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return obj, false, err
+	case err == nil && owner.ID == c.claim:
 		ok = true
-	case owner.Kind == store.OwnerWarehouse:
+	case c.home == nil || c.home.Contains(obj):
+		// The table's own location, no longer under its claim: skipped.
+	case errors.Is(err, store.ErrNotFound) || owner.Kind == store.OwnerWarehouse:
 		_, ok, err = c.wide.allows(ctx, path)
 	}
 	if err != nil {

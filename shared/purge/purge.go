@@ -84,7 +84,8 @@ type Service struct {
 	Metrics Writer
 	// BatchFiles and BatchManifests size the batches (0: the defaults).
 	BatchFiles, BatchManifests int
-	// Now is the orphan sweep's clock (tests advance it); nil: time.Now.
+	// Now is the clock of the orphan sweep and of the leases reconcile
+	// checks (tests advance it); nil: time.Now.
 	Now       func() time.Time
 	crashHook atomic.Pointer[func(string) error]
 }

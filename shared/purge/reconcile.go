@@ -60,11 +60,7 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	}
 	// The orphan sweep rides the same schedule: it makes jobs this function
 	// already starts and watches.
-	now := time.Now()
-	if s.Now != nil {
-		now = s.Now()
-	}
-	orphans, err := s.SweepOrphans(ctx, now)
+	orphans, err := s.SweepOrphans(ctx, s.now())
 	rep.Orphans = orphans
 	if err != nil {
 		slog.Warn("orphan sweep", "error", err)
@@ -121,6 +117,14 @@ func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *Reco
 	return s.Start(ctx, j)
 }
 
+// now is the clock of the orphan sweep and of leases in flight.
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
 // ExecutionARN is the ARN of a named execution of a state machine.
 func ExecutionARN(stateMachineARN, name string) string {
 	return strings.Replace(stateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
@@ -135,7 +139,7 @@ func (s *Service) deadInFlight(ctx context.Context, j store.Job, rep *ReconcileR
 	if maxReceives <= 0 {
 		return nil
 	}
-	now := time.Now().Unix()
+	now := s.now().Unix()
 	token := ""
 	for {
 		page, next, err := s.Store.ListInFlight(ctx, j.ID, token, 100)

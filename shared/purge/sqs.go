@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -51,7 +52,7 @@ func (s *Service) handleRecord(ctx context.Context, lease Lease, q QueueConfig, 
 	// invocation dies without answering (timeout, out of memory), reconcile
 	// sees the last receive's lease run out and marks the batch dead.
 	inflight := func() {
-		f := store.InFlight{Batch: m.Batch, Receives: receives, LeaseUntil: time.Now().Add(q.Visibility).Unix()}
+		f := store.InFlight{Batch: m.Batch, Receives: receives, LeaseUntil: s.now().Add(q.Visibility).Unix(), Message: rec.MessageId}
 		if err := s.Store.PutInFlight(context.WithoutCancel(ctx), m.JobID, f); err != nil {
 			slog.Warn("record the batch in flight", "job", m.JobID, "batch", m.Batch, "error", err)
 		}
@@ -68,6 +69,14 @@ func (s *Service) handleRecord(ctx context.Context, lease Lease, q QueueConfig, 
 		if err != nil {
 			return fmt.Errorf("continue batch %d: %w", m.Batch, err)
 		}
+		// This delivery ended healthy: its record goes (once the lease no
+		// longer refreshes it), or reconcile would take it, while the new
+		// message waits, for a last receive that died. A record of the new
+		// message's receive, if one came first, stays.
+		stop()
+		if err := s.Store.ForgetInFlight(context.WithoutCancel(ctx), m.JobID, m.Batch, rec.MessageId); err != nil {
+			return fmt.Errorf("continue batch %d: %w", m.Batch, err)
+		}
 	}
 	return err
 }
@@ -78,8 +87,9 @@ func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, rec
 	if lease == nil || q.Visibility <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(q.Visibility / 3)
 		defer t.Stop()
 		for {
@@ -101,7 +111,12 @@ func (s *Service) holdLease(ctx context.Context, lease Lease, q QueueConfig, rec
 			}
 		}
 	}()
-	return func() { close(done) }
+	var once sync.Once
+	// stop returns once the goroutine is gone: no extension comes after it.
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
 }
 
 // DeleteHandler is the delete function's entry: an SQS event is a delivery of

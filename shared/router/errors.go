@@ -71,6 +71,7 @@ func statusOf(err error) (int, string) {
 		{softdelete.ErrAmbiguous, http.StatusConflict, "AmbiguousTableException"},
 		{softdelete.ErrNameTaken, http.StatusConflict, "AlreadyExistsException"},
 		{softdelete.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
+		{softdelete.ErrBadHoldPeriod, http.StatusConflict, "InvalidHoldPeriodException"},
 		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},

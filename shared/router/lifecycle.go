@@ -17,7 +17,7 @@ func (s *server) createCatalog(w http.ResponseWriter, r *http.Request) {
 		Warehouse  string            `json:"warehouse"`
 		Properties map[string]string `json:"properties"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -57,7 +57,7 @@ func (s *server) updateCatalog(w http.ResponseWriter, r *http.Request) {
 		Updates  map[string]string `json:"updates"`
 		Removals []string          `json:"removals"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -121,8 +121,10 @@ func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var req grantBody
-	if err := decode(r, &req); err != nil {
+	var req struct {
+		Privileges []string `json:"privileges"` // the principal is the path's
+	}
+	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -63,7 +63,7 @@ func (s *server) putRetention(w http.ResponseWriter, r *http.Request) {
 		Field string `json:"field"`
 		Keep  string `json:"keep"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}

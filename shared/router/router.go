@@ -281,6 +281,17 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// decodeStrict reads a lifecycle API body (SPEC §2, strict bodies): every
+// lifecycle route decodes with it, through catalog.DecodeStrict. emptyOK:
+// the route's fields are all optional, and no body at all means none set.
+func decodeStrict(r *http.Request, v any, emptyOK bool) error {
+	body := peekBody(r)
+	if emptyOK && len(body) == 0 {
+		return nil
+	}
+	return catalog.DecodeStrict(body, v)
+}
+
 // namespaceParam splits a namespace path parameter (levels joined by 0x1F).
 func namespaceParam(raw string) ([]string, error) {
 	levels := strings.Split(raw, "\x1f")
@@ -297,11 +308,11 @@ func paging(r *http.Request) (string, int, error) {
 	token := r.URL.Query().Get("pageToken")
 	size := MaxPageSize
 	if v := r.URL.Query().Get("pageSize"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPageSize {
-			return "", 0, fmt.Errorf("%w: pageSize must be 1 to %d", catalog.ErrBadRequest, MaxPageSize)
+		n, err := catalog.ParseRange("pageSize", v, 1, MaxPageSize)
+		if err != nil {
+			return "", 0, err
 		}
-		size = n
+		size = int(n)
 	}
 	return token, size, nil
 }

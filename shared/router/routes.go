@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/icehold/icehold/shared/authz"
@@ -44,7 +45,9 @@ type route struct {
 }
 
 // variant is a form of a request that needs other privileges than the
-// plain one: the whole set it needs replaces the route's.
+// plain one: the whole set it needs replaces the route's. When several
+// forms apply (a commit that creates and sets a legal hold), the request
+// needs every privilege of each.
 type variant struct {
 	name    string
 	privs   []authz.Privilege
@@ -59,10 +62,16 @@ func (s *server) table() []route {
 			return r.URL.Query().Get("purgeRequested") == "true"
 		}}
 		overwrite = variant{"overwrite", []authz.Privilege{authz.TableCreate, authz.TableWrite}, registerOverwrites}
-		ns        = "/v1/{prefix}/namespaces/{namespace}"
-		tbl       = ns + "/tables/{table}"
-		lc        = "/lifecycle/v1/catalogs/{c}"
-		p         = func(ps ...authz.Privilege) []authz.Privilege { return ps }
+		// A body that writes icehold.legal-hold needs TABLE_LEGAL_HOLD too
+		// (register's properties come from its metadata file: the catalog
+		// checks those).
+		createHold = variant{"legal-hold", []authz.Privilege{authz.TableCreate, authz.TableLegalHold}, createWritesLegalHold}
+		commitHold = variant{"legal-hold", []authz.Privilege{authz.TableWrite, authz.TableLegalHold}, commitWritesLegalHold}
+		txHold     = variant{"legal-hold", []authz.Privilege{authz.TableWrite, authz.TableLegalHold}, transactionWritesLegalHold}
+		ns         = "/v1/{prefix}/namespaces/{namespace}"
+		tbl        = ns + "/tables/{table}"
+		lc         = "/lifecycle/v1/catalogs/{c}"
+		p          = func(ps ...authz.Privilege) []authz.Privilege { return ps }
 	)
 	return []route{
 		{method: "GET", path: "/v1/config", any: true, h: s.getConfig},
@@ -73,15 +82,15 @@ func (s *server) table() []route {
 		{method: "DELETE", path: ns, privs: p(authz.NamespaceDrop), h: s.dropNamespace},
 		{method: "POST", path: ns + "/properties", privs: p(authz.NamespaceCreate), h: s.updateNamespace},
 		{method: "GET", path: ns + "/tables", privs: p(authz.TableRead), h: s.listTables},
-		{method: "POST", path: ns + "/tables", privs: p(authz.TableCreate), h: s.createTable},
+		{method: "POST", path: ns + "/tables", privs: p(authz.TableCreate), variants: []variant{createHold}, h: s.createTable},
 		{method: "GET", path: tbl, privs: p(authz.TableRead), h: s.loadTable},
 		{method: "HEAD", path: tbl, privs: p(authz.TableRead), h: s.tableExists},
-		{method: "POST", path: tbl, privs: p(authz.TableWrite), variants: []variant{create}, h: s.commitTable},
+		{method: "POST", path: tbl, privs: p(authz.TableWrite), variants: []variant{create, commitHold}, h: s.commitTable},
 		{method: "DELETE", path: tbl, privs: p(authz.TableDrop), variants: []variant{purge}, h: s.dropTable},
 		{method: "POST", path: ns + "/register", privs: p(authz.TableCreate), variants: []variant{overwrite}, h: s.registerTable},
 		{method: "POST", path: tbl + "/metrics", privs: p(authz.TableRead), h: s.reportMetrics},
 		{method: "POST", path: "/v1/{prefix}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameTable},
-		{method: "POST", path: "/v1/{prefix}/transactions/commit", privs: p(authz.TableWrite), variants: []variant{txCreate}, h: s.commitTransaction},
+		{method: "POST", path: "/v1/{prefix}/transactions/commit", privs: p(authz.TableWrite), variants: []variant{txCreate, txHold}, h: s.commitTransaction},
 
 		{method: "POST", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), system: true, h: s.createCatalog},
 		{method: "GET", path: lc, privs: p(authz.CatalogManage), h: s.getCatalog},
@@ -93,7 +102,7 @@ func (s *server) table() []route {
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
 
 		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), h: s.listSoftDeleted},
-		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.CatalogManage), h: s.legalHold},
+		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/undrop", privs: p(authz.TableUndrop), h: s.undrop},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
 
@@ -134,10 +143,14 @@ func (s *server) guard(rt route) http.HandlerFunc {
 		}
 		body := peekBody(r)
 		privs := rt.privs
+		var forms []authz.Privilege
 		for _, v := range rt.variants {
 			if v.applies(r, body) {
-				privs = v.privs
+				forms = append(forms, v.privs...)
 			}
+		}
+		if forms != nil {
+			privs = forms
 		}
 		scope := cat
 		if rt.system {
@@ -234,6 +247,54 @@ func transactionCreates(_ *http.Request, body []byte) bool {
 		}
 	}
 	return false
+}
+
+// writesLegalHold: properties set or removed name icehold.legal-hold.
+func writesLegalHold(set map[string]json.RawMessage, removed []string) bool {
+	_, ok := set[catalog.PropLegalHold]
+	return ok || slices.Contains(removed, catalog.PropLegalHold)
+}
+
+type propertyUpdates struct {
+	Updates []struct {
+		Action   string                     `json:"action"`
+		Updates  map[string]json.RawMessage `json:"updates"`
+		Removals []string                   `json:"removals"`
+	} `json:"updates"`
+}
+
+func (c propertyUpdates) writesLegalHold() bool {
+	for _, u := range c.Updates {
+		if writesLegalHold(u.Updates, u.Removals) {
+			return true
+		}
+	}
+	return false
+}
+
+// createWritesLegalHold: a create whose properties name the legal hold.
+func createWritesLegalHold(_ *http.Request, body []byte) bool {
+	var c struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	return json.Unmarshal(body, &c) == nil && writesLegalHold(c.Properties, nil)
+}
+
+// commitWritesLegalHold: a commit that sets or removes the legal hold.
+func commitWritesLegalHold(_ *http.Request, body []byte) bool {
+	var c propertyUpdates
+	return json.Unmarshal(body, &c) == nil && c.writesLegalHold()
+}
+
+// transactionWritesLegalHold: any change of a transaction that does.
+func transactionWritesLegalHold(_ *http.Request, body []byte) bool {
+	var t struct {
+		Changes []propertyUpdates `json:"table-changes"`
+	}
+	if json.Unmarshal(body, &t) != nil {
+		return false
+	}
+	return slices.ContainsFunc(t.Changes, propertyUpdates.writesLegalHold)
 }
 
 // registerOverwrites: overwriting replaces an existing table's history.

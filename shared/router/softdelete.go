@@ -71,11 +71,9 @@ func (s *server) undrop(w http.ResponseWriter, r *http.Request) {
 		TableUUID string         `json:"table-uuid"`
 		RenameTo  *catalog.Ident `json:"rename-to"`
 	}
-	if r.ContentLength > 0 {
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := decodeStrict(r, &req, true); err != nil {
+		writeError(w, err)
+		return
 	}
 	e, err := s.SoftDelete.Undrop(r.Context(), cat, id, req.TableUUID, req.RenameTo)
 	if err != nil {
@@ -97,11 +95,9 @@ func (s *server) purgeNow(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		TableUUID string `json:"table-uuid"`
 	}
-	if r.ContentLength > 0 {
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := decodeStrict(r, &req, true); err != nil {
+		writeError(w, err)
+		return
 	}
 	j, err := s.SoftDelete.PurgeNow(r.Context(), cat, id, req.TableUUID)
 	if err != nil {
@@ -119,7 +115,7 @@ func (s *server) legalHold(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Enabled *bool `json:"enabled"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}

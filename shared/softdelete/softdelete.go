@@ -35,6 +35,9 @@ var (
 	ErrNameTaken = errors.New("the name is taken")
 	// ErrLegalHold: the table is under legal hold.
 	ErrLegalHold = errors.New("table is under legal hold")
+	// ErrBadHoldPeriod: the hold period a drop would apply, stored before
+	// values were checked, is malformed; the drop waits for a valid one.
+	ErrBadHoldPeriod = errors.New("malformed hold period")
 )
 
 // Conflict is a 409 with structure: the table holding a name, or the
@@ -103,27 +106,35 @@ func (s *Service) Enabled(ctx context.Context, cat string) (bool, error) {
 
 // holdFor decides the hold period: the table's property over its
 // namespace's over the catalog's, P7D by default (SPEC §4), fixed on the
-// record at drop time.
+// record at drop time. Values are checked where they are set; one stored
+// before that never shortens the hold: out of range (it once wrapped to
+// seconds) holds for the bound, malformed refuses the drop (falling back to
+// the next level could hold for days instead of the years meant).
 func (s *Service) holdFor(ctx context.Context, cat string, e store.TableEntry) (string, time.Duration, error) {
 	c, err := s.Catalog.GetCatalog(ctx, cat)
 	if err != nil {
 		return "", 0, err
 	}
-	candidates := []string{e.HoldPeriod}
+	type level struct{ name, value string }
+	levels := []level{{"table", e.HoldPeriod}}
 	if ns, err := s.Catalog.LoadNamespace(ctx, cat, e.Namespace); err == nil {
-		candidates = append(candidates, ns.Properties[catalog.PropHoldPeriod])
+		levels = append(levels, level{"namespace", ns.Properties[catalog.PropHoldPeriod]})
 	}
-	candidates = append(candidates, c.Properties[catalog.PropHoldPeriod], catalog.DefaultHoldPeriod)
-	for _, v := range candidates {
-		if v == "" {
+	levels = append(levels, level{"catalog", c.Properties[catalog.PropHoldPeriod]}, level{"default", catalog.DefaultHoldPeriod})
+	for _, l := range levels {
+		if l.value == "" {
 			continue
 		}
-		d, err := catalog.ParseDuration(v)
-		if err != nil {
-			slog.Warn("ignoring a malformed hold period", "value", v, "error", err)
-			continue
+		d, err := catalog.ParseDuration(l.value)
+		switch {
+		case errors.Is(err, catalog.ErrOutOfRange):
+			slog.Warn("a stored hold period is out of range: holding for the bound", "level", l.name, "value", l.value, "bound", catalog.MaxDurationISO)
+			return catalog.MaxDurationISO, catalog.MaxDuration, nil
+		case err != nil:
+			return "", 0, fmt.Errorf("%w: the %s's %s %q is not a duration: set a valid one (like P7D or 12h, at most 100 years) before dropping",
+				ErrBadHoldPeriod, l.name, catalog.PropHoldPeriod, l.value)
 		}
-		return v, d, nil
+		return l.value, d, nil
 	}
 	return catalog.DefaultHoldPeriod, 7 * 24 * time.Hour, nil
 }
@@ -217,6 +228,12 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 	r, err := s.choose(ctx, cat, id, uuid)
 	if err != nil {
 		return store.TableEntry{}, err
+	}
+	if r.LegalHold && !r.Entry.LegalHold {
+		// The restored table's hold is its metadata's property: a hold set
+		// on the record after the drop would be lifted by the undrop.
+		return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted table after its drop, not in its metadata (an undrop would lift it): "+
+			"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the table", id, ErrLegalHold, catalog.PropLegalHold)
 	}
 	to := id
 	if renameTo != nil {

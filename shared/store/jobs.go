@@ -64,8 +64,12 @@ type Job struct {
 	// Claim: an expire job's table's location claim (its id) when the job
 	// was made. The job does not hold it (the table keeps it); a file is
 	// deleted only while that claim is what covers it.
-	Claim     string `dynamodbav:"claim,omitempty"`
-	Execution string `dynamodbav:"execution"`
+	Claim string `dynamodbav:"claim,omitempty"`
+	// ClaimLocation: the location (s3://bucket/prefix) that claim covers.
+	// Under it nothing but that claim lets a file go ("": a job from before
+	// it was recorded, whose files go only under that claim).
+	ClaimLocation string `dynamodbav:"claim_location,omitempty"`
+	Execution     string `dynamodbav:"execution"`
 	// TaskToken is the waiting workflow's callback token (set while the
 	// execution waits for the batches; the delete function that completes the
 	// last one returns it).
@@ -170,6 +174,8 @@ type InFlight struct {
 	Batch      int   `dynamodbav:"batch"`
 	Receives   int   `dynamodbav:"receives"`
 	LeaseUntil int64 `dynamodbav:"lease_until"` // epoch seconds
+	// Message is the SQS message id of the delivery.
+	Message string `dynamodbav:"message"`
 }
 
 // PutInFlight records (or refreshes) a batch's delivery.
@@ -204,6 +210,22 @@ func (s *Store) ListInFlight(ctx context.Context, job, token string, limit int) 
 func (s *Store) DeleteInFlight(ctx context.Context, job string, n int) error {
 	pk, sk := inflightKey(job, n)
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
+	return err
+}
+
+// ForgetInFlight forgets a batch's delivery while the record is still that
+// of message: a delivery that continued its batch in a new message ended
+// healthy, and the new message's own receives must not be forgotten with it.
+func (s *Store) ForgetInFlight(ctx context.Context, job string, n int, message string) error {
+	pk, sk := inflightKey(job, n)
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(pk, sk),
+		ConditionExpression:       aws.String("message = :m"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: message}},
+	})
+	if conditionFailed(err) {
+		return nil
+	}
 	return err
 }
 

@@ -53,6 +53,10 @@ type Hold struct {
 	// warehouse); otherwise at the bucket's root.
 	Based bool   `dynamodbav:"based"`
 	Base  string `dynamodbav:"base"`
+	// Registered: taken for metadata icehold did not write (register), so
+	// what that metadata reaches outside the prefix is never deleted: a
+	// job under this hold never widens its scope to the warehouse.
+	Registered bool `dynamodbav:"registered,omitempty"`
 }
 
 // URI is the claimed prefix as s3://bucket/prefix.

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
+
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// putObject writes an object to the local warehouse bucket and answers its URI.
+func putObject(t *testing.T, srv *localserver.Server, key string, body []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	if _, err := awsconfig.S3(cfg, ep).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(srv.Info.Bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+	return "s3://" + srv.Info.Bucket + "/" + key
+}
+
+// Defect: a table named "vü" got the location …/vü, but iceberg-go writes
+// its files under the key …/v%C3%BC/…: the table owned none of its data
+// and its purge ended SUCCEEDED with the data left. Default locations are
+// now built from names escaped into the form every FileIO keys alike.
+func TestNamesFileIOsEscapeArePurgedWhole(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "keyform")
+	for _, name := range []string{"vü", "a b"} {
+		t.Run(name, func(t *testing.T) {
+			tbl := writtenTable(t, cat, ns, name, nil, false)
+			data, meta := reachable(t, tbl)
+			loc := strings.TrimRight(tbl.Location(), "/") + "/"
+			objs := bucketObjects(t, srv)
+			for _, files := range []map[string]bool{data, meta} {
+				for p := range files {
+					if !strings.HasPrefix(p, loc) {
+						t.Errorf("%s lies outside the table's location %s", p, loc)
+					}
+					if _, ok := objs[p]; !ok {
+						t.Errorf("%s is not an object of the bucket", p)
+					}
+				}
+			}
+			mustCall(t, 204, "DELETE", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables/"+url.PathEscape(name)+"?purgeRequested=true", shared.Token, nil)
+			jobs := jobsOf(t, ns, url.QueryEscape(name))
+			if len(jobs) != 1 {
+				t.Fatalf("%d purge jobs for %s", len(jobs), name)
+			}
+			job := waitJob(t, jobs[0].ID, "SUCCEEDED", time.Minute)
+			objs = bucketObjects(t, srv)
+			left := 0
+			for _, files := range []map[string]bool{data, meta} {
+				for p := range files {
+					if _, ok := objs[p]; ok {
+						left++
+					}
+				}
+			}
+			if left != 0 || len(under(t, tbl.Location())) != 0 || job.FilesSkipped != 0 {
+				t.Errorf("after the purge: %d of %d reachable files left, %d objects under %s, %d skipped", left, len(data)+len(meta), len(under(t, tbl.Location())), loc, job.FilesSkipped)
+			}
+		})
+	}
+}
+
+// Defect: an explicit location …/vü was claimed as the key "…/vü" while
+// iceberg-go writes its files under "…/v%C3%BC", so a second table at
+// …/v%C3%BC was accepted and its purge deleted the first one's data. A
+// location whose keys differ between FileIOs is now a 400 naming the
+// character, on every path that takes a location; its escaped form is the
+// one accepted.
+func TestLocationsEnginesKeyDifferentlyAreRefused(t *testing.T) {
+	srv := localOnly(t)
+	ns := newNamespace(t, "ambiguous")
+	base := "s3://" + srv.Info.Bucket + "/" + shared.Catalog + "/" + ns
+	tables := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/tables"
+	refused := func(t *testing.T, what string, status int, body []byte, char string) {
+		t.Helper()
+		if status != 400 {
+			t.Errorf("%s: %d %s, want 400", what, status, body)
+			return
+		}
+		if _, _, msg := errorModel(t, body); !strings.Contains(msg, char) {
+			t.Errorf("%s: the 400 does not name %s: %s", what, char, msg)
+		}
+	}
+	for _, c := range []struct{ loc, char string }{
+		{base + "/vü", "'ü'"}, {base + "/a b", "' '"}, {base + "/a#b", "'#'"}, {base + "/x?y", "'?'"},
+		{base + "/50%off", "'%'"}, {base + `/back\slash`, `'\\'`},
+	} {
+		st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "t", "location": c.loc, "schema": rawSchema})
+		refused(t, "create at "+c.loc, st, body, c.char)
+	}
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": "t", "location": base + "/v%C3%BC", "schema": rawSchema})
+	st, body := call(t, "POST", tables+"/t", shared.Token, map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": base + "/wü"}}})
+	refused(t, "set-location to …/wü", st, body, "'ü'")
+	st, body = call(t, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": uniq("wh"), "warehouse": "s3://" + srv.Info.Bucket + "/" + uniq("lager") + "ü"})
+	refused(t, "a warehouse …ü", st, body, "'ü'")
+
+	// Register of metadata that names …/vü (written by hand: icehold would not).
+	var loaded struct {
+		Metadata map[string]any `json:"metadata"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", tables+"/t", shared.Token, nil), &loaded)
+	loaded.Metadata["location"] = base + "/vü"
+	forged, err := json.Marshal(loaded.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metaLoc := putObject(t, srv, shared.Catalog+"/"+ns+"/vü/metadata/00000-forged.metadata.json", forged)
+	st, body = call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token, map[string]any{"name": "r", "metadata-location": metaLoc})
+	refused(t, "register of metadata at …/vü", st, body, "'ü'")
+}
+
+// Defect: register took metadata from anyone with TABLE_CREATE, and with
+// purge.delete-scope=warehouse its purge deleted whatever unclaimed keys
+// of the warehouse the metadata named; a location outside the warehouse
+// was claimed as well. A registered table's location must lie in the
+// catalog's warehouse, and its purge never deletes outside its own prefix.
+func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
+	srv := localOnly(t)
+	name := uniq("forge")
+	wh := "s3://" + srv.Info.Bucket + "/" + name
+	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": wh, "properties": map[string]string{"purge.delete-scope": "warehouse"}})
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{"ns"}})
+	tables := "/v1/" + name + "/namespaces/ns/tables"
+	victims := []string{
+		putObject(t, srv, name+"/loose/keep.parquet", []byte("nobody claims me")),
+		putObject(t, srv, name+"/ns/dropped_without_purge/data/keep.parquet", []byte("nobody claims me either")),
+		putObject(t, srv, name+"-outside/keep.parquet", []byte("outside every warehouse")),
+	}
+	var loaded struct {
+		Metadata map[string]any `json:"metadata"`
+	}
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": "seed", "schema": rawSchema})
+	mustDecode(t, mustCall(t, 200, "GET", tables+"/seed", shared.Token, nil), &loaded)
+	forge := func(loc string) string {
+		m := loaded.Metadata
+		m["location"], m["table-uuid"] = loc, uuid.NewString()
+		var log []any
+		for _, v := range victims {
+			log = append(log, map[string]any{"metadata-file": v, "timestamp-ms": 1})
+		}
+		m["metadata-log"] = log
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := objects.Parse(loc)
+		return putObject(t, srv, l.Key+"/metadata/00001-forged.metadata.json", raw)
+	}
+
+	outside := forge("s3://" + srv.Info.Bucket + "/" + name + "-outside")
+	st, body := call(t, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "out", "metadata-location": outside})
+	if st != 400 {
+		t.Errorf("register of metadata located outside the warehouse: %d %s, want 400", st, body)
+	}
+
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/ns/register", shared.Token, map[string]any{"name": "forged", "metadata-location": forge(wh + "/ns/forged")})
+	mustCall(t, 204, "DELETE", tables+"/forged?purgeRequested=true", shared.Token, nil)
+	var res struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs?namespace=ns&table=forged", shared.Token, nil), &res)
+	if len(res.Jobs) != 1 {
+		t.Fatalf("%d purge jobs", len(res.Jobs))
+	}
+	var job jobJSON
+	job = eventually(func() jobJSON {
+		mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs/"+res.Jobs[0].ID, shared.Token, nil), &job)
+		return job
+	}, func(j jobJSON) bool { return store.Terminal(j.State) })
+	objs := bucketObjects(t, srv)
+	for _, v := range victims {
+		if _, ok := objs[v]; !ok {
+			t.Errorf("the purge of the forged table deleted %s", v)
+		}
+	}
+	if job.State != "SUCCEEDED" || job.FilesSkipped != int64(len(victims)) {
+		t.Errorf("job %s, files-skipped %d; want SUCCEEDED with the %d files outside its prefix skipped", job.State, job.FilesSkipped, len(victims))
+	}
+}
