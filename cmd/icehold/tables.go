@@ -64,7 +64,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	}
 	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
 
-	var undropUUID, rename string
+	var undropUUID, undropGen, rename string
 	undrop := &cobra.Command{
 		Use:   "undrop NAMESPACE.TABLE",
 		Short: "Restore a soft-deleted table",
@@ -77,6 +77,9 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 			body := map[string]any{}
 			if undropUUID != "" {
 				body["table-uuid"] = undropUUID
+			}
+			if undropGen != "" {
+				body["generation"] = undropGen
 			}
 			if rename != "" {
 				levels, name, err := splitIdent(rename)
@@ -100,9 +103,10 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		},
 	}
 	undrop.Flags().StringVar(&undropUUID, "uuid", "", "the generation (table uuid) to restore")
+	undrop.Flags().StringVar(&undropGen, "generation", "", "the generation to restore (several of one uuid)")
 	undrop.Flags().StringVar(&rename, "rename-to", "", "restore under this NAMESPACE.TABLE")
 
-	var purgeUUID string
+	var purgeUUID, purgeGen string
 	var purgeWatch bool
 	var every time.Duration
 	purgeNow := &cobra.Command{
@@ -118,6 +122,9 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 			if purgeUUID != "" {
 				body["table-uuid"] = purgeUUID
 			}
+			if purgeGen != "" {
+				body["generation"] = purgeGen
+			}
 			var j job
 			if err := c.do(cmd.Context(), "POST", path+"/purge-now", body, &j); err != nil {
 				return err
@@ -126,10 +133,12 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		},
 	}
 	purgeNow.Flags().StringVar(&purgeUUID, "uuid", "", "the generation (table uuid) to purge")
+	purgeNow.Flags().StringVar(&purgeGen, "generation", "", "the generation to purge (several of one uuid)")
 	purgeNow.Flags().BoolVar(&purgeWatch, "watch", false, "follow the purge job until it ends")
 	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
 
 	var on, off bool
+	var holdGen string
 	legalHold := &cobra.Command{
 		Use:   "legal-hold TABLE_UUID --on|--off",
 		Short: "Hold a soft-deleted table (no expiry, no purge), or release it",
@@ -142,8 +151,12 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			body := map[string]any{"enabled": on}
+			if holdGen != "" {
+				body["generation"] = holdGen
+			}
 			var v softdelete.View
-			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables/"+url.PathEscape(args[0])+"/legal-hold", map[string]any{"enabled": on}, &v); err != nil {
+			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables/"+url.PathEscape(args[0])+"/legal-hold", body, &v); err != nil {
 				return err
 			}
 			return c.emit(cmd.OutOrStdout(), v, func(out io.Writer) error {
@@ -154,6 +167,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	}
 	legalHold.Flags().BoolVar(&on, "on", false, "set the hold")
 	legalHold.Flags().BoolVar(&off, "off", false, "clear the hold")
+	legalHold.Flags().StringVar(&holdGen, "generation", "", "the generation (several of one uuid)")
 
 	return group("tables", "Tables: drop, soft-deleted, undrop, purge-now, legal-hold, verify",
 		dropCmd(conn), softDeleted, undrop, purgeNow, legalHold, verifyCmd(conn))

@@ -61,10 +61,13 @@ func (s *Service) EnsureChildren(ctx context.Context) (int, bool, error) {
 
 // OwnershipReport says what the backfill claimed and what it could not.
 type OwnershipReport struct {
-	Warehouses int      `json:"warehouses"`
-	Tables     int      `json:"tables"`
-	Jobs       int      `json:"jobs"`
-	Conflicts  []string `json:"conflicts,omitempty"`
+	Warehouses int `json:"warehouses"`
+	Tables     int `json:"tables"`
+	// SoftDeleted: soft-deleted tables (the claim is recorded on the
+	// record, so an undrop or a permanent delete carries it on).
+	SoftDeleted int      `json:"soft-deleted"`
+	Jobs        int      `json:"jobs"`
+	Conflicts   []string `json:"conflicts,omitempty"`
 }
 
 // EnsureOwnership runs the ownership backfill once (make run calls it at
@@ -81,10 +84,11 @@ func (s *Service) EnsureOwnership(ctx context.Context) (OwnershipReport, bool, e
 	return rep, true, s.store.Mark(ctx, OwnershipMigration)
 }
 
-// BackfillOwnership claims, for every catalog, table entry and unfinished
-// purge job that has no claim yet, the location it owns, oldest first: where
-// two overlap (a registered copy of a live table), the older keeps it and
-// the younger owns nothing (its purge then deletes nothing under that
+// BackfillOwnership claims, for every catalog, table entry, soft-deleted
+// table and unfinished purge job that has no claim yet, the location it
+// owns, tables oldest first (live and soft-deleted alike, by creation):
+// where two overlap (a registered copy of a live table), the older keeps it
+// and the younger owns nothing (its purge then deletes nothing under that
 // prefix). Idempotent: what already holds a claim is skipped.
 func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error) {
 	var rep OwnershipReport
@@ -115,6 +119,7 @@ func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error
 	type pending struct {
 		cat   string
 		entry store.TableEntry
+		soft  *store.SoftDeleted // a soft-deleted table's record
 	}
 	var entries []pending
 	for _, c := range cats {
@@ -131,7 +136,7 @@ func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error
 				}
 				for _, e := range page {
 					if e.Hold == nil {
-						entries = append(entries, pending{c.Name, e})
+						entries = append(entries, pending{c.Name, e, nil})
 					}
 				}
 				if next == "" {
@@ -140,21 +145,46 @@ func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error
 				token = next
 			}
 		}
+		token := ""
+		for {
+			page, next, err := s.store.ListSoftDeleted(ctx, c.Name, nil, token, 100)
+			if err != nil {
+				return rep, err
+			}
+			for _, r := range page {
+				if r.Entry.Hold == nil {
+					entries = append(entries, pending{c.Name, r.Entry, &r})
+				}
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
 	}
 	slices.SortStableFunc(entries, func(a, b pending) int { return compareTimes(a.entry.CreatedAt, b.entry.CreatedAt) })
 	for _, p := range entries {
 		id := Ident{Namespace: p.entry.Namespace, Name: p.entry.Name}
 		what := fmt.Sprintf("table %s of catalog %s", id, p.cat)
+		if p.soft != nil {
+			what = fmt.Sprintf("soft-deleted table %s (uuid %s, generation %q) of catalog %s", id, p.entry.TableUUID, p.soft.Generation, p.cat)
+		}
 		meta, err := s.ReadMetadata(ctx, p.entry.MetadataLocation)
 		if err != nil {
 			rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s owns nothing: %v", what, err))
 			continue
 		}
 		claim, err := tableClaim(byName[p.cat], id, meta.Location())
-		if err == nil {
+		switch {
+		case err == nil && p.soft != nil:
+			claim.Owner.SoftDeleted = true
+			err = s.store.SetSoftDeletedHold(ctx, *p.soft, claim)
+		case err == nil:
 			err = s.store.SetTableHold(ctx, p.cat, p.entry, claim)
 		}
 		switch {
+		case err == nil && p.soft != nil:
+			rep.SoftDeleted++
 		case err == nil:
 			rep.Tables++
 		case errors.Is(err, store.ErrLocationTaken):

@@ -317,8 +317,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// State from before the ownership index: claim what exists, once.
 	if rep, ran, err := s.Catalog.EnsureOwnership(ctx); err != nil {
 		return nil, fmt.Errorf("ownership backfill: %w", err)
-	} else if ran && (rep.Tables+rep.Jobs > 0 || len(rep.Conflicts) > 0) {
-		slog.Info("ownership index backfilled", "warehouses", rep.Warehouses, "tables", rep.Tables, "jobs", rep.Jobs, "conflicts", rep.Conflicts)
+	} else if ran && (rep.Tables+rep.SoftDeleted+rep.Jobs > 0 || len(rep.Conflicts) > 0) {
+		slog.Info("ownership index backfilled", "warehouses", rep.Warehouses, "tables", rep.Tables, "soft-deleted", rep.SoftDeleted, "jobs", rep.Jobs, "conflicts", rep.Conflicts)
 	}
 	if _, _, err := s.Catalog.EnsureChildren(ctx); err != nil {
 		return nil, fmt.Errorf("namespace children backfill: %w", err)

@@ -68,14 +68,15 @@ func (s *server) undrop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		TableUUID string         `json:"table-uuid"`
-		RenameTo  *catalog.Ident `json:"rename-to"`
+		TableUUID  string         `json:"table-uuid"`
+		Generation string         `json:"generation"`
+		RenameTo   *catalog.Ident `json:"rename-to"`
 	}
 	if err := decodeStrict(r, &req, true); err != nil {
 		writeError(w, err)
 		return
 	}
-	e, err := s.SoftDelete.Undrop(r.Context(), cat, id, req.TableUUID, req.RenameTo)
+	e, err := s.SoftDelete.Undrop(r.Context(), cat, id, softdelete.Pick{TableUUID: req.TableUUID, Generation: req.Generation}, req.RenameTo)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -93,13 +94,14 @@ func (s *server) purgeNow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		TableUUID string `json:"table-uuid"`
+		TableUUID  string `json:"table-uuid"`
+		Generation string `json:"generation"`
 	}
 	if err := decodeStrict(r, &req, true); err != nil {
 		writeError(w, err)
 		return
 	}
-	j, err := s.SoftDelete.PurgeNow(r.Context(), cat, id, req.TableUUID)
+	j, err := s.SoftDelete.PurgeNow(r.Context(), cat, id, softdelete.Pick{TableUUID: req.TableUUID, Generation: req.Generation})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -113,7 +115,8 @@ func (s *server) legalHold(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Enabled *bool `json:"enabled"`
+		Enabled    *bool  `json:"enabled"`
+		Generation string `json:"generation"`
 	}
 	if err := decodeStrict(r, &req, false); err != nil {
 		writeError(w, err)
@@ -123,7 +126,7 @@ func (s *server) legalHold(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: enabled (true or false) is required", catalog.ErrBadRequest))
 		return
 	}
-	rec, err := s.SoftDelete.SetLegalHold(r.Context(), r.PathValue("c"), r.PathValue("uuid"), *req.Enabled)
+	rec, err := s.SoftDelete.SetLegalHold(r.Context(), r.PathValue("c"), r.PathValue("uuid"), req.Generation, *req.Enabled)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -14,6 +14,11 @@ type ExpiryReport struct {
 	Expired int `json:"expired"` // records permanently deleted
 	Purged  int `json:"purged"`  // of those, handed to the purge pipeline
 	Skipped int `json:"skipped"` // taken by another sweep, undropped or held meanwhile
+	// Stale: index entries that named no due record (the record gone,
+	// held, or of another purge time), removed. They do not count
+	// towards the run's bound: however many there are, due records behind
+	// them are reached.
+	Stale int `json:"stale"`
 	// More: the run stopped at its bound with records still due.
 	More bool `json:"more"`
 }
@@ -25,8 +30,11 @@ const DefaultSweepLimit = 500
 // purge time has passed (one query on the expiry index) and permanently
 // deletes each with a guarded transaction (so two overlapping sweeps end a
 // record once), handing its files to the purge pipeline where the catalog
-// purges on expiry. Bounded: it stops after limit records or when ctx's
-// deadline is near, and leaves the rest to the next run.
+// purges on expiry. An index entry that names no due record (its record
+// gone, held, or of another generation's purge time) is removed, guarded
+// by what was read, and does not count towards the bound. Bounded: it stops
+// after limit records or when ctx's deadline is near, and leaves the rest to
+// the next run.
 func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 	var rep ExpiryReport
 	if limit <= 0 {
@@ -44,13 +52,16 @@ func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 				rep.More = true
 				return rep, nil
 			}
-			r, err := s.store().SoftDeletedByUUID(ctx, due.Catalog, due.TableUUID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && r.LegalHold) {
-				rep.Skipped++
+			r, err := s.store().SoftDeletedRecord(ctx, due.Catalog, due.TableUUID, due.Generation)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				s.removeStale(ctx, due, nil, &rep)
 				continue
-			}
-			if err != nil {
+			case err != nil:
 				return rep, err
+			case !due.Of(r):
+				s.removeStale(ctx, due, &r, &rep)
+				continue
 			}
 			_, err = s.permanentlyDelete(ctx, r, r.PurgeOnExpiry)
 			switch {
@@ -70,6 +81,22 @@ func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 			return rep, nil
 		}
 		start = next
+	}
+}
+
+// removeStale removes an index entry that names no due record (r: the
+// record it names, nil if none), guarded by that read; one that changed
+// meanwhile is left to the next run.
+func (s *Service) removeStale(ctx context.Context, due store.Expired, r *store.SoftDeleted, rep *ExpiryReport) {
+	err := s.store().RemoveStale(ctx, due, r)
+	switch {
+	case err == nil:
+		rep.Stale++
+	case errors.Is(err, store.ErrConditionFailed):
+		rep.Skipped++
+	default:
+		slog.Warn("remove a stale expiry entry", "entry", due.Key, "error", err)
+		rep.Skipped++
 	}
 }
 

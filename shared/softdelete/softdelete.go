@@ -29,8 +29,9 @@ var (
 	ErrNotEnabled = errors.New("soft delete is not enabled on this catalog")
 	// ErrNoRecord: no soft-deleted table matches.
 	ErrNoRecord = errors.New("no such soft-deleted table")
-	// ErrAmbiguous: several soft-deleted generations of one name and no uuid.
-	ErrAmbiguous = errors.New("several soft-deleted generations of this name")
+	// ErrAmbiguous: several soft-deleted generations match (of one name
+	// without a uuid, of one uuid without a generation).
+	ErrAmbiguous = errors.New("several soft-deleted generations match")
 	// ErrNameTaken: an undrop's target name is held by a table.
 	ErrNameTaken = errors.New("the name is taken")
 	// ErrLegalHold: the table is under legal hold.
@@ -83,6 +84,9 @@ type View struct {
 	HoldPeriod       string   `json:"hold-period"`
 	PurgeOnExpiry    bool     `json:"purge-on-expiry"`
 	LegalHold        bool     `json:"legal-hold"`
+	// Generation tells apart soft drops of one table uuid ("" for a
+	// record from before generations).
+	Generation string `json:"generation"`
 }
 
 // ViewOf renders a record.
@@ -90,9 +94,24 @@ func ViewOf(r store.SoftDeleted) View {
 	return View{
 		Namespace: r.Entry.Namespace, Name: r.Entry.Name, TableUUID: r.Entry.TableUUID, MetadataLocation: r.Entry.MetadataLocation,
 		DroppedAt: r.DroppedAt, DroppedBy: r.DroppedBy, PurgeAt: r.PurgeAt, HoldPeriod: r.HoldPeriod,
-		PurgeOnExpiry: r.PurgeOnExpiry, LegalHold: r.LegalHold,
+		PurgeOnExpiry: r.PurgeOnExpiry, LegalHold: r.LegalHold, Generation: r.Generation,
 	}
 }
+
+// Pick names the generation an operation means: by table uuid, by
+// generation, both, or neither (then it must be the only one).
+type Pick struct {
+	TableUUID  string
+	Generation string
+}
+
+// errChanged: a record changed between every read and write of a
+// transition (a lost compare-and-swap: 409, try again).
+var errChanged = fmt.Errorf("%w: the soft-deleted table changed meanwhile", catalog.ErrCommitFailed)
+
+// attempts bounds the retries of a transition whose record changed between
+// its read and its write (a legal hold set meanwhile): it reads again.
+const attempts = 3
 
 // Enabled reports whether a catalog soft-deletes.
 func (s *Service) Enabled(ctx context.Context, cat string) (bool, error) {
@@ -170,6 +189,7 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 			PurgeAt: store.ExpiryTime(at.Add(hold)), HoldPeriod: period, PurgeOnExpiry: purgeOnExpiry,
 			LegalHold:  e.LegalHold,
 			Properties: map[string]string{catalog.PropLegalHold: strconv.FormatBool(e.LegalHold)},
+			Generation: store.NewGeneration(), Version: 1,
 		}
 		if e.HoldPeriod != "" {
 			r.Properties[catalog.PropHoldPeriod] = e.HoldPeriod
@@ -190,9 +210,9 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 	}
 }
 
-// choose picks the generation of a name an operation means: the one with
-// the uuid, or the only one (several without a uuid: a 409 listing them).
-func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, uuid string) (store.SoftDeleted, error) {
+// choose picks the generation of a name an operation means: the one
+// matching p, or the only one (several: a 409 listing them).
+func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, p Pick) (store.SoftDeleted, error) {
 	if err := id.Validate(); err != nil {
 		return store.SoftDeleted{}, err
 	}
@@ -200,23 +220,40 @@ func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, uuid
 	if err != nil {
 		return store.SoftDeleted{}, err
 	}
-	if uuid != "" {
-		gens = slices.DeleteFunc(gens, func(r store.SoftDeleted) bool { return r.Entry.TableUUID != uuid })
+	return pick(gens, p, "soft-deleted table "+id.String())
+}
+
+// pick keeps the generations matching p: exactly one, or an error saying
+// what to name (a 409 listing them when several match).
+func pick(gens []store.SoftDeleted, p Pick, what string) (store.SoftDeleted, error) {
+	gens = slices.DeleteFunc(gens, func(r store.SoftDeleted) bool {
+		return (p.TableUUID != "" && r.Entry.TableUUID != p.TableUUID) || (p.Generation != "" && r.Generation != p.Generation)
+	})
+	if p.TableUUID != "" {
+		what += " with uuid " + p.TableUUID
+	}
+	if p.Generation != "" {
+		what += " of generation " + p.Generation
 	}
 	switch {
-	case len(gens) == 0 && uuid != "":
-		return store.SoftDeleted{}, fmt.Errorf("soft-deleted table %s with uuid %s: %w", id, uuid, ErrNoRecord)
 	case len(gens) == 0:
-		return store.SoftDeleted{}, fmt.Errorf("soft-deleted table %s: %w", id, ErrNoRecord)
+		return store.SoftDeleted{}, fmt.Errorf("%s: %w", what, ErrNoRecord)
 	case len(gens) > 1:
 		var list []map[string]any
-		var uuids []string
+		var names []string
+		uuids := map[string]bool{}
 		for _, g := range gens {
-			list = append(list, map[string]any{"table-uuid": g.Entry.TableUUID, "dropped-at": g.DroppedAt, "metadata-location": g.Entry.MetadataLocation})
-			uuids = append(uuids, g.Entry.TableUUID+" (dropped "+g.DroppedAt+")")
+			list = append(list, map[string]any{"table-uuid": g.Entry.TableUUID, "generation": g.Generation, "dropped-at": g.DroppedAt,
+				"metadata-location": g.Entry.MetadataLocation, "namespace": g.Entry.Namespace, "name": g.Entry.Name})
+			names = append(names, g.Entry.TableUUID+" generation "+g.Generation+" (dropped "+g.DroppedAt+")")
+			uuids[g.Entry.TableUUID] = true
+		}
+		by := "table-uuid"
+		if len(uuids) == 1 {
+			by = "generation"
 		}
 		return store.SoftDeleted{}, &Conflict{err: ErrAmbiguous,
-			msg:     fmt.Sprintf("%d soft-deleted generations of %s: name one with table-uuid: %s", len(gens), id, strings.Join(uuids, ", ")),
+			msg:     fmt.Sprintf("%d soft-deleted generations of %s: name one with %s: %s", len(gens), what, by, strings.Join(names, ", ")),
 			details: map[string]any{"generations": list}}
 	}
 	return gens[0], nil
@@ -224,17 +261,7 @@ func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, uuid
 
 // Undrop restores a soft-deleted table (under its name, or renameTo),
 // atomically: same uuid, same metadata location, its location claim back.
-func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid string, renameTo *catalog.Ident) (store.TableEntry, error) {
-	r, err := s.choose(ctx, cat, id, uuid)
-	if err != nil {
-		return store.TableEntry{}, err
-	}
-	if r.LegalHold && !r.Entry.LegalHold {
-		// The restored table's hold is its metadata's property: a hold set
-		// on the record after the drop would be lifted by the undrop.
-		return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted table after its drop, not in its metadata (an undrop would lift it): "+
-			"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the table", id, ErrLegalHold, catalog.PropLegalHold)
-	}
+func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, p Pick, renameTo *catalog.Ident) (store.TableEntry, error) {
 	to := id
 	if renameTo != nil {
 		if err := renameTo.Validate(); err != nil {
@@ -242,6 +269,27 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 		}
 		to = *renameTo
 	}
+	for attempt := 1; ; attempt++ {
+		r, err := s.choose(ctx, cat, id, p)
+		if err != nil {
+			return store.TableEntry{}, err
+		}
+		if r.LegalHold && !r.Entry.LegalHold {
+			// The restored table's hold is its metadata's property: a hold
+			// set on the record after the drop would be lifted by the undrop.
+			return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted table after its drop, not in its metadata (an undrop would lift it): "+
+				"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the table", id, ErrLegalHold, catalog.PropLegalHold)
+		}
+		e, err := s.undrop(ctx, r, id, to)
+		if errors.Is(err, errChanged) && attempt < attempts {
+			continue // the record changed since it was read: read it again
+		}
+		return e, err
+	}
+}
+
+func (s *Service) undrop(ctx context.Context, r store.SoftDeleted, id, to catalog.Ident) (store.TableEntry, error) {
+	cat := r.Catalog
 	e := r.Entry
 	e.Namespace, e.Name = to.Namespace, to.Name
 	moved := r
@@ -262,7 +310,7 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 	case errors.Is(err, store.ErrTombstoned):
 		return store.TableEntry{}, fmt.Errorf("undrop %s: a purge job holds the name %s: %w", id, to, catalog.ErrPurging)
 	case errors.Is(err, store.ErrConditionFailed):
-		return store.TableEntry{}, fmt.Errorf("undrop %s: the soft-deleted table was purged, expired or undropped meanwhile: %w", id, ErrNoRecord)
+		return store.TableEntry{}, fmt.Errorf("undrop %s: %w", id, errChanged)
 	case err != nil:
 		return store.TableEntry{}, fmt.Errorf("undrop %s: %w", id, err)
 	}
@@ -272,22 +320,26 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, uuid
 // PurgeNow permanently deletes a soft-deleted table, skipping its hold: the
 // record goes and a purge job (no tombstone: the name is free) takes its
 // files, in one transaction.
-func (s *Service) PurgeNow(ctx context.Context, cat string, id catalog.Ident, uuid string) (store.Job, error) {
-	r, err := s.choose(ctx, cat, id, uuid)
-	if err != nil {
-		return store.Job{}, err
+func (s *Service) PurgeNow(ctx context.Context, cat string, id catalog.Ident, p Pick) (store.Job, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := s.choose(ctx, cat, id, p)
+		if err != nil {
+			return store.Job{}, err
+		}
+		if r.LegalHold {
+			return store.Job{}, fmt.Errorf("purge-now %s: %w: clear it first", id, ErrLegalHold)
+		}
+		j, err := s.permanentlyDelete(ctx, r, true)
+		switch {
+		case errors.Is(err, store.ErrLegalHold):
+			return store.Job{}, fmt.Errorf("purge-now %s: %w", id, ErrLegalHold)
+		case errors.Is(err, store.ErrConditionFailed) && attempt < attempts:
+			continue // the record changed since it was read: read it again
+		case errors.Is(err, store.ErrConditionFailed):
+			return store.Job{}, fmt.Errorf("purge-now %s: %w", id, errChanged)
+		}
+		return j, err
 	}
-	if r.LegalHold {
-		return store.Job{}, fmt.Errorf("purge-now %s: %w: clear it first", id, ErrLegalHold)
-	}
-	j, err := s.permanentlyDelete(ctx, r, true)
-	if errors.Is(err, store.ErrLegalHold) {
-		return store.Job{}, fmt.Errorf("purge-now %s: %w", id, ErrLegalHold)
-	}
-	if errors.Is(err, store.ErrConditionFailed) {
-		return store.Job{}, fmt.Errorf("purge-now %s: the soft-deleted table was purged, expired or undropped meanwhile: %w", id, ErrNoRecord)
-	}
-	return j, err
 }
 
 // permanentlyDelete ends a record: with purge, a job takes the files.
@@ -324,26 +376,28 @@ func (s *Service) permanentlyDelete(ctx context.Context, r store.SoftDeleted, wi
 	return *job, nil
 }
 
-// SetLegalHold sets or clears the legal hold of a soft-deleted record.
-func (s *Service) SetLegalHold(ctx context.Context, cat, uuid string, on bool) (store.SoftDeleted, error) {
-	r, err := s.store().SoftDeletedByUUID(ctx, cat, uuid)
-	if errors.Is(err, store.ErrNotFound) {
-		return r, fmt.Errorf("soft-deleted table %s: %w", uuid, ErrNoRecord)
+// SetLegalHold sets or clears the legal hold of a soft-deleted record: the
+// generation of the uuid (gen, or the only one).
+func (s *Service) SetLegalHold(ctx context.Context, cat, uuid, gen string, on bool) (store.SoftDeleted, error) {
+	for attempt := 1; ; attempt++ {
+		gens, err := s.store().SoftDeletedByUUID(ctx, cat, uuid)
+		if err != nil {
+			return store.SoftDeleted{}, err
+		}
+		r, err := pick(gens, Pick{TableUUID: uuid, Generation: gen}, "soft-deleted table")
+		if err != nil || r.LegalHold == on {
+			return r, err
+		}
+		ev := s.event(ctx, eventbus.LegalHoldChanged, r, map[string]any{"legal-hold": on})
+		held, err := s.store().SetLegalHold(ctx, r, on, outbox.Record(ev))
+		switch {
+		case errors.Is(err, store.ErrConditionFailed) && attempt < attempts:
+			continue // the record changed since it was read: read it again
+		case errors.Is(err, store.ErrConditionFailed):
+			return r, fmt.Errorf("legal hold of soft-deleted table %s: %w", uuid, errChanged)
+		}
+		return held, err
 	}
-	if err != nil {
-		return r, err
-	}
-	if r.LegalHold == on {
-		return r, nil
-	}
-	r, err = s.store().SetLegalHold(ctx, r, on, outbox.Record(s.event(ctx, eventbus.LegalHoldChanged, r, map[string]any{"legal-hold": on})))
-	if errors.Is(err, store.ErrNotFound) {
-		return r, fmt.Errorf("soft-deleted table %s: %w", uuid, ErrNoRecord)
-	}
-	if err != nil {
-		return r, err
-	}
-	return r, nil
 }
 
 // List pages through a catalog's soft-deleted tables.

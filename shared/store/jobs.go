@@ -666,11 +666,15 @@ func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
 	return s.transact(ctx, items)
 }
 
-// SetJobHold records a backfilled claim on an active job, taking it in the
-// same transaction.
+// SetJobHold records a backfilled claim on a job still unfinished (a
+// finished one would never release it), taking it in the same transaction.
 func (s *Store) SetJobHold(ctx context.Context, j Job, claim Claim) error {
 	pk, sk := jobKey(j.Catalog, j.ID)
-	return s.setHold(ctx, pk, sk, "attribute_exists(pk)", nil, claim)
+	return s.setHold(ctx, pk, sk, "attribute_exists(pk) AND #st IN (:p, :r, :d)", map[string]string{"#st": "state"},
+		map[string]ddbtypes.AttributeValue{
+			":p": &ddbtypes.AttributeValueMemberS{Value: JobPending}, ":r": &ddbtypes.AttributeValueMemberS{Value: JobRunning},
+			":d": &ddbtypes.AttributeValueMemberS{Value: JobDeadLettered},
+		}, claim)
 }
 
 func num(n int) ddbtypes.AttributeValue {

@@ -218,8 +218,11 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 	vals[":none"] = &ddbtypes.AttributeValueMemberS{Value: ""}
 	ownerFree := "(attribute_not_exists(#oid) OR #oid = :none)"
 	if o.release != "" {
+		// The claim let go must be there still (its generation: claim ids
+		// are never reused): a stale release of a claim released before
+		// would count the prefixes above it down a second time.
 		vals[":rel"] = &ddbtypes.AttributeValueMemberS{Value: o.release}
-		ownerFree = "(attribute_not_exists(#oid) OR #oid = :none OR #oid = :rel)"
+		ownerFree = "#oid = :rel"
 	}
 	switch {
 	case o.take != nil:
@@ -523,7 +526,7 @@ func (s *Store) ReleaseClaim(ctx context.Context, h Hold) error {
 // setHold records a claim on the record that owns it (a backfill: the record
 // predates the index) and takes the claim, in one transaction; the record's
 // guard comes first (ErrConditionFailed), then the claim (ErrLocationTaken).
-func (s *Store) setHold(ctx context.Context, pk, sk, guard string, vals map[string]ddbtypes.AttributeValue, claim Claim) error {
+func (s *Store) setHold(ctx context.Context, pk, sk, guard string, names map[string]string, vals map[string]ddbtypes.AttributeValue, claim Claim) error {
 	h, err := marshalValue(claim.Hold)
 	if err != nil {
 		return err
@@ -538,11 +541,13 @@ func (s *Store) setHold(ctx context.Context, pk, sk, guard string, vals map[stri
 	}
 	all := map[string]ddbtypes.AttributeValue{":h": h}
 	maps.Copy(all, vals)
+	allNames := map[string]string{"#h": "hold"}
+	maps.Copy(allNames, names)
 	items := append([]ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
 		UpdateExpression:          aws.String("SET #h = :h"),
 		ConditionExpression:       aws.String(guard + " AND attribute_not_exists(#h)"),
-		ExpressionAttributeNames:  map[string]string{"#h": "hold"},
+		ExpressionAttributeNames:  allNames,
 		ExpressionAttributeValues: all,
 	}}}, loc...)
 	return s.runLoc(ctx, items, 1)

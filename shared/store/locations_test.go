@@ -357,3 +357,35 @@ func TestTidyingRacesTakes(t *testing.T) {
 		}
 	}
 }
+
+// A release is conditioned on the claim it lets go still being there:
+// a stale second release of a claim (the owner is gone, its item tidied
+// away) must not count the claims above it down again, which would let a
+// claim around a live one in.
+func TestStaleReleaseCountsNothing(t *testing.T) {
+	ctx := context.Background()
+	db, table := awstest.DynamoDB(t)
+	if err := store.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(db, table)
+	a, b := tableClaim("wh/ns/a"), tableClaim("wh/ns/b")
+	for _, c := range []store.Claim{a, b} {
+		if err := s.TakeClaim(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ReleaseClaim(ctx, a.Hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseClaim(ctx, a.Hold); err == nil {
+		t.Errorf("a second release of the same claim succeeded")
+	}
+	if err := s.TakeClaim(ctx, tableClaim("wh/ns")); !errors.Is(err, store.ErrLocationTaken) {
+		t.Errorf("a claim around the live claim %s: %v, want ErrLocationTaken", b.Hold.Prefix, err)
+	}
+	want := map[string]string{"": `owner="" below=1`, "wh": `owner="" below=1`, "wh/ns": `owner="" below=1`, "wh/ns/b": fmt.Sprintf("owner=%q below=0", b.Hold.ID)}
+	if got := locItems(t, db, table); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("index %v\nwant %v", got, want)
+	}
+}

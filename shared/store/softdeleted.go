@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -14,9 +17,16 @@ import (
 // Soft-deleted tables (SPEC §4). Three items per record, written and removed
 // in the transaction that changes the table's state:
 //
-//	SOFT#<catalog> / U#<table uuid>                 the record (by uuid: legal hold, undrop with a uuid)
-//	SOFT#<catalog> / N#<namespace>␞<name>␞<uuid>    the same record by name (listing, generations)
-//	SOFTEXP        / <purge-at>#<catalog>#<uuid>    the expiry index: "expired before T" is one query
+//	SOFT#<catalog> / U#<uuid>␞<gen>                    the record (by uuid: legal hold, undrop with a uuid)
+//	SOFT#<catalog> / N#<namespace>␞<name>␞<uuid>␞<gen> the same record by name (listing, generations)
+//	SOFTEXP        / <purge-at>#<catalog>#<uuid>#<gen> the expiry index: "expired before T" is one query
+//
+// <gen> is the record's generation, new at every soft drop: several records
+// of one table uuid (dropped, undropped and dropped again; or two tables
+// registered from copies of one metadata file) never share a key, so a
+// stale reader's transition, conditioned on its record's key and version,
+// never ends a newer generation (SPEC §2 "Generations"). Records from before
+// generations have none (keys without "␞<gen>"); no new record is keyed so.
 //
 // A legal-held record has no expiry item, so the sweep never meets it.
 
@@ -34,6 +44,22 @@ type SoftDeleted struct {
 	HoldPeriod    string `dynamodbav:"hold_period"`
 	PurgeOnExpiry bool   `dynamodbav:"purge_on_expiry"`
 	LegalHold     bool   `dynamodbav:"legal_hold"`
+	// Generation tells this soft drop apart from every other of the same
+	// table uuid (NewGeneration; SoftDelete sets one when empty). "" on a
+	// record from before generations.
+	Generation string `dynamodbav:"generation"`
+	// Version counts the record's changes (1 when dropped; 0: a record
+	// from before versions). Every transition is conditioned on the
+	// version it read.
+	Version int64 `dynamodbav:"version"`
+}
+
+// NewGeneration names a new soft-deleted generation: its time (so one
+// table's generations list oldest first) and 6 random bytes.
+func NewGeneration() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%013x-%s", time.Now().UnixMilli(), hex.EncodeToString(b))
 }
 
 // ErrLegalHold: the record is under legal hold.
@@ -45,12 +71,43 @@ const recordSep = "\x1e"
 
 func softPK(cat string) string { return "SOFT#" + cat }
 
+// recordID is a record's uuid and generation as its keys end.
+func recordID(uuid, gen string) string {
+	if gen == "" {
+		return uuid // from before generations
+	}
+	return uuid + recordSep + gen
+}
+
 func softKeys(r SoftDeleted) (uuidSK, nameSK string) {
-	return "U#" + r.Entry.TableUUID, "N#" + strings.Join(r.Entry.Namespace, levelSep) + recordSep + r.Entry.Name + recordSep + r.Entry.TableUUID
+	id := recordID(r.Entry.TableUUID, r.Generation)
+	return "U#" + id, "N#" + strings.Join(r.Entry.Namespace, levelSep) + recordSep + r.Entry.Name + recordSep + id
 }
 
 func expiryKey(r SoftDeleted) (string, string) {
-	return "SOFTEXP", r.PurgeAt + "#" + r.Catalog + "#" + r.Entry.TableUUID
+	sk := r.PurgeAt + "#" + r.Catalog + "#" + r.Entry.TableUUID
+	if r.Generation != "" {
+		sk += "#" + r.Generation
+	}
+	return "SOFTEXP", sk
+}
+
+// expiryItem is an expiry index item's content: the record it names.
+type expiryItem struct {
+	Catalog    string `dynamodbav:"catalog"`
+	UUID       string `dynamodbav:"table_uuid"`
+	Generation string `dynamodbav:"generation,omitempty"`
+}
+
+// versionGuard conditions a write of r's uuid item on r's version as read.
+func versionGuard(r SoftDeleted) (string, map[string]string, map[string]ddbtypes.AttributeValue) {
+	names := map[string]string{"#ver": "version"}
+	if r.Version == 0 {
+		return "attribute_exists(pk) AND attribute_not_exists(#ver)", names, map[string]ddbtypes.AttributeValue{}
+	}
+	return "attribute_exists(pk) AND #ver = :ver", names, map[string]ddbtypes.AttributeValue{
+		":ver": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(r.Version)},
+	}
 }
 
 // ExpiryTime formats a purge time as the expiry index sorts it.
@@ -72,10 +129,7 @@ func (s *Store) softItems(r SoftDeleted) ([]ddbtypes.TransactWriteItem, error) {
 	}
 	if !r.LegalHold {
 		epk, esk := expiryKey(r)
-		item, err := withKey(struct {
-			Catalog string `dynamodbav:"catalog"`
-			UUID    string `dynamodbav:"table_uuid"`
-		}{r.Catalog, r.Entry.TableUUID}, epk, esk)
+		item, err := withKey(expiryItem{r.Catalog, r.Entry.TableUUID, r.Generation}, epk, esk)
 		if err != nil {
 			return nil, err
 		}
@@ -84,24 +138,34 @@ func (s *Store) softItems(r SoftDeleted) ([]ddbtypes.TransactWriteItem, error) {
 	return items, nil
 }
 
-// softRemoveItems deletes a record's items; the uuid item must exist (the
-// guard that makes undrop, purge-now and expiry happen once).
+// softRemoveItems deletes a record's items; the uuid item must exist at
+// the version read (the guard that makes undrop, purge-now and expiry
+// happen once, and only to the generation that was read).
 func (s *Store) softRemoveItems(r SoftDeleted) []ddbtypes.TransactWriteItem {
 	uk, nk := softKeys(r)
 	epk, esk := expiryKey(r)
+	cond, names, vals := versionGuard(r)
+	guard := &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(softPK(r.Catalog), uk), ConditionExpression: aws.String(cond), ExpressionAttributeNames: names}
+	if len(vals) > 0 {
+		guard.ExpressionAttributeValues = vals
+	}
 	return []ddbtypes.TransactWriteItem{
-		{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(softPK(r.Catalog), uk), ConditionExpression: aws.String("attribute_exists(pk)")}},
+		{Delete: guard},
 		{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(softPK(r.Catalog), nk)}},
 		{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(epk, esk)}},
 	}
 }
 
 // SoftDelete moves an entry still at the pointer it was read with out of
-// the active view into a soft-deleted record, in one transaction; the
-// entry's location stays claimed (by the record). ErrNotFound when the entry
-// moved or vanished.
+// the active view into a soft-deleted record (a new generation: r's, or a
+// new one when r names none), in one transaction; the entry's location
+// stays claimed (by the record). ErrNotFound when the entry moved or
+// vanished.
 func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r SoftDeleted, events ...OutboxEvent) error {
-	r.Catalog, r.Entry = cat, e
+	r.Catalog, r.Entry, r.Version = cat, e, 1
+	if r.Generation == "" {
+		r.Generation = NewGeneration()
+	}
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	items := []ddbtypes.TransactWriteItem{{Delete: &ddbtypes.Delete{
 		TableName: aws.String(s.table), Key: key(pk, sk),
@@ -135,11 +199,33 @@ func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r Soft
 	return err
 }
 
-// SoftDeletedByUUID loads one record; ErrNotFound if none.
-func (s *Store) SoftDeletedByUUID(ctx context.Context, cat, uuid string) (SoftDeleted, error) {
+// SoftDeletedRecord loads one generation of a table uuid's records
+// (generation "": the record from before generations); ErrNotFound if none.
+func (s *Store) SoftDeletedRecord(ctx context.Context, cat, uuid, gen string) (SoftDeleted, error) {
 	var r SoftDeleted
-	err := s.get(ctx, softPK(cat), "U#"+uuid, &r)
+	err := s.get(ctx, softPK(cat), "U#"+recordID(uuid, gen), &r)
 	return r, err
+}
+
+// SoftDeletedByUUID lists the soft-deleted generations of a table uuid.
+func (s *Store) SoftDeletedByUUID(ctx context.Context, cat, uuid string) ([]SoftDeleted, error) {
+	var out []SoftDeleted
+	token := ""
+	for {
+		page, next, err := s.softPage(ctx, cat, "U#"+uuid, token, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if r.Entry.TableUUID == uuid { // not a longer uuid that starts alike
+				out = append(out, r)
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
 }
 
 // SoftDeletedByName lists the soft-deleted generations of one name.
@@ -189,7 +275,7 @@ func (s *Store) softPage(ctx context.Context, cat, prefix, token string, limit i
 // location claim follows it. ErrExists: the name is taken (by a table);
 // ErrTombstoned: a purge job holds the name; ErrNotFound with nsMissing: the
 // namespace is gone; ErrConditionFailed: the record is gone (undropped,
-// purged or expired meanwhile).
+// purged or expired meanwhile) or changed since it was read.
 func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events ...OutboxEvent) (nsMissing bool, err error) {
 	to.Hold = r.Entry.Hold
 	put, err := s.tablePut(r.Catalog, TableWrite{Entry: to})
@@ -234,13 +320,17 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events
 // job (no tombstone: the name was freed at the soft drop) takes the
 // location claim in the same transaction; without, the claim is released
 // (the files stay, owned by nobody). ErrConditionFailed when the record is
-// gone (another sweep, a purge-now or an undrop got there first);
-// ErrLegalHold when it is under legal hold.
+// gone (another sweep, a purge-now or an undrop got there first) or changed
+// since it was read; ErrLegalHold when it is under legal hold.
 func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, events ...OutboxEvent) error {
 	items := s.softRemoveItems(r)
 	// Legal hold is checked by the transaction, not by the read before it.
-	items[0].Delete.ConditionExpression = aws.String("attribute_exists(pk) AND legal_hold = :f")
-	items[0].Delete.ExpressionAttributeValues = map[string]ddbtypes.AttributeValue{":f": &ddbtypes.AttributeValueMemberBOOL{Value: false}}
+	guard := items[0].Delete
+	guard.ConditionExpression = aws.String(aws.ToString(guard.ConditionExpression) + " AND legal_hold = :f")
+	if guard.ExpressionAttributeValues == nil {
+		guard.ExpressionAttributeValues = map[string]ddbtypes.AttributeValue{}
+	}
+	guard.ExpressionAttributeValues[":f"] = &ddbtypes.AttributeValueMemberBOOL{Value: false}
 	var lc locChange
 	if job != nil {
 		job.CreatedAt, job.UpdatedAt = now(), now()
@@ -267,7 +357,7 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, 
 	err = s.transactWrite(ctx, items)
 	if reasons := cancelReasons(err); reasons != nil {
 		if reasons[0] {
-			if cur, gerr := s.SoftDeletedByUUID(ctx, r.Catalog, r.Entry.TableUUID); gerr == nil && cur.LegalHold {
+			if cur, gerr := s.SoftDeletedRecord(ctx, r.Catalog, r.Entry.TableUUID, r.Generation); gerr == nil && cur.LegalHold {
 				return ErrLegalHold
 			}
 		}
@@ -278,19 +368,28 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, 
 
 // SetLegalHold sets or clears a record's legal hold: held records leave the
 // expiry index, cleared ones come back to it (at their purge time; a time
-// already past makes them due at the next sweep). ErrNotFound when the
-// record is gone.
+// already past makes them due at the next sweep). ErrConditionFailed when
+// the record is gone or changed since it was read.
 func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool, events ...OutboxEvent) (SoftDeleted, error) {
 	uk, nk := softKeys(r)
+	next := r.Version + 1
 	var items []ddbtypes.TransactWriteItem
 	for i, sk := range []string{uk, nk} {
 		up := &ddbtypes.Update{
 			TableName: aws.String(s.table), Key: key(softPK(r.Catalog), sk),
-			UpdateExpression:          aws.String("SET legal_hold = :h"),
-			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":h": &ddbtypes.AttributeValueMemberBOOL{Value: on}},
+			UpdateExpression:         aws.String("SET legal_hold = :h, #ver = :next"),
+			ExpressionAttributeNames: map[string]string{"#ver": "version"},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+				":h":    &ddbtypes.AttributeValueMemberBOOL{Value: on},
+				":next": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(next)},
+			},
 		}
 		if i == 0 {
-			up.ConditionExpression = aws.String("attribute_exists(pk)")
+			cond, _, vals := versionGuard(r)
+			up.ConditionExpression = aws.String(cond)
+			for k, v := range vals {
+				up.ExpressionAttributeValues[k] = v
+			}
 		}
 		items = append(items, ddbtypes.TransactWriteItem{Update: up})
 	}
@@ -298,10 +397,7 @@ func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool, events
 	if on {
 		items = append(items, ddbtypes.TransactWriteItem{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key(epk, esk)}})
 	} else {
-		item, err := withKey(struct {
-			Catalog string `dynamodbav:"catalog"`
-			UUID    string `dynamodbav:"table_uuid"`
-		}{r.Catalog, r.Entry.TableUUID}, epk, esk)
+		item, err := withKey(expiryItem{r.Catalog, r.Entry.TableUUID, r.Generation}, epk, esk)
 		if err != nil {
 			return r, err
 		}
@@ -313,16 +409,52 @@ func (s *Store) SetLegalHold(ctx context.Context, r SoftDeleted, on bool, events
 	}
 	err = s.transactWrite(ctx, items)
 	if cancelReasons(err) != nil {
-		return r, ErrNotFound
+		return r, ErrConditionFailed
 	}
-	r.LegalHold = on
-	return r, err
+	if err != nil {
+		return r, err
+	}
+	r.LegalHold, r.Version = on, next
+	return r, nil
 }
 
 // Expired is one due entry of the expiry index.
 type Expired struct {
-	Catalog   string `dynamodbav:"catalog"`
-	TableUUID string `dynamodbav:"table_uuid"`
+	Catalog    string `dynamodbav:"catalog"`
+	TableUUID  string `dynamodbav:"table_uuid"`
+	Generation string `dynamodbav:"generation"`
+	Key        string `dynamodbav:"sk"`
+}
+
+// Of reports whether the entry is r's own while r is due to expire: r is
+// not held and the entry is at r's purge time. Anything else is a stale
+// entry (RemoveStale).
+func (e Expired) Of(r SoftDeleted) bool {
+	_, sk := expiryKey(r)
+	return !r.LegalHold && e.Key == sk
+}
+
+// RemoveStale deletes an expiry entry that names no due record: r is the
+// record it names as read (nil: there was none). The delete is conditioned
+// on that read (no record; or the record at the version read), so a hold
+// cleared meanwhile, whose transaction puts the entry back, keeps it.
+// ErrConditionFailed when the record changed.
+func (s *Store) RemoveStale(ctx context.Context, e Expired, r *SoftDeleted) error {
+	check := &ddbtypes.ConditionCheck{
+		TableName: aws.String(s.table), Key: key(softPK(e.Catalog), "U#"+recordID(e.TableUUID, e.Generation)),
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}
+	if r != nil {
+		cond, names, vals := versionGuard(*r)
+		check.ConditionExpression, check.ExpressionAttributeNames = aws.String(cond), names
+		if len(vals) > 0 {
+			check.ExpressionAttributeValues = vals
+		}
+	}
+	return s.transact(ctx, []ddbtypes.TransactWriteItem{
+		{ConditionCheck: check},
+		{Delete: &ddbtypes.Delete{TableName: aws.String(s.table), Key: key("SOFTEXP", e.Key)}},
+	})
 }
 
 // ExpiredBefore pages through the records whose purge time is before t,
@@ -364,4 +496,45 @@ func (s *Store) ExpiredBefore(ctx context.Context, t time.Time, start string, li
 		next = k.SK
 	}
 	return out, next, nil
+}
+
+// SetSoftDeletedHold records a backfilled claim on a record still at the
+// version it was read with (both its items: an undrop or a permanent
+// delete carries the claim on), taking the claim in the same transaction.
+// ErrConditionFailed: the record changed or already holds a claim;
+// ErrLocationTaken: the claim overlaps another owner's.
+func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Claim) error {
+	h, err := marshalValue(claim.Hold)
+	if err != nil {
+		return err
+	}
+	uk, nk := softKeys(r)
+	var items []ddbtypes.TransactWriteItem
+	for i, sk := range []string{uk, nk} {
+		up := &ddbtypes.Update{
+			TableName: aws.String(s.table), Key: key(softPK(r.Catalog), sk),
+			UpdateExpression:         aws.String("SET #e.#h = :h, #ver = :next"),
+			ExpressionAttributeNames: map[string]string{"#e": "entry", "#h": "hold", "#ver": "version"},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+				":h": h, ":next": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(r.Version + 1)},
+			},
+		}
+		if i == 0 {
+			cond, _, vals := versionGuard(r)
+			up.ConditionExpression = aws.String(cond + " AND attribute_not_exists(#e.#h)")
+			for k, v := range vals {
+				up.ExpressionAttributeValues[k] = v
+			}
+		}
+		items = append(items, ddbtypes.TransactWriteItem{Update: up})
+	}
+	var lc locChange
+	if err := lc.Take(claim); err != nil {
+		return err
+	}
+	loc, err := s.locItems(&lc)
+	if err != nil {
+		return err
+	}
+	return s.runLoc(ctx, append(items, loc...), len(items))
 }
