@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
@@ -192,5 +195,171 @@ func TestForgedMetadataDeletesNothingOutsideItsPrefix(t *testing.T) {
 	}
 	if job.State != "SUCCEEDED" || job.FilesSkipped != int64(len(victims)) {
 		t.Errorf("job %s, files-skipped %d; want SUCCEEDED with the %d files outside its prefix skipped", job.State, job.FilesSkipped, len(victims))
+	}
+}
+
+// setLocation moves a table of catalog cat by a REST commit.
+func setLocation(t *testing.T, cat, ns, name, loc string) {
+	t.Helper()
+	mustCall(t, 200, "POST", "/v1/"+cat+"/namespaces/"+ns+"/tables/"+name, shared.Token, map[string]any{
+		"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": loc}},
+	})
+}
+
+// Defect: set-location released the old prefix while the table's snapshots
+// still reached its files there: a create at the old prefix, or a register
+// of an older metadata file, took the claim, and its purge deleted live
+// data. The table now keeps the old prefix until no retained snapshot
+// reaches it, and its own purge deletes under both.
+func TestSetLocationKeepsTheOldPrefixWhileSnapshotsReachIt(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "moved")
+	tables := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/tables"
+	base := "s3://" + srv.Info.Bucket + "/" + shared.Catalog + "/" + ns
+
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	old, oldMeta := tbl.Location(), tbl.MetadataLocation()
+	rowsBefore := countRows(t, tbl)
+	before := under(t, old)
+	setLocation(t, shared.Catalog, ns, "t", base+"/new_home")
+
+	st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "squatter", "location": old, "schema": rawSchema})
+	if st != 409 || !strings.Contains(string(body), ns+".t") {
+		t.Errorf("create at the old prefix the table's snapshots reach: %d %s, want 409 naming %s.t", st, body, ns)
+	}
+	st, body = call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token, map[string]any{"name": "older", "metadata-location": oldMeta})
+	if st != 409 {
+		t.Errorf("register of the table's metadata from before the move: %d %s, want 409", st, body)
+	}
+	if st == 200 {
+		waitJob(t, dropPurge(t, ns, "older").ID, "SUCCEEDED", time.Minute)
+	}
+	again := loadTable(t, cat, ns, "t")
+	if n := countRows(t, again); n != rowsBefore {
+		t.Errorf("the moved table scans %d rows, want %d", n, rowsBefore)
+	}
+	sameObjects(t, "the old prefix", before, under(t, old))
+
+	// The table's own purge deletes under both prefixes.
+	mv := writtenTable(t, cat, ns, "mv", nil, false)
+	mvOld := mv.Location()
+	setLocation(t, shared.Catalog, ns, "mv", base+"/mv_home")
+	mv = appendRows(t, loadTable(t, cat, ns, "mv"), rows(t, 100, 6, true))
+	data, meta := reachable(t, mv)
+	job := waitJob(t, dropPurge(t, ns, "mv").ID, "SUCCEEDED", time.Minute)
+	if l1, l2 := under(t, mvOld), under(t, base+"/mv_home"); len(l1)+len(l2) != 0 || job.FilesSkipped != 0 {
+		t.Errorf("after the purge of a moved table: %d objects under the old prefix, %d under the new, %d skipped (of %d files)", len(l1), len(l2), job.FilesSkipped, len(data)+len(meta))
+	}
+
+	// Once no retained snapshot reaches the old prefix, it is let go.
+	var snaps []int64
+	for _, sn := range again.Metadata().Snapshots() {
+		snaps = append(snaps, sn.SnapshotID)
+	}
+	mustCall(t, 200, "POST", tables+"/t", shared.Token, map[string]any{"requirements": []any{}, "updates": []any{
+		map[string]any{"action": "remove-snapshot-ref", "ref-name": "main"},
+		map[string]any{"action": "remove-snapshots", "snapshot-ids": snaps},
+	}})
+	if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": "after", "location": old, "schema": rawSchema}); st != 200 {
+		t.Errorf("create at the old prefix no snapshot reaches any more: %d %s, want 200", st, body)
+	}
+}
+
+// The old prefixes a moved table keeps go wherever the table goes: a soft
+// drop's record, an undrop, a rename and a purge job hold them, and the
+// job lets them go when it ends.
+func TestOldLocationsFollowTheTable(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, nil)
+	ns := uniq("follow")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	old := tbl.Location()
+	setLocation(t, name, ns, "t", "s3://"+srv.Info.Bucket+"/"+name+"/"+ns+"/home")
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables"
+	squat := func(when string, want int) {
+		t.Helper()
+		if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": uniq("sq"), "location": old, "schema": rawSchema}); st != want {
+			t.Errorf("%s: create at the old prefix: %d %s, want %d", when, st, body, want)
+		}
+	}
+	mustCall(t, 204, "DELETE", tables+"/t", shared.Token, nil)
+	squat("soft-deleted", 409)
+	mustCall(t, 200, "POST", lifecycleTablePath(name, ns, "t")+"/undrop", shared.Token, map[string]any{})
+	squat("undropped", 409)
+	mustCall(t, 204, "POST", "/v1/"+name+"/tables/rename", shared.Token, map[string]any{
+		"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": map[string]any{"namespace": []string{ns}, "name": "t2"},
+	})
+	squat("renamed", 409)
+	moved := loadTable(t, cat, ns, "t2")
+	data, meta := reachable(t, moved)
+	mustCall(t, 204, "DELETE", tables+"/t2?purgeRequested=true", shared.Token, nil)
+	var res struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs?namespace="+ns+"&table=t2", shared.Token, nil), &res)
+	if len(res.Jobs) != 1 {
+		t.Fatalf("%d purge jobs", len(res.Jobs))
+	}
+	var j store.Job
+	waitFor(t, "the purge", time.Minute, func() bool {
+		j, _ = srv.Catalog.Store().GetJob(ctx, name, res.Jobs[0].ID)
+		return store.Terminal(j.State)
+	})
+	objs := bucketObjects(t, srv)
+	left := 0
+	for _, files := range []map[string]bool{data, meta} {
+		for p := range files {
+			if _, ok := objs[p]; ok {
+				left++
+			}
+		}
+	}
+	if j.State != store.JobSucceeded || left != 0 || j.FilesSkipped != 0 {
+		t.Errorf("purge of the moved table: %s, %d of %d files left, %d skipped", j.State, left, len(data)+len(meta), j.FilesSkipped)
+	}
+	squat("purged", 200)
+}
+
+// Snapshot expiry of a moved table deletes what only the expired
+// snapshots reached under its old prefix too (the expire job may delete
+// under the table's old locations), and the old prefix stays owned while
+// the current snapshot still reaches files there.
+func TestExpiryOfAMovedTableDeletesUnderItsOldPrefix(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "expmoved")
+	props := iceberg.Properties{table.MaxSnapshotAgeMsKey: "3600000", table.MinSnapshotsToKeepKey: "1"}
+	tbl := writtenTable(t, cat, ns, "t", props, false)
+	old := tbl.Location()
+	setLocation(t, shared.Catalog, ns, "t", "s3://"+srv.Info.Bucket+"/"+shared.Catalog+"/"+ns+"/home")
+	tbl = appendRows(t, loadTable(t, cat, ns, "t"), rows(t, 200, 4, true))
+	var lists []string
+	for _, sn := range tbl.Metadata().Snapshots() {
+		if sn.SnapshotID != tbl.CurrentSnapshot().SnapshotID {
+			lists = append(lists, sn.ManifestList)
+		}
+	}
+	res, err := srv.Partitions.ExpireSnapshots(ctx, shared.Catalog, catalog.Ident{Namespace: []string{ns}, Name: "t"}, tbl.Metadata().TableUUID().String(), time.Now().Add(2*time.Hour))
+	if err != nil || res.Job == "" {
+		t.Fatalf("expire: %+v %v", res, err)
+	}
+	j := waitJob(t, res.Job, "SUCCEEDED", time.Minute)
+	objs := bucketObjects(t, srv)
+	for _, l := range lists {
+		if _, ok := objs[l]; ok {
+			t.Errorf("the expired snapshot's manifest list %s is still there", l)
+		}
+	}
+	if j.FilesSkipped != 0 {
+		t.Errorf("the expire job skipped %d files", j.FilesSkipped)
+	}
+	if st, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, map[string]any{"name": "sq", "location": old, "schema": rawSchema}); st != 409 {
+		t.Errorf("create at the old prefix the current snapshot still reaches: %d %s, want 409", st, body)
 	}
 }

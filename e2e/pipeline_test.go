@@ -159,18 +159,28 @@ func TestRegisterRecoversPendingPurge(t *testing.T) {
 
 // Crash points: the pipeline stops at each point once and resumes (retries,
 // lease expiry, reconcile) to exactly the state and counters of an
-// uninterrupted run; the same with every SQS message delivered twice.
+// uninterrupted run; the same with every SQS message delivered twice. Each
+// table also holds files no commit reached, for the final listing.
 func TestCrashPointsResumeExactly(t *testing.T) {
 	srv := localOnly(t)
 	cat := client(t, shared.Token)
 	ns := newNamespace(t, "crash")
+	uncommitted := func(tbl *table.Table) string {
+		loc := strings.TrimRight(tbl.Location(), "/")
+		putObjects(t, srv, loc+"/data/uncommitted-0.parquet", loc+"/data/x=1/uncommitted-1.parquet", loc+"/metadata/uncommitted.avro")
+		return loc
+	}
 
 	baselineTbl := writtenTable(t, cat, ns, "baseline", nil, true)
 	bdata, bmeta := reachable(t, baselineTbl)
+	bloc := uncommitted(baselineTbl)
 	base := waitJob(t, dropPurge(t, ns, "baseline").ID, "SUCCEEDED", time.Minute)
 	assertGone(t, bdata, bmeta)
-	if base.BatchesTotal < 2 {
-		t.Fatalf("baseline has %d batches; the test needs several", base.BatchesTotal)
+	if base.BatchesTotal < 2 || base.FilesUnreferenced != 3 {
+		t.Fatalf("baseline has %d batches and %d unreferenced files; the test needs several and 3", base.BatchesTotal, base.FilesUnreferenced)
+	}
+	if left := objectsUnder(t, srv, bloc); len(left) > 0 {
+		t.Fatalf("baseline left %d objects", len(left))
 	}
 
 	cases := []struct {
@@ -182,6 +192,8 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 		{"in the middle of planning", "plan.batches-written", false},
 		{"after some DeleteObjects of a batch", "delete.before-checkpoint", false},
 		{"after all batches, before finalization", "finalize.start", false},
+		{"in the final listing, a page counted, not deleted", "finalize.sweep-counted", false},
+		{"in the final listing, a page deleted, not closed", "finalize.sweep-deleted", false},
 		{"in the middle of finalization", "finalize.before-checkpoint", false},
 		{"after the current metadata file went", "finalize.metadata-deleted", false},
 		{"every message delivered twice", "", true},
@@ -195,6 +207,7 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 			name := fmt.Sprintf("t%d", i)
 			tbl := writtenTable(t, cat, ns, name, nil, true)
 			data, meta := reachable(t, tbl)
+			loc := uncommitted(tbl)
 			var crashed atomic.Int32
 			srv.Purge.SetCrash(func(p string) error {
 				if p == tc.point && crashed.Add(1) == 1 {
@@ -213,10 +226,14 @@ func TestCrashPointsResumeExactly(t *testing.T) {
 				t.Fatalf("the pipeline never reached %s", tc.point)
 			}
 			if done.FilesDeleted != base.FilesDeleted || done.FilesMissing != base.FilesMissing || done.FilesSkipped != base.FilesSkipped ||
+				done.FilesUnreferenced != base.FilesUnreferenced ||
 				done.BatchesDone != base.BatchesDone || done.BatchesTotal != base.BatchesTotal || done.BatchesDead != 0 {
 				t.Errorf("counters differ from the uninterrupted run:\n got  %+v\n want %+v", done, base)
 			}
 			assertGone(t, data, meta)
+			if left := objectsUnder(t, srv, loc); len(left) > 0 {
+				t.Errorf("%d objects left under the location", len(left))
+			}
 		})
 	}
 }

@@ -188,6 +188,9 @@ func (s *Stack) grantAccess() {
 	// DeleteMessage, GetQueueAttributes).
 	s.grantTable(s.DeleteFn, deleteTableActions, deleteKeys)
 	allow(s.DeleteFn, actions("s3", "GetObject", "DeleteObject"), objects)
+	// ListBucket: finalize lists a purged table's location and deletes
+	// what no metadata reached (SPEC §3: SUCCEEDED means nothing is left).
+	allow(s.DeleteFn, actions("s3", "ListBucket"), bucket)
 	// SendMessage: a batch stopped before the function's deadline continues
 	// in a new message. SendTaskSuccess: the invocation that completes the
 	// last batch returns the waiting workflow's token.

@@ -1005,7 +1005,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	}
 	// And the run reached what the narrowed grants are about.
 	for fn, actions := range map[string][]string{
-		"DeleteFn":    {"s3:DeleteObject", "sqs:ChangeMessageVisibility", "dynamodb:Query", "dynamodb:PutItem"},
+		"DeleteFn":    {"s3:DeleteObject", "s3:ListBucket", "sqs:ChangeMessageVisibility", "dynamodb:Query", "dynamodb:PutItem"},
 		"ReconcileFn": {"states:DescribeExecution", "states:StartExecution", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "events:PutEvents"},
 		"PurgePlanFn": {"dynamodb:BatchWriteItem", "s3:GetObject", "dynamodb:PutItem"},
 		"OutboxFn":    {"dynamodb:Query", "dynamodb:DeleteItem", "events:PutEvents"},

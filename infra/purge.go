@@ -153,7 +153,7 @@ func (s *Stack) alarmsAndDashboard(st awscdk.Stack) {
 		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Jobs by state"),
 			Left: &[]awscloudwatch.IMetric{jobs("JobsPending"), jobs("JobsRunning"), jobs("JobsDeadLettered"), jobs("JobsFailed")}}),
 		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("Oldest pending job (s) and files deleted"),
-			Left: &[]awscloudwatch.IMetric{jobs("OldestPendingAgeSeconds")}, Right: &[]awscloudwatch.IMetric{jobs("FilesDeleted")}}),
+			Left: &[]awscloudwatch.IMetric{jobs("OldestPendingAgeSeconds")}, Right: &[]awscloudwatch.IMetric{jobs("FilesDeleted"), jobs("FilesUnreferenced")}}),
 	)
 }
 

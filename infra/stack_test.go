@@ -369,6 +369,7 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
 			"s3:GetObject":                {objectsArn},
 			"s3:DeleteObject":             {objectsArn},
+			"s3:ListBucket":               {bucketArn}, // the purge's final listing
 			"sqs:ReceiveMessage":          {queueArn},
 			"sqs:DeleteMessage":           {queueArn},
 			"sqs:GetQueueAttributes":      {queueArn},

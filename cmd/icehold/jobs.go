@@ -163,8 +163,8 @@ func showJob(out io.Writer, j job, note string) {
 	for _, row := range [][2]string{
 		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State},
 		{"batches", fmt.Sprintf("%d done, %d dead, of %d", j.BatchesDone, j.BatchesDead, j.BatchesTotal)},
-		{"files", fmt.Sprintf("%d deleted (%d data, %d delete, %d metadata), %d missing, %d skipped",
-			j.FilesDeleted, j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.FilesMissing, j.FilesSkipped)},
+		{"files", fmt.Sprintf("%d deleted (%d data, %d delete, %d metadata), %d missing, %d skipped, %d unreferenced deleted",
+			j.FilesDeleted, j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.FilesMissing, j.FilesSkipped, j.FilesUnreferenced)},
 		{"attempts", fmt.Sprint(j.Attempts)}, {"last error", lastErr}, {"created", j.CreatedAt + " by " + j.CreatedBy},
 		{"updated", j.UpdatedAt},
 	} {

@@ -47,7 +47,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	} else if m := isoDuration.FindStringSubmatch(s); m != nil && s != "P" && !strings.HasSuffix(s, "T") {
 		digits, units = m[1:], isoUnits
 	} else {
-		return 0, fmt.Errorf("%w: %q is not a duration like P7D, PT12H or 7d", ErrBadRequest, s)
+		return 0, fmt.Errorf("%w: %q is not an ISO-8601 duration like P7D or PT12H (or 7d, 12h, 30m)", ErrBadRequest, s)
 	}
 	var d time.Duration
 	for i, v := range digits {
@@ -89,20 +89,32 @@ func ParseRange(name, s string, lo, hi int64) (int64, error) {
 }
 
 // maxBodyDepth bounds the nesting of a strict body: the lifecycle API's
-// bodies are a few levels deep.
-const maxBodyDepth = 32
+// bodies are a few levels deep. Other bodies nest as deep as encoding/json
+// allows (an Iceberg schema of nested structs is deep).
+const (
+	maxBodyDepth = 32
+	maxJSONDepth = 10000
+)
+
+// CheckUniqueKeys refuses (400) a body with a key twice in any object: its
+// readers would disagree on what it says (encoding/json keeps the last).
+// Iceberg REST bodies go through it; lifecycle ones through DecodeStrict.
+func CheckUniqueKeys(body []byte) error {
+	return scanKeys(body, maxJSONDepth)
+}
 
 // DecodeStrict decodes one JSON value into v, refusing (400) what a lenient
 // decoder would quietly turn into another request: a key twice in any
 // object (encoding/json keeps the last), a field v does not have (matched
 // exactly, not case-insensitively), null anywhere but in a json.RawMessage
-// (an optional field is left out, never null), a wrong type, an empty body
-// and trailing data.
+// and "" for a string field (an optional field is left out: an unset
+// variable in a script must not mean "the only generation"), a wrong type,
+// an empty body and trailing data.
 func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return fmt.Errorf("%w: a JSON body is required", ErrBadRequest)
 	}
-	if err := scanKeys(body); err != nil {
+	if err := scanKeys(body, maxBodyDepth); err != nil {
 		return err
 	}
 	if err := checkShape(body, reflect.TypeOf(v), "the body"); err != nil {
@@ -127,8 +139,8 @@ type frame struct {
 }
 
 // scanKeys checks that body is one well-formed JSON value, at most
-// maxBodyDepth deep, with no key twice in any object.
-func scanKeys(body []byte) error {
+// maxDepth deep, with no key twice in any object.
+func scanKeys(body []byte, maxDepth int) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var stack []*frame
@@ -175,8 +187,8 @@ func scanKeys(body []byte) error {
 		}
 		switch tok {
 		case json.Delim('{'), json.Delim('['):
-			if len(stack) == maxBodyDepth {
-				return fmt.Errorf("%w: the body nests deeper than %d levels", ErrBadRequest, maxBodyDepth)
+			if len(stack) == maxDepth {
+				return fmt.Errorf("%w: the body nests deeper than %d levels", ErrBadRequest, maxDepth)
 			}
 			f := &frame{path: at(), object: tok == json.Delim('{'), key: true}
 			if f.object {
@@ -226,6 +238,9 @@ func checkShape(raw []byte, t reflect.Type, path string) error {
 			f, ok := fields[k]
 			if !ok {
 				return fmt.Errorf("%w: unknown field %q in %s", ErrBadRequest, k, path)
+			}
+			if f.Type.Kind() == reflect.String && string(bytes.TrimSpace(v)) == `""` {
+				return fmt.Errorf("%w: %s is empty: leave an optional field out instead", ErrBadRequest, fieldPath(path, k))
 			}
 			if err := checkShape(v, f.Type, fieldPath(path, k)); err != nil {
 				return err

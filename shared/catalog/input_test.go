@@ -86,6 +86,7 @@ func TestDecodeStrict(t *testing.T) {
 		` {"table-uuid":"u"} `,
 		`{"rename-to":{"namespace":["a"],"name":"b"}}`,
 		`{"properties":{"a":"1","b":"2"}}`,
+		`{"properties":{"a":""},"partitions":[{"d":""}]}`, // map values and raw values may be empty
 		`{"partitions":[{"d":"2026-01-01","n":null},{"d":"2026-01-02","n":1}]}`,
 		`{"spec-id":0,"read-snapshot-id":9223372036854775807}`,
 		`{"partitions":[{"a":{"x":1},"b":{"x":1}}]}`, // the same key in sibling objects
@@ -108,6 +109,8 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"Table-UUID":"u"}`, `unknown field "Table-UUID"`},
 		{`{"rename-to":{"namespace":["a"],"name":"b","x":1}}`, `unknown field "x" in "rename-to"`},
 		{`{"table-uuid":null}`, `"table-uuid" is null`},
+		{`{"table-uuid":""}`, `"table-uuid" is empty`},
+		{`{"rename-to":{"namespace":["a"],"name":""}}`, `"rename-to"."name" is empty`},
 		{`{"rename-to":null}`, `"rename-to" is null`},
 		{`{"properties":{"a":null}}`, `"properties"."a" is null`},
 		{`{"partitions":[null]}`, `"partitions"[0] is null`},

@@ -1,12 +1,18 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
@@ -96,4 +102,194 @@ func (s *Service) checkFree(ctx context.Context, h store.Hold) error {
 func sameLocation(h *store.Hold, loc string) bool {
 	l, err := objects.Prefix(loc)
 	return err == nil && h != nil && h.Bucket == l.Bucket && h.Prefix == l.Key
+}
+
+// holdPlan is what a table owns after its metadata changes: the hold of its
+// location (equal to it, or an older hold containing it), the extra holds
+// it keeps, a new claim to take and the holds to let go.
+type holdPlan struct {
+	hold    *store.Hold
+	extra   []store.Hold
+	claim   *store.Claim
+	release []store.Hold
+}
+
+// planHolds decides a table's holds for metadata meta at location loc,
+// from the holds it has (SPEC §2: set-location keeps the old prefix owned
+// for as long as a retained snapshot reaches a file under it). A hold
+// equal to or containing loc stays the location's hold (moving wh/t to
+// wh/t/sub needs no claim); otherwise loc is claimed, and holds inside it
+// are released (it covers them). Every other hold is kept while meta's
+// snapshots reach a file under it outside loc, and released when they
+// reach none; on a move (shrink), a covering hold that no longer reaches
+// outside loc shrinks to loc. registered marks a new claim (see
+// store.Hold.Registered).
+func (s *Service) planHolds(ctx context.Context, c store.Catalog, id Ident, holds []store.Hold, loc string, meta table.Metadata, shrink, registered bool) (holdPlan, error) {
+	l, err := tablePrefix(loc)
+	if err != nil {
+		return holdPlan{}, err
+	}
+	var p holdPlan
+	var others []store.Hold
+	for _, h := range holds {
+		hl := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
+		switch {
+		case p.hold == nil && (hl == l || hl.Contains(l)):
+			p.hold = &h
+		case l.Contains(hl):
+			p.release = append(p.release, h) // the new claim covers it
+		default:
+			others = append(others, h)
+		}
+	}
+	candidates := others
+	covering := shrink && p.hold != nil && p.hold.Prefix != l.Key
+	if covering {
+		candidates = append(candidates, *p.hold)
+	}
+	reached := s.reached(ctx, meta, candidates, l)
+	for _, h := range others {
+		if reached[h.ID] {
+			p.extra = append(p.extra, h)
+		} else {
+			p.release = append(p.release, h)
+		}
+	}
+	if covering && !reached[p.hold.ID] {
+		p.release, p.hold = append(p.release, *p.hold), nil
+	}
+	if p.hold == nil {
+		cl, err := tableClaim(c, id, loc)
+		if err != nil {
+			return holdPlan{}, err
+		}
+		cl.Hold.Registered = registered
+		// With releases in the same change only the transaction can tell
+		// (a released hold above or below loc is no conflict).
+		if len(p.release) == 0 {
+			if err := s.checkFree(ctx, cl.Hold); err != nil {
+				return holdPlan{}, err
+			}
+		}
+		p.claim, p.hold = &cl, &cl.Hold
+	}
+	return p, nil
+}
+
+// Bounds on what deciding reachability reads: past them every hold counts
+// as reached (kept: owning longer deletes nothing).
+const (
+	maxReachManifests = 2000
+	maxReachBytes     = 64 << 20
+	reachParallel     = 16
+)
+
+// reached tells which holds meta's snapshots reach a file under (outside
+// except): manifest lists, statistics files, manifests and the data and
+// delete files of their entries of any status (what a purge would
+// delete). The metadata log does not count: it names no snapshot's files.
+// Any read error or bound keeps every hold.
+func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []store.Hold, except objects.Location) map[string]bool {
+	out := map[string]bool{}
+	if len(holds) == 0 {
+		return out
+	}
+	all := func() map[string]bool {
+		for _, h := range holds {
+			out[h.ID] = true
+		}
+		return out
+	}
+	var mu sync.Mutex
+	mark := func(path string) bool { // reports whether every hold is reached
+		obj, err := objects.Parse(path)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && !except.Contains(obj) {
+			for _, h := range holds {
+				if (objects.Location{Bucket: h.Bucket, Key: h.Prefix}).Contains(obj) {
+					out[h.ID] = true
+				}
+			}
+		}
+		return len(out) == len(holds)
+	}
+	var lists []string
+	for _, sn := range meta.Snapshots() {
+		if sn.ManifestList != "" {
+			mark(sn.ManifestList)
+			lists = append(lists, sn.ManifestList)
+		}
+	}
+	for st := range meta.Statistics() {
+		mark(st.StatisticsPath)
+	}
+	for st := range meta.PartitionStatistics() {
+		mark(st.StatisticsPath)
+	}
+	if len(out) == len(holds) || len(lists) == 0 {
+		return out
+	}
+	var read atomic.Int64
+	get := func(ctx context.Context, path string) ([]byte, error) {
+		b, err := s.objects.Get(ctx, path, maxReachBytes)
+		if err == nil && read.Add(int64(len(b))) > maxReachBytes {
+			err = ErrTooLarge
+		}
+		return b, err
+	}
+	errDone := errors.New("every hold reached")
+	manifests := map[string]iceberg.ManifestFile{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reachParallel)
+	for _, list := range lists {
+		g.Go(func() error {
+			raw, err := get(gctx, list)
+			if err != nil {
+				return err
+			}
+			mfs, err := iceberg.ReadManifestList(bytes.NewReader(raw))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, m := range mfs {
+				manifests[m.FilePath()] = m
+			}
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil || len(manifests) > maxReachManifests {
+		return all()
+	}
+	for p := range manifests {
+		if mark(p) {
+			return out
+		}
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(reachParallel)
+	for _, m := range manifests {
+		g.Go(func() error {
+			raw, err := get(gctx, m.FilePath())
+			if err != nil {
+				return err
+			}
+			entries, err := iceberg.ReadManifest(m, bytes.NewReader(raw), false)
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				if mark(e.DataFile().FilePath()) {
+					return errDone
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil && !errors.Is(err, errDone) {
+		return all()
+	}
+	return out
 }

@@ -311,6 +311,7 @@ type staged struct {
 	id    Ident
 	write store.TableWrite
 	raw   []byte
+	holds bool // the write takes or releases claims
 }
 
 // stage validates a change against the table's current metadata, applies it
@@ -363,27 +364,28 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
 		return staged{}, fmt.Errorf("commit: %w", err)
 	}
-	var claim *store.Claim
-	if base == nil || meta.Location() != base.Location() {
+	var plan *holdPlan
+	moved := base == nil || meta.Location() != base.Location()
+	// Old locations are let go once no retained snapshot reaches them:
+	// decided again when snapshots go (or the location moves).
+	if moved || len(current.Extra) > 0 && snapshotsRemoved(base, meta) {
 		c, err := s.catalog(ctx, cat)
 		if err != nil {
 			return staged{}, err
 		}
-		if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
-			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		if moved {
+			if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
+				return staged{}, fmt.Errorf("commit %s: %w", id, err)
+			}
 		}
-		if creating || !sameLocation(current.Hold, meta.Location()) {
-			cl, err := tableClaim(c, id, meta.Location())
+		if creating || current.Hold != nil || moved {
+			// A registered table stays one: its old snapshots are still
+			// metadata icehold did not write.
+			p, err := s.planHolds(ctx, c, id, current.Holds(), meta.Location(), meta, moved, current.Hold != nil && current.Hold.Registered)
 			if err != nil {
 				return staged{}, fmt.Errorf("commit %s: %w", id, err)
 			}
-			// A registered table stays one: its old snapshots are still
-			// metadata icehold did not write.
-			cl.Hold.Registered = current.Hold != nil && current.Hold.Registered
-			if err := s.checkFree(ctx, cl.Hold); err != nil {
-				return staged{}, fmt.Errorf("commit %s: %w", id, err)
-			}
-			claim = &cl
+			plan = &p
 		}
 	}
 	// A change that changes nothing keeps the current file: a new one
@@ -402,11 +404,25 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	next.MetadataLocation = metaLoc
 	mirrorLifecycle(&next, meta)
 	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation, Intent: in, Events: ch.Events}
-	if claim != nil {
-		// A new location: the entry claims it and lets its old one go.
-		w.Claim, w.Release, w.Entry.Hold = claim, current.Hold, &claim.Hold
+	holds := false
+	if plan != nil {
+		w.Claim, w.Release, w.Entry.Hold, w.Entry.Extra = plan.claim, plan.release, plan.hold, plan.extra
+		holds = plan.claim != nil || len(plan.release) > 0
 	}
-	return staged{id: id, write: w, raw: raw}, nil
+	return staged{id: id, write: w, raw: raw, holds: holds}, nil
+}
+
+// snapshotsRemoved reports whether meta lost a snapshot base had.
+func snapshotsRemoved(base, meta table.Metadata) bool {
+	if base == nil {
+		return false
+	}
+	for _, sn := range base.Snapshots() {
+		if meta.SnapshotByID(sn.SnapshotID) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // applyUpdates applies updates to base (a staged create: to nothing) and
@@ -439,16 +455,28 @@ func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch Tabl
 	switch {
 	case ch.Job != nil && (st.write.Expected == "" || st.write.Claim != nil):
 		return TableResult{}, fmt.Errorf("commit %s: %w: a change that creates a job cannot create a table or move its location", id, ErrBadRequest)
+	case ch.Job != nil && st.holds:
+		// The old locations the expired snapshots alone reached go to the
+		// job (their files may be among its own), which lets them go when
+		// it ends.
+		j := *ch.Job
+		j.MetadataLocation = st.write.Entry.MetadataLocation
+		j.Extra, st.write.Release = st.write.Release, nil
+		st.write.Job = &j
+		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
+		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrLocationTaken) {
+			err = store.ErrConditionFailed
+		}
 	case ch.Job != nil:
 		j := *ch.Job
 		j.MetadataLocation = st.write.Entry.MetadataLocation
 		err = s.store.CommitTableWithJob(ctx, cat, st.write.Entry, st.write.Expected, st.write.Intent, j, st.write.Events...)
-	case st.write.Expected == "" || st.write.Claim != nil:
+	case st.write.Expected == "" || st.holds:
 		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{st.write})
 		switch {
 		case errors.Is(err, store.ErrTombstoned):
 			return TableResult{}, s.purging(ctx, cat, id)
-		case errors.Is(err, store.ErrLocationTaken):
+		case errors.Is(err, store.ErrLocationTaken) && st.write.Claim != nil:
 			return TableResult{}, fmt.Errorf("commit %s: %w", id, s.ownedBy(ctx, st.write.Claim.Hold))
 		case errors.Is(err, store.ErrExists):
 			err = store.ErrConditionFailed // assert-create lost to a concurrent create
@@ -611,36 +639,24 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if err := s.checkLegalHoldChange(ctx, cat, id, exists && old.LegalHold, entry.LegalHold); err != nil {
 		return TableResult{}, fmt.Errorf("register: %w", err)
 	}
-	if overwrite {
-		if exists {
-			w.Expected = old.MetadataLocation
-			if sameLocation(old.Hold, meta.Location()) {
-				h := *old.Hold // the same table moving on: it keeps its claim
-				h.Registered = true
-				w.Entry.Hold = &h
-			} else {
-				w.Release = old.Hold
-			}
-		}
+	var holds []store.Hold
+	if overwrite && exists {
+		// The same table moving on: it keeps what the new metadata still
+		// reaches, as a set-location does.
+		w.Expected, holds = old.MetadataLocation, old.Holds()
 	}
-	if w.Entry.Hold == nil {
-		claim, err := tableClaim(c, id, meta.Location())
-		if err != nil {
-			return TableResult{}, fmt.Errorf("register %s: %w", id, err)
-		}
-		if w.Release == nil { // with a release, only the transaction can tell
-			if err := s.checkFree(ctx, claim.Hold); err != nil {
-				return TableResult{}, fmt.Errorf("register %s: %w", id, err)
-			}
-		}
-		claim.Hold.Registered = true
-		w.Claim, w.Entry.Hold = &claim, &claim.Hold
+	p, err := s.planHolds(ctx, c, id, holds, meta.Location(), meta, true, true)
+	if err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
+	h := *p.hold
+	h.Registered = true
+	w.Claim, w.Release, w.Entry.Hold, w.Entry.Extra = p.claim, p.release, &h, p.extra
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {
 		switch {
 		case errors.Is(err, store.ErrTombstoned):
 			return TableResult{}, s.purging(ctx, cat, id)
-		case errors.Is(err, store.ErrLocationTaken):
+		case errors.Is(err, store.ErrLocationTaken) && w.Claim != nil:
 			return TableResult{}, fmt.Errorf("register %s: %w", id, s.ownedBy(ctx, w.Claim.Hold))
 		case errors.Is(err, store.ErrNotFound):
 			return TableResult{}, nsErr("register in", id.Namespace, err)

@@ -306,7 +306,7 @@ func (s *Service) expireAt(ctx context.Context, cat string, id catalog.Ident, e 
 	if len(files) > 0 {
 		job, err = s.Pipeline.PlanExpire(ctx, store.Job{
 			Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,
-			Location: meta.Location(), CreatedBy: ExpireCreatedBy,
+			Location: meta.Location(), CreatedBy: ExpireCreatedBy, Claims: holdIDs(e.Extra),
 		}, e.Hold, files)
 		if err != nil {
 			return ExpireResult{}, err
@@ -331,4 +331,13 @@ func (s *Service) expireAt(ctx context.Context, cat string, id catalog.Ident, e 
 		s.Pipeline.Started(ctx, job)
 	}
 	return res, nil
+}
+
+// holdIDs are the claim ids of holds.
+func holdIDs(hs []store.Hold) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.ID)
+	}
+	return out
 }

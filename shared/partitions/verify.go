@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,25 +144,34 @@ func (s *Service) checkRetention(ctx context.Context, cat string, id catalog.Ide
 
 // checkLocation: every file the metadata reaches (metadata log, statistics,
 // manifest lists, manifests and their entries of any status) lies under
-// the location the table owns (its claim; its metadata's location when it
-// has none).
+// a location the table owns (its claims, old locations its snapshots
+// reach included; its metadata's location when it has none).
 func (s *Service) checkLocation(ctx context.Context, entry store.TableEntry, meta table.Metadata, fs icebergio.IO) Check {
 	c := Check{Name: CheckLocation}
-	owned := meta.Location()
-	if entry.Hold != nil {
-		owned = entry.Hold.URI()
+	owned := []string{meta.Location()}
+	if hs := entry.Holds(); len(hs) > 0 {
+		owned = owned[:0]
+		for _, h := range hs {
+			owned = append(owned, h.URI())
+		}
 	}
-	scope, err := objects.Prefix(owned)
-	if err != nil {
-		c.Detail = fmt.Sprintf("location %s: %v", owned, err)
-		return c
+	var scopes []objects.Location
+	for _, o := range owned {
+		l, err := objects.Prefix(o)
+		if err != nil {
+			c.Detail = fmt.Sprintf("location %s: %v", o, err)
+			return c
+		}
+		scopes = append(scopes, l)
 	}
-	c.Detail = "inside " + scope.URI() + "/"
+	c.Detail = "inside " + strings.Join(owned, "/, ") + "/"
 	var mu sync.Mutex
 	outside := func(p string) {
 		l, err := objects.Parse(p)
-		if err == nil && scope.Contains(l) {
-			return
+		for _, scope := range scopes {
+			if err == nil && scope.Contains(l) {
+				return
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -3,6 +3,7 @@ package purge
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/icehold/icehold/shared/catalog"
@@ -72,19 +73,20 @@ func (s *Service) deleteScope(ctx context.Context, cat string, h store.Hold) str
 // table's location goes only where the purge's guard would let it (in the
 // scope, owned by no table).
 type claimCheck struct {
-	st    *store.Store
-	claim string
-	home  *objects.Location // the claim's location; nil: unknown (no widening)
-	wide  *guard
-	dirs  map[string]bool
+	st     *store.Store
+	claim  string
+	claims []string          // the table's other claims (old locations)
+	home   *objects.Location // the claim's location; nil: unknown (no widening)
+	wide   *guard
+	dirs   map[string]bool
 }
 
 func newClaimCheck(st *store.Store, j store.Job) *claimCheck {
-	c := &claimCheck{st: st, claim: j.Claim, dirs: map[string]bool{}}
+	c := &claimCheck{st: st, claim: j.Claim, claims: j.Claims, dirs: map[string]bool{}}
 	if l, err := objects.Prefix(j.ClaimLocation); err == nil {
 		c.home = &l
 	}
-	j.Hold = nil // the job holds no claim: the guard must look every key up
+	j.Hold, j.Extra = nil, nil // the job holds no claim: the guard must look every key up
 	c.wide = newGuard(st, j)
 	return c
 }
@@ -99,19 +101,21 @@ func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, 
 		return obj, ok, nil
 	}
 	owner, err := c.st.OwnerAt(ctx, obj.Bucket, obj.Key)
+	unowned := errors.Is(err, store.ErrNotFound)
+	if err != nil && !unowned {
+		return obj, false, err
+	}
 	ok := false
 	switch {
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return obj, false, err
-	case err == nil && owner.ID == c.claim:
+	case !unowned && (owner.ID == c.claim || slices.Contains(c.claims, owner.ID)):
 		ok = true
 	case c.home == nil || c.home.Contains(obj):
 		// The table's own location, no longer under its claim: skipped.
-	case errors.Is(err, store.ErrNotFound) || owner.Kind == store.OwnerWarehouse:
+	case unowned || owner.Kind == store.OwnerWarehouse:
 		_, ok, err = c.wide.allows(ctx, path)
-	}
-	if err != nil {
-		return obj, false, err
+		if err != nil {
+			return obj, false, err
+		}
 	}
 	c.dirs[dir] = ok
 	return obj, ok, nil

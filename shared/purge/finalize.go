@@ -18,10 +18,12 @@ type FinalizeResult struct {
 // finalizeChunksPerCall bounds one finalize invocation's work.
 const finalizeChunksPerCall = 100
 
-// Finalize deletes the metadata layer once every data batch is done:
-// manifests, manifest lists, statistics files, the metadata log's files, and
-// the current metadata file last; then the job SUCCEEDS and its tombstone
-// goes. Each chunk is checkpointed (finalize_offset), so it resumes exactly.
+// Finalize runs once every data batch is done: the final listing of the
+// location the table owned alone deletes what no metadata reached (sweep.go);
+// then the metadata layer goes: manifests, manifest lists, statistics files,
+// the metadata log's files, and the current metadata file last (until then
+// a crash resumes from it); then the job SUCCEEDS and its tombstone goes.
+// Each page and chunk is checkpointed, so it resumes exactly.
 func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error) {
 	j, err := s.job(ctx, in)
 	if err != nil {
@@ -44,10 +46,21 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	}
 	// finalize_total is the list's length plus one for the current metadata
 	// file, fixed once (with the skipped count) when the list is first made.
-	if j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
+	sweeping := sweeps(j) && (!j.SweepDone || j.SweepPending)
+	if sweeping || j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
 		objs, skipped, err := s.metadataLayer(ctx, j, g)
 		if err != nil {
 			return FinalizeResult{}, err
+		}
+		if sweeping {
+			// First the final listing, which keeps the metadata layer.
+			done, err := s.sweep(ctx, in, j, objs)
+			if err != nil || !done {
+				return FinalizeResult{}, err
+			}
+			if j, err = s.job(ctx, in); err != nil {
+				return FinalizeResult{}, err
+			}
 		}
 		if j.FinalizeTotal == 0 {
 			err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
@@ -117,7 +130,7 @@ func (s *Service) succeed(ctx context.Context, in Input, j store.Job, counters m
 		"files-deleted": deleted, "files-missing": j.FilesMissing + counters["files_missing"],
 		"files-skipped": j.FilesSkipped + counters["files_skipped"], "bytes": j.Bytes + counters["bytes"],
 		"data-files-deleted": j.DataFilesDeleted + counters[kindData], "delete-files-deleted": j.DeleteFilesDeleted + counters[kindDeletes],
-		"metadata-files-deleted": j.MetadataFilesDeleted + counters[kindMetadata],
+		"metadata-files-deleted": j.MetadataFilesDeleted + counters[kindMetadata], "files-unreferenced": j.FilesUnreferenced,
 	})
 	set := map[string]any{"state": store.JobSucceeded}
 	if j.LastError != "" {
@@ -132,7 +145,7 @@ func (s *Service) succeed(ctx context.Context, in Input, j store.Job, counters m
 		return FinalizeResult{}, err
 	}
 	if err == nil {
-		s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(deleted)})
+		s.emit(map[string]float64{"JobsCompleted": 1, "FilesDeleted": float64(deleted), "FilesUnreferenced": float64(j.FilesUnreferenced)})
 	}
 	return FinalizeResult{Done: true}, nil
 }

@@ -45,10 +45,12 @@ type Sender interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-// BulkDeleter is the one S3 call that deletes; only the delete and finalize
-// steps hold it (and only their roles may call it).
+// BulkDeleter is the S3 calls of the delete function: DeleteObjects, the one
+// call that deletes, and the listing of a purged table's location (finalize);
+// only the delete and finalize steps hold it (and only their role may delete).
 type BulkDeleter interface {
 	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 }
 
 // Lease extends an SQS message's visibility while its batch runs.

@@ -10,8 +10,9 @@ import (
 )
 
 // guard decides which reachable objects a job may delete: only what its
-// table owns (SPEC §2, §3). Objects under the job's own claimed location are
-// its own. With the catalog's purge.delete-scope=warehouse the scope widens
+// table owns (SPEC §2, §3). Objects under any of the job's claims (the
+// table's location and the old locations its snapshots reach) are its own.
+// With the catalog's purge.delete-scope=warehouse the scope widens
 // to the warehouse, but an object there is deleted only when no other table
 // owns a prefix above it (the ownership index, read per directory). A job
 // without a claim (one that predates the index) is checked that way too.
@@ -19,7 +20,7 @@ type guard struct {
 	store   *store.Store
 	catalog string
 	scope   objects.Location // "" bucket: nothing is in scope
-	own     *objects.Location
+	own     []objects.Location
 	dirs    map[string]bool // directory → deletable, for keys outside own
 }
 
@@ -30,8 +31,8 @@ func newGuard(st *store.Store, j store.Job) *guard {
 			g.scope = l
 		}
 	}
-	if j.Hold != nil {
-		g.own = &objects.Location{Bucket: j.Hold.Bucket, Key: j.Hold.Prefix}
+	for _, h := range j.Holds() {
+		g.own = append(g.own, objects.Location{Bucket: h.Bucket, Key: h.Prefix})
 	}
 	return g
 }
@@ -42,11 +43,16 @@ func (g *guard) bucket() string { return g.scope.Bucket }
 // allows parses a reachable path and says whether the job may delete it.
 func (g *guard) allows(ctx context.Context, path string) (objects.Location, bool, error) {
 	obj, err := objects.Parse(path)
-	if err != nil || obj.Key == "" || g.scope.Bucket == "" || !g.scope.Contains(obj) {
+	if err != nil || obj.Key == "" || g.scope.Bucket == "" {
 		return obj, false, nil
 	}
-	if g.own != nil && g.own.Contains(obj) {
-		return obj, true, nil
+	for _, o := range g.own {
+		if o.Contains(obj) {
+			return obj, true, nil
+		}
+	}
+	if !g.scope.Contains(obj) {
+		return obj, false, nil
 	}
 	dir := obj.Key[:max(strings.LastIndexByte(obj.Key, '/'), 0)]
 	if ok, seen := g.dirs[dir]; seen {

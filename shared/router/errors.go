@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
@@ -112,4 +113,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// refusalBody is the ErrorModel of a refusal of net/http's ("400 Bad
+// Request: invalid header value").
+func refusalBody(status int, text string) []byte {
+	msg := strings.TrimSpace(text)
+	if strings.HasSuffix(msg, "invalid header value") {
+		msg += ": a header value holds a control character (a byte 0x00 to 0x1F but tab, or 0x7F); an Idempotency-Key is 1 to 128 visible ASCII characters"
+	}
+	typ := strings.ReplaceAll(http.StatusText(status), " ", "") + "Exception"
+	if status == http.StatusBadRequest {
+		_, typ = statusOf(catalog.ErrBadRequest)
+	}
+	b, _ := json.Marshal(errorResponse{Error: ErrorModel{Message: msg, Type: typ, Code: status}})
+	return b
 }

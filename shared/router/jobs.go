@@ -32,8 +32,11 @@ type JobView struct {
 	MetadataFilesDeleted int64 `json:"metadata-files-deleted"`
 	FilesMissing         int64 `json:"files-missing"`
 	FilesSkipped         int64 `json:"files-skipped"`
-	Bytes                int64 `json:"bytes"`
-	Attempts             int   `json:"attempts"`
+	// FilesUnreferenced: objects under the table's own location no
+	// metadata reached, deleted by the purge's final listing.
+	FilesUnreferenced int64 `json:"files-unreferenced"`
+	Bytes             int64 `json:"bytes"`
+	Attempts          int   `json:"attempts"`
 	// LastError: why the job failed or dead-lettered, or, while it runs,
 	// the latest failed delivery of a batch SQS retries.
 	LastError *string `json:"last-error"`
@@ -65,7 +68,7 @@ func viewOf(j store.Job) JobView {
 		MetadataLocation: j.MetadataLocation, BatchesTotal: j.BatchesTotal, BatchesDone: j.BatchesDone,
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
 		DataFilesDeleted: j.DataFilesDeleted, DeleteFilesDeleted: j.DeleteFilesDeleted, MetadataFilesDeleted: j.MetadataFilesDeleted,
-		FilesSkipped: j.FilesSkipped, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
+		FilesSkipped: j.FilesSkipped, FilesUnreferenced: j.FilesUnreferenced, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
 	}
 	if j.LastError != "" {

@@ -2,14 +2,10 @@ package router
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
-
-	"github.com/icehold/icehold/shared/catalog"
 )
 
 // Listener makes net/http's own refusals answer the ErrorModel. A request
@@ -54,21 +50,6 @@ func (c refusalConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// refusalBody is the ErrorModel of a refusal of net/http's ("400 Bad
-// Request: invalid header value").
-func refusalBody(status int, text string) []byte {
-	msg := strings.TrimSpace(text)
-	if strings.HasSuffix(msg, "invalid header value") {
-		msg += ": a header value holds a control character (a byte 0x00 to 0x1F but tab, or 0x7F); an Idempotency-Key is 1 to 128 visible ASCII characters"
-	}
-	typ := strings.ReplaceAll(http.StatusText(status), " ", "") + "Exception"
-	if status == http.StatusBadRequest {
-		_, typ = statusOf(catalog.ErrBadRequest)
-	}
-	b, _ := json.Marshal(errorResponse{Error: ErrorModel{Message: msg, Type: typ, Code: status}})
-	return b
 }
 
 // CloseWrite keeps net/http's half-close (after a 431) on TCP connections.

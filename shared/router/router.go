@@ -263,12 +263,20 @@ func acceptsGzip(header string) bool {
 	return star > 0
 }
 
-// decode reads a JSON body into v; any malformed body is a 400.
+// decode reads an Iceberg REST body into v with encoding/json's reading
+// (the spec's schemas allow extensions); any malformed body, and a key
+// twice in an object, is a 400.
 func decode(r *http.Request, v any) error {
 	if r.Body == nil {
 		return fmt.Errorf("%w: a JSON body is required", catalog.ErrBadRequest)
 	}
-	dec := json.NewDecoder(r.Body)
+	body := peekBody(r)
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := catalog.CheckUniqueKeys(body); err != nil {
+			return err
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: a JSON body is required", catalog.ErrBadRequest)

@@ -61,6 +61,10 @@ type Job struct {
 	// Hold: the table's location claim, held by the job until it ends. The
 	// purge deletes only under it; nil: the table owned nothing.
 	Hold *Hold `dynamodbav:"hold,omitempty"`
+	// Extra: more claims the job holds until it ends: a purged table's old
+	// locations its snapshots reach (TableEntry.Extra), or those an
+	// expire job's commit let go of (its files may lie there).
+	Extra []Hold `dynamodbav:"extra_holds,omitempty"`
 	// Claim: an expire job's table's location claim (its id) when the job
 	// was made. The job does not hold it (the table keeps it); a file is
 	// deleted only while that claim is what covers it.
@@ -69,7 +73,10 @@ type Job struct {
 	// Under it nothing but that claim lets a file go ("": a job from before
 	// it was recorded, whose files go only under that claim).
 	ClaimLocation string `dynamodbav:"claim_location,omitempty"`
-	Execution     string `dynamodbav:"execution"`
+	// Claims: the table's other claims (its old locations, TableEntry.Extra)
+	// when the job was made; a file covered by one of them goes too.
+	Claims    []string `dynamodbav:"claims,omitempty"`
+	Execution string   `dynamodbav:"execution"`
 	// TaskToken is the waiting workflow's callback token (set while the
 	// execution waits for the batches; the delete function that completes the
 	// last one returns it).
@@ -100,11 +107,25 @@ type Job struct {
 	MetadataFilesDeleted int64 `dynamodbav:"metadata_files_deleted"`
 	FilesMissing         int64 `dynamodbav:"files_missing"`
 	FilesSkipped         int64 `dynamodbav:"files_skipped"`
-	Bytes                int64 `dynamodbav:"bytes"`
+	// FilesUnreferenced: objects under the location the table owned alone
+	// that no metadata reached (failed commits, engines' uncommitted
+	// writes), deleted by the purge's final listing; not in FilesDeleted.
+	FilesUnreferenced int64 `dynamodbav:"files_unreferenced"`
+	Bytes             int64 `dynamodbav:"bytes"`
 	// Finalize progress: objects of the metadata layer deleted so far.
 	FinalizeTotal  int `dynamodbav:"finalize_total"`
 	FinalizeOffset int `dynamodbav:"finalize_offset"`
+	// The final listing of the table's location: keys up to SweepAfter are
+	// done; SweepPending: the page (SweepFrom, SweepAfter] is counted, its
+	// deletion not confirmed; SweepDone: the listing reached the end.
+	SweepAfter   string `dynamodbav:"sweep_after"`
+	SweepFrom    string `dynamodbav:"sweep_from"`
+	SweepPending bool   `dynamodbav:"sweep_pending"`
+	SweepDone    bool   `dynamodbav:"sweep_done"`
 }
+
+// Holds are all the claims the job holds.
+func (j Job) Holds() []Hold { return holds(j.Hold, j.Extra) }
 
 // ManifestRef is what a delete batch needs to stream one manifest.
 type ManifestRef struct {
@@ -246,7 +267,7 @@ type Tombstone struct {
 func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone bool, events ...OutboxEvent) error {
 	j.CreatedAt, j.UpdatedAt = now(), now()
 	j.Tombstoned = tombstone
-	j.Hold = e.Hold
+	j.Hold, j.Extra = e.Hold, e.Extra
 	items, err := s.jobCreateItems(j, events)
 	if err != nil {
 		return err
@@ -269,9 +290,9 @@ func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone
 			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
 		}})
 	}
-	if e.Hold != nil {
+	if hs := e.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Retag(*e.Hold, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name, JobID: j.ID})
+		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name, JobID: j.ID})
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err
@@ -469,9 +490,9 @@ func (s *Store) jobUpdateItems(j Job, u JobUpdate) ([]ddbtypes.TransactWriteItem
 				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":jid": &ddbtypes.AttributeValueMemberS{Value: j.ID}},
 			}})
 		}
-		if j.Hold != nil && !u.KeepHold {
+		if hs := j.Holds(); len(hs) > 0 && !u.KeepHold {
 			var lc locChange
-			lc.Release(*j.Hold)
+			lc.ReleaseAll(hs)
 			loc, err := s.locItems(&lc)
 			if err != nil {
 				return nil, err
@@ -648,15 +669,15 @@ func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
 	if err != nil {
 		return err
 	}
-	e.Hold = j.Hold
+	e.Hold, e.Extra = j.Hold, j.Extra
 	put, err := s.tablePut(j.Catalog, TableWrite{Entry: e})
 	if err != nil {
 		return err
 	}
 	items = append(items, s.nsCount(j.Catalog, e.Namespace, 1), put)
-	if j.Hold != nil {
+	if hs := j.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Retag(*j.Hold, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name})
+		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name})
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err

@@ -176,6 +176,20 @@ func (c *locChange) Release(h Hold) {
 	}
 }
 
+// ReleaseAll lets every hold go.
+func (c *locChange) ReleaseAll(hs []Hold) {
+	for _, h := range hs {
+		c.Release(h)
+	}
+}
+
+// RetagAll retags every hold.
+func (c *locChange) RetagAll(hs []Hold, o Owner) {
+	for _, h := range hs {
+		c.Retag(h, o)
+	}
+}
+
 // Retag changes what a hold's claim item says of its owner.
 func (c *locChange) Retag(h Hold, o Owner) {
 	o.ID = h.ID

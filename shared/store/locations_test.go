@@ -126,7 +126,7 @@ func TestClaimsMoveInOneTransaction(t *testing.T) {
 			moved := tableClaim(c.to)
 			next := e
 			next.MetadataLocation, next.Hold = "s3://bkt/m1", &moved.Hold
-			if _, err := s.WriteTables(ctx, "c", []store.TableWrite{{Entry: next, Expected: e.MetadataLocation, Claim: &moved, Release: e.Hold}}); err != nil {
+			if _, err := s.WriteTables(ctx, "c", []store.TableWrite{{Entry: next, Expected: e.MetadataLocation, Claim: &moved, Release: e.Holds()}}); err != nil {
 				t.Fatalf("move: %v", err)
 			}
 			if o, err := s.Conflict(ctx, moved.Hold); !errors.Is(err, store.ErrNotFound) {
@@ -143,7 +143,7 @@ func TestClaimsMoveInOneTransaction(t *testing.T) {
 			into := tableClaim("wh/other/t")
 			last := next
 			last.MetadataLocation, last.Hold = "s3://bkt/m2", &into.Hold
-			if _, err := s.WriteTables(ctx, "c", []store.TableWrite{{Entry: last, Expected: next.MetadataLocation, Claim: &into, Release: next.Hold}}); !errors.Is(err, store.ErrLocationTaken) {
+			if _, err := s.WriteTables(ctx, "c", []store.TableWrite{{Entry: last, Expected: next.MetadataLocation, Claim: &into, Release: next.Holds()}}); !errors.Is(err, store.ErrLocationTaken) {
 				t.Errorf("move into a neighbour: %v, want ErrLocationTaken", err)
 			}
 			got, _ := s.GetTable(ctx, "c", []string{"ns"}, "t")

@@ -61,6 +61,21 @@ type TableEntry struct {
 	// Hold is the entry's claim on its location; nil when it owns nothing
 	// (an entry that predates the ownership index and overlaps an owner).
 	Hold *Hold `dynamodbav:"hold,omitempty"`
+	// Extra are prefixes the table owns besides its location: its old
+	// locations (set-location) that a retained snapshot still reaches.
+	// They go wherever Hold goes (rename, soft delete, undrop, purge job).
+	Extra []Hold `dynamodbav:"extra_holds,omitempty"`
+}
+
+// Holds are all the entry's claims, its location's first.
+func (e TableEntry) Holds() []Hold { return holds(e.Hold, e.Extra) }
+
+func holds(h *Hold, extra []Hold) []Hold {
+	var out []Hold
+	if h != nil {
+		out = append(out, *h)
+	}
+	return append(out, extra...)
 }
 
 // Grant holds the privileges of one principal (or principal pattern) on a catalog.

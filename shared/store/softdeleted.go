@@ -177,9 +177,9 @@ func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r Soft
 		return err
 	}
 	items = append(items, soft...)
-	if e.Hold != nil {
+	if hs := e.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Retag(*e.Hold, Owner{Kind: OwnerTable, Catalog: cat, Namespace: e.Namespace, Name: e.Name, SoftDeleted: true})
+		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: cat, Namespace: e.Namespace, Name: e.Name, SoftDeleted: true})
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err
@@ -277,7 +277,7 @@ func (s *Store) softPage(ctx context.Context, cat, prefix, token string, limit i
 // namespace is gone; ErrConditionFailed: the record is gone (undropped,
 // purged or expired meanwhile) or changed since it was read.
 func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events ...OutboxEvent) (nsMissing bool, err error) {
-	to.Hold = r.Entry.Hold
+	to.Hold, to.Extra = r.Entry.Hold, r.Entry.Extra
 	put, err := s.tablePut(r.Catalog, TableWrite{Entry: to})
 	if err != nil {
 		return false, err
@@ -288,9 +288,9 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events
 		s.tombCheck(r.Catalog, to.Namespace, to.Name),
 	}
 	items = append(items, s.softRemoveItems(r)...)
-	if r.Entry.Hold != nil {
+	if hs := r.Entry.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Retag(*r.Entry.Hold, Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: to.Namespace, Name: to.Name})
+		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: to.Namespace, Name: to.Name})
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return false, err
@@ -334,17 +334,15 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, 
 	var lc locChange
 	if job != nil {
 		job.CreatedAt, job.UpdatedAt = now(), now()
-		job.Hold = r.Entry.Hold
+		job.Hold, job.Extra = r.Entry.Hold, r.Entry.Extra
 		ji, err := s.jobCreateItems(*job, nil)
 		if err != nil {
 			return err
 		}
 		items = append(items, ji...)
-		if r.Entry.Hold != nil {
-			lc.Retag(*r.Entry.Hold, Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: r.Entry.Namespace, Name: r.Entry.Name, JobID: job.ID})
-		}
-	} else if r.Entry.Hold != nil {
-		lc.Release(*r.Entry.Hold)
+		lc.RetagAll(r.Entry.Holds(), Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: r.Entry.Namespace, Name: r.Entry.Name, JobID: job.ID})
+	} else {
+		lc.ReleaseAll(r.Entry.Holds())
 	}
 	loc, err := s.locItems(&lc)
 	if err != nil {

@@ -41,14 +41,18 @@ type TableWrite struct {
 	// means the entry must not exist yet (a create).
 	Expected string
 	// Claim is a location claim the write takes (create, register,
-	// set-location); Release a hold it lets go (the old location).
+	// set-location); Release the holds it lets go (old locations no
+	// retained snapshot reaches).
 	Claim   *Claim
-	Release *Hold
+	Release []Hold
 	// Intent is the pending-write record of the entry's new metadata file,
 	// retired by this write (several writes of one request share one).
 	Intent *Intent
 	// Events the write reports (the outbox: written in its transaction).
 	Events []OutboxEvent
+	// Job, when set, is created by the write (snapshot expiry's delete
+	// job); it takes over the holds in its Extra (retagged, not released).
+	Job *Job
 }
 
 func (s *Store) nsCheck(cat string, ns []string) ddbtypes.TransactWriteItem {
@@ -142,8 +146,19 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 		}
 		items = append(items, it)
 		owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
-		if w.Release != nil {
-			lc.Release(*w.Release)
+		lc.ReleaseAll(w.Release)
+		if w.Job != nil {
+			j := *w.Job
+			j.CreatedAt, j.UpdatedAt = now(), now()
+			ji, err := s.jobCreateItems(j, nil)
+			if err != nil {
+				return i, err
+			}
+			for _, it := range ji {
+				items = append(items, it)
+				owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
+			}
+			lc.RetagAll(j.Extra, Owner{Kind: OwnerTable, Catalog: cat, Namespace: w.Entry.Namespace, Name: w.Entry.Name, JobID: j.ID})
 		}
 		if w.Claim != nil {
 			if firstClaim < 0 {
@@ -305,9 +320,9 @@ func (s *Store) RenameTable(ctx context.Context, cat string, from TableEntry, to
 	} else {
 		items = append(items, s.nsCount(cat, from.Namespace, -1))
 	}
-	if from.Hold != nil {
+	if hs := from.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Retag(*from.Hold, Owner{Kind: OwnerTable, Catalog: cat, Namespace: to.Namespace, Name: to.Name})
+		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: cat, Namespace: to.Namespace, Name: to.Name})
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return false, err
@@ -342,9 +357,9 @@ func (s *Store) DeleteTable(ctx context.Context, cat string, e TableEntry) error
 		ConditionExpression:       aws.String("metadata_location = :m"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}},
 	}}, s.nsCount(cat, e.Namespace, -1)}
-	if e.Hold != nil {
+	if hs := e.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.Release(*e.Hold)
+		lc.ReleaseAll(hs)
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err
