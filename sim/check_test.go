@@ -545,9 +545,12 @@ func (s *Sim) drain() error {
 		if time.Now().After(deadline) {
 			var ids []string
 			for _, a := range active {
-				ids = append(ids, a.ID)
+				j, _ := s.job(a.ID)
+				ids = append(ids, fmt.Sprintf("%s %v", a.ID, j.Raw))
 			}
-			return s.violatef("purge jobs still active after 3 minutes at rest: %v", ids)
+			dlq, _ := s.w.srv.QueueDepth(s.ctx, true)
+			q, _ := s.w.srv.QueueDepth(s.ctx, false)
+			return s.violatef("purge jobs still active after 3 minutes at rest (delete queue %d, DLQ %d): %v", q, dlq, ids)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -624,13 +627,22 @@ func (s *Sim) checkPurges() error {
 		if !ok {
 			return s.violatef("%s: no purge job deletes it", g)
 		}
+		if j.State != "SUCCEEDED" && g.forged && j.State == "FAILED" {
+			// A forgery's metadata reaches another table's files; once
+			// that table is purged its purge cannot read them (SPEC §3:
+			// metadata unreadable is FAILED).
+			g.state = gone
+			s.logf("   %s: purge job %s FAILED: %v", g, j.ID, j.Raw["last-error"])
+			continue
+		}
 		if j.State != "SUCCEEDED" {
 			return s.violatef("%s: purge job %s ended %s: %v", g, j.ID, j.State, j.Raw["last-error"])
 		}
 		prefix, _ := keyOf(strings.TrimRight(g.location, "/"))
+		others := s.othersAt(g)
 		var left []string
 		for k := range objs {
-			if strings.HasPrefix(k, prefix+"/") {
+			if strings.HasPrefix(k, prefix+"/") && !others(k) {
 				left = append(left, k)
 			}
 		}
@@ -639,7 +651,7 @@ func (s *Sim) checkPurges() error {
 			return s.violatef("%s: purge job %s SUCCEEDED with %d objects left under %s, e.g. %s (job %v)", g, j.ID, len(left), prefix,
 				strings.Join(left[:min(3, len(left))], ", "), j.Raw)
 		}
-		if !g.contendedPurge && !s.skip["counters"] {
+		if !g.contendedPurge && len(g.oldLocs) == 0 && !g.forged && !s.skip["counters"] {
 			deleted, _ := num(j.Raw, "files-deleted")
 			unref, hasUnref := num(j.Raw, "files-unreferenced")
 			n := int64(len(g.before))
@@ -695,9 +707,49 @@ func (s *Sim) checkOrphans() error {
 	return nil
 }
 
+// othersAt: whether a key lies under the location of a table other than g
+// that took g's prefix after g's purge (a create or set-location there).
+func (s *Sim) othersAt(g *Gen) func(string) bool {
+	var prefixes []string
+	for _, o := range s.m.inState(live, soft, purging) {
+		if o == g {
+			continue
+		}
+		for _, l := range append([]string{o.location}, o.oldLocs...) {
+			if p, ok := keyOf(strings.TrimRight(l, "/")); ok {
+				prefixes = append(prefixes, p+"/")
+			}
+		}
+	}
+	return func(k string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 func (s *Sim) leftByDesign(key string) bool {
 	for _, g := range s.m.inState(released) {
 		if p, ok := keyOf(strings.TrimRight(g.location, "/")); ok && strings.HasPrefix(key, p+"/") {
+			return true
+		}
+	}
+	// A set-location releases the old prefix once no retained snapshot
+	// reaches it (SPEC §2), and a purge never deletes outside what its table
+	// owns: the metadata files written there before the move stay.
+	for _, g := range s.m.gens {
+		for _, l := range g.oldLocs {
+			if p, ok := keyOf(strings.TrimRight(l, "/")); ok && strings.HasPrefix(key, p+"/") {
+				return true
+			}
+		}
+	}
+	for _, g := range s.m.gens {
+		// A forgery's purge ends FAILED once its lender is purged.
+		if p, ok := keyOf(strings.TrimRight(g.location, "/")); ok && g.forged && g.state == gone && strings.HasPrefix(key, p+"/") {
 			return true
 		}
 	}
@@ -723,33 +775,47 @@ func (s *Sim) checkIndex() error {
 	if err != nil {
 		return err
 	}
+	// Every claim id a record holds: its location's (hold) and its former
+	// locations' (extra_holds), on entries, soft-deleted records' entries,
+	// jobs and catalogs.
 	holds := map[string]bool{}
-	for _, it := range all {
-		for _, k := range []string{"hold", "entry"} {
-			if m, ok := it[k].(*ddbtypes.AttributeValueMemberM); ok {
-				h := m.Value
-				if k == "entry" {
-					if hm, ok := m.Value["hold"].(*ddbtypes.AttributeValueMemberM); ok {
-						h = hm.Value
-					} else {
-						continue
+	var collect func(m map[string]ddbtypes.AttributeValue)
+	collect = func(m map[string]ddbtypes.AttributeValue) {
+		if h, ok := m["hold"].(*ddbtypes.AttributeValueMemberM); ok {
+			if id := str(h.Value, "id"); id != "" {
+				holds[id] = true
+			}
+		}
+		if l, ok := m["extra_holds"].(*ddbtypes.AttributeValueMemberL); ok {
+			for _, v := range l.Value {
+				if h, ok := v.(*ddbtypes.AttributeValueMemberM); ok {
+					if id := str(h.Value, "id"); id != "" {
+						holds[id] = true
 					}
-				}
-				if id := str(h, "id"); id != "" {
-					holds[id] = true
 				}
 			}
 		}
+		if e, ok := m["entry"].(*ddbtypes.AttributeValueMemberM); ok {
+			collect(e.Value)
+		}
+	}
+	for _, it := range all {
+		collect(it)
 	}
 	for _, it := range all {
 		pk, sk := str(it, "pk"), str(it, "sk")
 		switch {
 		case pk == "SOFTEXP":
-			parts := strings.SplitN(sk, "#", 3)
-			if len(parts) != 3 {
+			// <purge-at>#<catalog>#<uuid>[#<generation>]
+			parts := strings.SplitN(sk, "#", 4)
+			if len(parts) < 3 {
 				return s.violatef("expiry index item %q is malformed", sk)
 			}
-			rec, ok := records["SOFT#"+parts[1]+"|U#"+parts[2]]
+			id := parts[2]
+			if len(parts) == 4 {
+				id += "\x1e" + parts[3]
+			}
+			rec, ok := records["SOFT#"+parts[1]+"|U#"+id]
 			if !ok {
 				return s.violatef("expiry index item %q has no soft-deleted record", sk)
 			}
@@ -760,8 +826,12 @@ func (s *Sim) checkIndex() error {
 				return s.violatef("expiry index item %q does not match its record's purge-at %s", sk, pa)
 			}
 		case strings.HasPrefix(pk, "SOFT#") && strings.HasPrefix(sk, "N#"):
-			uuid := sk[strings.LastIndex(sk, "\x1e")+1:]
-			if _, ok := records[pk+"|U#"+uuid]; !ok {
+			// N#<namespace>␞<name>␞<uuid>[␞<generation>]: the record is U#<the rest>.
+			parts := strings.SplitN(sk, "\x1e", 3)
+			if len(parts) != 3 {
+				return s.violatef("soft-deleted name item %q is malformed", sk)
+			}
+			if _, ok := records[pk+"|U#"+parts[2]]; !ok {
 				return s.violatef("soft-deleted name item %q has no record", sk)
 			}
 		case pk == "ACTIVEJOB":

@@ -177,7 +177,7 @@ func (s *Sim) reincarnate(g *Gen, hold bool) func() error {
 			body = fmt.Sprintf(`{"table-uuid": %q, "rename-to": {"namespace": [%q], "name": %q}}`, g.uuid, ns, name)
 		}
 		from := g.ident()
-		op := &Op{desc: fmt.Sprintf("admin undrops %s %s", from, body), want: []int{200}, run: func() Outcome {
+		op := &Op{desc: fmt.Sprintf("admin undrops %s %s", from, body), want: []int{200, 409}, run: func() Outcome {
 			return s.w.call(s.ctx, admin, "POST", lifecyclePath(g.ns, g.name)+"/undrop", body)
 		}}
 		op.after = s.opUndropAfter(g.ns, g.name)
@@ -211,6 +211,22 @@ func (s *Sim) unheldUnlessAllowed(gens []*Gen) []*Gen {
 	return out
 }
 
+// readsRecord matches a read of uuid's soft-deleted record(s): a get of one
+// generation or a query of them all (keys U#<uuid>[␞<generation>]).
+func readsRecord(uuid string) func(pk, sk string, values []string) bool {
+	return func(pk, sk string, values []string) bool {
+		if pk == "SOFT#"+catalogName && strings.HasPrefix(sk, "U#"+uuid) {
+			return true
+		}
+		for _, v := range values {
+			if strings.HasPrefix(v, "U#"+uuid) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Barriers of the interleavings.
 
 // staleSweep: the hold-expiry sweep reads a due record, and before it ends
@@ -241,7 +257,7 @@ func (s *Sim) staleSweep() *barrier {
 				sec.db.arm(nil, nil)
 				return
 			}
-			sec.db.arm(func(pk, sk string, _ []string) bool { return pk == "SOFT#"+catalogName && sk == "U#"+g.uuid }, then)
+			sec.db.arm(readsRecord(g.uuid), then)
 		}, func() Outcome {
 			rep, sweepErr = sec.soft.Expire(s.ctx, 0)
 			return Outcome{Status: 200}
@@ -320,7 +336,7 @@ func (s *Sim) staleLegalHold() *barrier {
 				sec.db.arm(nil, nil)
 				return
 			}
-			sec.db.arm(func(pk, sk string, _ []string) bool { return pk == "SOFT#"+catalogName && sk == "U#"+g.uuid }, then)
+			sec.db.arm(readsRecord(g.uuid), then)
 		}, func() Outcome {
 			return s.w.callAt(s.ctx, sec.url, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables/"+g.uuid+"/legal-hold", body)
 		}, s.reincarnate(g, !on))

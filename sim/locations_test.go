@@ -258,6 +258,13 @@ func (s *Sim) forge(loc string) (string, error) {
 	return path, err
 }
 
+func entryOf(it map[string]ddbtypes.AttributeValue) map[string]ddbtypes.AttributeValue {
+	if e, ok := it["entry"].(*ddbtypes.AttributeValueMemberM); ok {
+		return e.Value
+	}
+	return nil
+}
+
 // --- the ownership backfill on a state from before the index ---
 
 // backfill takes the store back to before the ownership index (no claim
@@ -276,14 +283,12 @@ func (s *Sim) backfill() error {
 			del = append(del, it)
 		default:
 			changed := false
-			if _, ok := it["hold"]; ok {
-				delete(it, "hold")
-				changed = true
-			}
-			if e, ok := it["entry"].(*ddbtypes.AttributeValueMemberM); ok {
-				if _, ok := e.Value["hold"]; ok {
-					delete(e.Value, "hold")
-					changed = true
+			for _, m := range []map[string]ddbtypes.AttributeValue{it, entryOf(it)} {
+				for _, a := range []string{"hold", "extra_holds"} {
+					if _, ok := m[a]; ok {
+						delete(m, a)
+						changed = true
+					}
 				}
 			}
 			if changed {

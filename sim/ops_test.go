@@ -835,6 +835,8 @@ func (s *Sim) opUndrop() *Op {
 		op.want = []int{404}
 	case s.m.liveAt(toNS, toName) != nil:
 		op.want = []int{409}
+	case g.legalHold:
+		op.want = []int{200, 409} // a hold the undrop would lift is refused
 	default:
 		op.want = []int{200, 409} // 409: a purge job's tombstone holds the name
 	}
@@ -878,8 +880,8 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 			ug.holdUnsure = true
 		}
 		s.logf("   %s undropped", ug)
-		if contended {
-			return nil // another op of the round may have written to it
+		if contended || ug.forged {
+			return nil // another op of the round may have written to it; a forgery's rows are borrowed
 		}
 		return s.checkRows(ug, "undrop")
 	}
@@ -950,6 +952,8 @@ func (s *Sim) opLegalHoldRecord() *Op {
 		op.invalid, op.why = true, bad
 	case g == nil:
 		op.want = []int{404}
+	case s.softWithUUID(uuid) > 1:
+		op.want = []int{409} // several generations of the uuid: which one?
 	default:
 		op.want = []int{200}
 	}
@@ -963,6 +967,16 @@ func (s *Sim) opLegalHoldRecord() *Op {
 		return nil
 	}
 	return op
+}
+
+func (s *Sim) softWithUUID(uuid string) int {
+	n := 0
+	for _, g := range s.m.inState(soft) {
+		if g.uuid == uuid {
+			n++
+		}
+	}
+	return n
 }
 
 // commit sends a standard Iceberg commit of table properties.

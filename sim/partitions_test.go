@@ -124,12 +124,12 @@ func (s *Sim) opRetention() *Op {
 	switch {
 	case bad != "":
 		op.invalid, op.why = true, bad
+	case !remove && !ok:
+		op.invalid, op.why = true, fmt.Sprintf("field %s keep %s is not a policy", field, v)
 	case g == nil:
 		op.want = []int{404}
 	case remove:
 		op.want = []int{204, 404}
-	case !ok:
-		op.invalid, op.why = true, fmt.Sprintf("field %s keep %s is not a policy", field, v)
 	default:
 		op.want = []int{200}
 	}
