@@ -73,6 +73,9 @@ type Gen struct {
 	keep string
 	// forged: registered from metadata the simulation wrote itself.
 	forged bool
+	// expired: a retention sweep expired snapshots of it (its purge then
+	// counts files expiry deleted: TestPurgeAfterExpiryCountsEachObjectOnce).
+	expired bool
 }
 
 func (g *Gen) ident() string { return g.ns + "." + g.name }

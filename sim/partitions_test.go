@@ -178,6 +178,9 @@ func (s *Sim) sweepRetention() error {
 		if !valid {
 			continue
 		}
+		if rep.SnapshotsExpired > 0 {
+			g.expired = true
+		}
 		c := now.Add(-keep).UTC()
 		cutoff := time.Date(c.Year(), c.Month(), c.Day(), 0, 0, 0, 0, time.UTC)
 		var expired []string

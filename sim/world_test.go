@@ -319,8 +319,8 @@ func (w *World) digest(ctx context.Context) (string, error) {
 				return nil
 			}
 		}
-		if strings.HasPrefix(pk, "LOC#") && str(it, "job_id") != "" {
-			return nil
+		if strings.HasPrefix(pk, "LOC#") && (str(it, "job_id") != "" || str(it, "owner_id") == "") {
+			return nil // a job's claim, or an empty item tidied when it may be
 		}
 		b, _ := json.Marshal(it)
 		lines = append(lines, "ddb "+string(b))
