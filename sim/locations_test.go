@@ -59,6 +59,12 @@ func (s *Sim) owner(loc string) *Gen {
 // mostly; an existing generation's; a fresh one from the small space; one
 // outside the warehouse. plain says whether the model can judge it.
 func (s *Sim) location() (loc string, plain bool, outside bool) {
+	if s.sinceBackfill > 0 && s.chance(0.5) {
+		// Right after a backfill: the locations it should have claimed.
+		if gs := s.m.inState(soft, live); len(gs) > 0 {
+			return s.spell(pick(s, gs).location), true, false
+		}
+	}
 	switch n := s.rng.IntN(20); {
 	case n < 11:
 		return "", true, false
@@ -312,5 +318,6 @@ func (s *Sim) backfill() error {
 		}
 	}
 	s.logf("   %d claim items and the marker deleted, %d records stripped of their claim; restarting", len(del), len(put))
+	s.sinceBackfill = 10
 	return s.w.restart(s.ctx)
 }

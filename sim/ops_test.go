@@ -831,14 +831,20 @@ func (s *Sim) opUndrop() *Op {
 		op.want = []int{409}
 	case fields["table-uuid"] == nil && len(gens) > 1:
 		op.want = []int{409}
-	case !nsOK:
-		op.want = []int{404}
-	case s.m.liveAt(toNS, toName) != nil:
-		op.want = []int{409}
-	case g.legalHold:
-		op.want = []int{200, 409} // a hold the undrop would lift is refused
 	default:
-		op.want = []int{200, 409} // 409: a purge job's tombstone holds the name
+		// Every refusal that applies may be the one answered.
+		if !nsOK {
+			op.want = append(op.want, 404)
+		}
+		if s.m.liveAt(toNS, toName) != nil {
+			op.want = append(op.want, 409)
+		}
+		if g.legalHold {
+			op.want = append(op.want, 409) // a hold the undrop would lift is refused
+		}
+		if len(op.want) == 0 || (g.legalHold && len(op.want) == 1) {
+			op.want = append(op.want, 200, 409) // 409: a purge job's tombstone holds the name
+		}
 	}
 	op.run = func() Outcome {
 		var b any

@@ -91,6 +91,9 @@ type Sim struct {
 	sweeping bool
 	// faulty: delivery faults are on (dead letters are not redriven).
 	faulty bool
+	// sinceBackfill: rounds left in which creates aim at the locations a
+	// backfill should have claimed.
+	sinceBackfill int
 	// stuck: jobs of forgeries dead-lettered for good (see borrowerStuck).
 	stuck map[string]bool
 }
@@ -213,6 +216,9 @@ func (s *Sim) run(steps int) error {
 
 func (s *Sim) round() error {
 	s.touched, s.sweeping = map[string]int{}, false
+	if s.sinceBackfill > 0 {
+		s.sinceBackfill--
+	}
 	if b := s.pickBarrier(); b != nil {
 		s.logf("== %s", b.desc)
 		if err := b.run(); err != nil {
