@@ -29,6 +29,8 @@ type softObs struct {
 	Meta      string   `json:"metadata-location"`
 	PurgeAt   string   `json:"purge-at"`
 	LegalHold bool     `json:"legal-hold"`
+	// PurgeOnExpiry: the catalog's setting when it was dropped.
+	PurgeOnExpiry bool `json:"purge-on-expiry"`
 }
 
 func (o softObs) ident() string { return strings.Join(o.Namespace, ".") + "." + o.Name }
@@ -182,11 +184,18 @@ func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
 			}
 			continue
 		}
+		if s.hardDrops[g.ident()] > 0 && s.touchedGen(g) {
+			s.hardDrops[g.ident()]--
+			g.state = released
+			s.logf("   %s was the one dropped without purge", g)
+			continue
+		}
 		return s.violatef("%s vanished: it is neither live nor soft-deleted, and no operation purged it", g)
 	}
 	for _, g := range s.m.inState(soft) {
 		if j := findSoft(g); j >= 0 {
 			usedS[j] = true
+			g.mayRelease = false
 			if err := s.softMatches(g, softs[j], s.touchedGen(g)); err != nil {
 				return err
 			}
@@ -198,6 +207,11 @@ func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
 			if err := s.pointer(g, lives[i].meta); err != nil {
 				return err
 			}
+			continue
+		}
+		if g.mayRelease {
+			g.state = released
+			s.logf("   %s was dropped hard (its drop raced soft-delete.enabled=false)", g)
 			continue
 		}
 		return s.violatef("soft-deleted %s vanished (purge-at %s, now %s, legal hold %v): nothing the model did allowed its permanent delete",
@@ -265,6 +279,10 @@ func (s *Sim) softMatches(g *Gen, o softObs, touched bool) error {
 		}
 		s.advanceMeta(g, o.Meta)
 	}
+	if o.PurgeOnExpiry != g.purgeOnExpiry && !g.poeUnsure {
+		return s.violatef("soft-deleted %s: purge-on-expiry %v, the catalog said %v at its drop", g, o.PurgeOnExpiry, g.purgeOnExpiry)
+	}
+	g.purgeOnExpiry, g.poeUnsure = o.PurgeOnExpiry, false
 	return nil
 }
 
@@ -369,7 +387,7 @@ var barrierWeights = []struct {
 }{
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 1},
-	{"retention-sweep", 4},
+	{"retention-sweep", 4}, {"fault", 3},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -426,7 +444,12 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 	case "quiesce":
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":
-		return &barrier{desc: "crash and restart from the state folder", run: func() error { return s.w.restart(s.ctx) }}
+		return &barrier{desc: "crash and restart from the state folder", run: func() error {
+			s.faulty = false // the faults were the old process's
+			return s.w.restart(s.ctx)
+		}}
+	case "fault":
+		return s.faultBarrier()
 	case "retention-sweep":
 		return &barrier{desc: "retention sweep (partition drops, snapshot expiry)", run: s.sweepRetention}
 	case "backfill":
@@ -461,12 +484,11 @@ func (s *Sim) sweepHoldExpiry() error {
 
 // expireModel: what a complete hold-expiry sweep at now ends.
 func (s *Sim) expireModel(now time.Time) error {
-	purgeOn := s.m.catProps["soft-delete.purge-on-expiry"] != "false"
 	for _, g := range s.m.inState(soft) {
 		if g.legalHold || !g.purgeAt.Before(now) {
 			continue
 		}
-		if purgeOn {
+		if g.purgeOnExpiry {
 			s.startPurging(g, "", false)
 		} else {
 			g.state = released
@@ -524,6 +546,10 @@ func (s *Sim) quiesce(final bool) error {
 
 // drain runs reconcile until no job is active (about two minutes at most).
 func (s *Sim) drain() error {
+	if s.faulty {
+		s.logf("   healing the faults to come to rest")
+	}
+	s.heal()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		rep, err := s.w.srv.Purge.Reconcile(s.ctx)
@@ -858,7 +884,8 @@ func (s *Sim) checkIndex() error {
 		case pk == "ACTIVEJOB" && !s.stuck[sk]:
 			return s.violatef("job %s is still marked active at rest", sk)
 		case strings.HasPrefix(pk, "INFLIGHT#") && !s.stuck[strings.TrimPrefix(pk, "INFLIGHT#")]:
-			return s.violatef("batch %s of %s is still in flight at rest", sk, pk)
+			j, _ := s.job(strings.TrimPrefix(pk, "INFLIGHT#"))
+			return s.violatef("batch %s of %s is still in flight at rest (%v; the record %v)", sk, pk, j.Raw, it)
 		case strings.HasPrefix(pk, "TBL#") && strings.HasPrefix(sk, "X#") && !s.stuck[str(it, "job_id")]:
 			return s.violatef("tombstone %s %s is left at rest", pk, sk)
 		case strings.HasPrefix(pk, "LOC#"):

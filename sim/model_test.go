@@ -60,8 +60,11 @@ type Gen struct {
 	legalHold, holdUnsure bool
 	// holdProp: the table's soft-delete.hold-period property.
 	holdProp string
-	// Soft: when the drop happened and when the model says it may go.
-	droppedAt, purgeAt time.Time
+	// Soft: when the drop happened and when the model says it may go, and
+	// whether its expiry purges (the catalog's setting at the drop; unsure
+	// when the drop raced a change of it).
+	droppedAt, purgeAt       time.Time
+	purgeOnExpiry, poeUnsure bool
 	// purging: the job that deletes it and the keys under its location
 	// when its permanent delete was accepted.
 	job    string
@@ -73,6 +76,9 @@ type Gen struct {
 	keep string
 	// forged: registered from metadata the simulation wrote itself.
 	forged bool
+	// mayRelease: its drop raced a change of soft-delete.enabled (either
+	// a soft drop or a hard one).
+	mayRelease bool
 	// expired: a retention sweep expired snapshots of it (its purge then
 	// counts files expiry deleted: TestPurgeAfterExpiryCountsEachObjectOnce).
 	expired bool
@@ -99,12 +105,17 @@ type Model struct {
 	legalPriv  bool                         // the build knows TABLE_LEGAL_HOLD
 	nextID     int
 	nextRow    int64
-	forged     []string          // metadata files the simulation forged
-	policies   map[string]policy // retention policies by identifier
+	forged     []string            // metadata files the simulation forged
+	policies   map[string]policy   // retention policies by identifier
+	grants     map[string][]string // principal → privileges (admins hold all)
 }
 
 func newModel(legalPriv bool) *Model {
-	return &Model{namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
+	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges}
+	if !legalPriv {
+		grants[holder] = holderPrivileges[1:]
+	}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
 }
 
 func (m *Model) add(g *Gen) *Gen {
@@ -155,7 +166,7 @@ func (m *Model) softAt(ns, name string) []*Gen {
 // canLegalHold: whether principal may set or clear a legal hold (SPEC §2:
 // only TABLE_LEGAL_HOLD; admins hold every privilege).
 func (m *Model) canLegalHold(principal string) bool {
-	return principal == admin || (principal == holder && m.legalPriv)
+	return principal == admin || (m.legalPriv && slices.Contains(m.grants[principal], "TABLE_LEGAL_HOLD"))
 }
 
 // holdFor is the hold period the model expects a drop to fix: the table's

@@ -57,7 +57,7 @@ var opWeights = []struct {
 	{"rename", 3}, {"register", 3},
 	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
 	{"catalog-hold", 2}, {"ns-hold", 2},
-	{"bad-body", 4},
+	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -126,6 +126,10 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opSnapshots()
 	case "set-location":
 		return s.opSetLocation()
+	case "grant":
+		return s.opGrant()
+	case "catalog-setting":
+		return s.opCatalogSetting()
 	case "rename":
 		return s.opRename()
 	case "register":
@@ -168,17 +172,34 @@ func lifecyclePath(ns, name string) string {
 	return "/lifecycle/v1/catalogs/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(name)
 }
 
-// may: principal holds the privilege (the grants the world made).
-func may(principal, priv string) bool {
-	switch principal {
-	case admin:
-		return true
-	case writer:
-		return slices.Contains(writerPrivileges, priv)
-	case holder:
-		return slices.Contains(holderPrivileges, priv)
+// may: principal holds the privilege (admins all; the others what the
+// model's grants say).
+func (s *Sim) may(principal, priv string) bool {
+	return principal == admin || slices.Contains(s.m.grants[principal], priv)
+}
+
+// privileged: what principal p needs for op; without it the answer is a
+// 403 (authorization comes before anything else). A grant changed in the
+// same round may land either side.
+func (s *Sim) privileged(op *Op, p string, privs ...string) {
+	if p == admin {
+		return
 	}
-	return false
+	op.keys = append(op.keys, "grants")
+	for _, priv := range privs {
+		if !s.may(p, priv) {
+			// 403, or a refusal the model foresaw from a step before the
+			// one that needs priv (an append loads, then commits).
+			refusals := []int{403}
+			for _, w := range op.want {
+				if w >= 400 {
+					refusals = append(refusals, w)
+				}
+			}
+			op.want, op.invalid, op.why = refusals, false, p+" lacks "+priv
+			return
+		}
+	}
 }
 
 // --- namespaces ---
@@ -301,8 +322,6 @@ func (s *Sim) opCreate() *Op {
 	_, nsOK := s.m.namespaces[ns]
 	owner := s.owner(loc)
 	switch {
-	case !may(p, "TABLE_CREATE"):
-		op.want = []int{403}
 	case op.invalid:
 	case !nsOK:
 		op.want = []int{404}
@@ -316,6 +335,10 @@ func (s *Sim) opCreate() *Op {
 		op.want = []int{200, 409} // owned while a retained snapshot reaches it
 	default:
 		op.want = []int{200, 409} // 409: a purge job's tombstone or claim holds it
+	}
+	s.privileged(op, p, "TABLE_CREATE")
+	if props["icehold.legal-hold"] != "" && !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
 	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/tables", body)
@@ -378,6 +401,7 @@ func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
 	} else {
 		op.want = []int{404}
 	}
+	s.privileged(op, p, "TABLE_READ", "TABLE_WRITE")
 	var res appendResult
 	op.run = func() Outcome {
 		res = s.appendRows(p, ns, name, rows)
@@ -610,6 +634,11 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{204}
 	}
+	if purge {
+		s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
+	} else {
+		s.privileged(op, p, "TABLE_DROP")
+	}
 	// The round's catalog and namespace properties: a drop racing a change
 	// of them may take either hold period.
 	props, nsProps := cloneMap(s.m.catProps), cloneMap(s.m.namespaces[ns])
@@ -628,7 +657,21 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 			s.logf("   (the model holds no live %s.%s; the observation will say which was dropped)", ns, name)
 			return nil
 		}
+		on, was := s.softOn(s.m.catProps), s.softOn(props)
+		if !on && !was && contended {
+			// Which generation held the name when the drop landed: the
+			// observation says (the one that vanished).
+			s.hardDrops[ns+"."+name]++
+			return nil
+		}
+		if !on && !was {
+			// A hard drop: the entry and its claim go, the files stay.
+			g.state = released
+			s.logf("   %s dropped without purge (soft delete off): its files stay, owned by nobody", g)
+			return nil
+		}
 		s.softDropped(g, props, nsProps)
+		g.mayRelease = on != was // raced a change of soft-delete.enabled
 		return nil
 	}
 	return op
@@ -646,6 +689,8 @@ func cloneMap(m map[string]string) map[string]string {
 func (s *Sim) softDropped(g *Gen, props, nsProps map[string]string) {
 	now := s.w.clock.Now()
 	g.state, g.droppedAt = soft, now
+	poe := func(m map[string]string) bool { return !strings.EqualFold(m["soft-delete.purge-on-expiry"], "false") }
+	g.purgeOnExpiry, g.poeUnsure = poe(s.m.catProps), props == nil || poe(props) != poe(s.m.catProps)
 	g.purgeAt = now.Add(s.m.holdFor(g))
 	s.logf("   %s soft-deleted, purge at %s (hold %v)", g, g.purgeAt.Format(time.RFC3339), s.m.holdFor(g))
 }
@@ -846,6 +891,7 @@ func (s *Sim) opUndrop() *Op {
 			op.want = append(op.want, 200, 409) // 409: a purge job's tombstone holds the name
 		}
 	}
+	s.privileged(op, p, "TABLE_UNDROP")
 	op.run = func() Outcome {
 		var b any
 		if body != "" {
@@ -910,8 +956,6 @@ func (s *Sim) opPurgeNow() *Op {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 	}
 	switch {
-	case !may(p, "TABLE_DROP_WITH_PURGE"):
-		op.want = []int{403}
 	case bad != "":
 		op.invalid, op.why = true, bad
 	case g == nil && len(gens) == 0:
@@ -923,6 +967,7 @@ func (s *Sim) opPurgeNow() *Op {
 	default:
 		op.want = []int{202}
 	}
+	s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
 	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 202 {
@@ -962,6 +1007,9 @@ func (s *Sim) opLegalHoldRecord() *Op {
 		op.want = []int{409} // several generations of the uuid: which one?
 	default:
 		op.want = []int{200}
+	}
+	if !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
 	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, p, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables/"+uuid+"/legal-hold", body)
@@ -1022,8 +1070,6 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 	op := &Op{desc: fmt.Sprintf("%s commits %s.%s set=%v remove=%v", p, ns, name, set, remove), keys: tableKeys(ns, name)}
 	change := g != nil && g.legalHold != on
 	switch {
-	case !may(p, "TABLE_WRITE"):
-		op.want = []int{403}
 	case !s.m.canLegalHold(p) && (change || g == nil):
 		// Setting or clearing it needs TABLE_LEGAL_HOLD; a no-op write
 		// of the same value may be refused too.
@@ -1041,6 +1087,10 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 	}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	s.privileged(op, p, "TABLE_WRITE")
+	if !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
 	}
 	op.run = func() Outcome { return s.commitProps(p, ns, name, set, remove) }
 	op.after = func(o Outcome, _ bool) error {

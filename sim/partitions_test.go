@@ -76,8 +76,7 @@ func (s *Sim) opPartitionDrop() *Op {
 			`{"partitions": [{"d": "` + dropped[0] + `", "d": "` + dropped[0] + `"}]}`,
 			`{"partitions": [{"dd": "` + dropped[0] + `"}]}`,
 			`{"partitions": [{"d": 20260101}]}`,
-			`{"partitions": [{"d": null}]}`,
-		}), "a malformed partition tuple"
+		}), "a malformed partition tuple" // (null is a partition value: the null partition)
 	}
 	p := pick(s, []string{admin, writer})
 	op := &Op{desc: fmt.Sprintf("%s drops partitions of %s.%s: %s", p, ns, name, trunc(body, 120)), keys: tableKeys(ns, name)}
@@ -90,6 +89,7 @@ func (s *Sim) opPartitionDrop() *Op {
 		op.want = []int{200}
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 	}
+	s.privileged(op, p, "PARTITION_DROP")
 	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/partitions/drop", body) }
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {

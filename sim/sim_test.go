@@ -87,6 +87,9 @@ type Sim struct {
 	// touched: generations and identifiers a round's ops named; a mismatch
 	// between model and store there is the round's order, not a defect.
 	touched map[string]int
+	// hardDrops: hard drops of the round whose generation the observation
+	// names (by identifier).
+	hardDrops map[string]int
 	// sweeping: a sweep that commits ran this round (pointers may move).
 	sweeping bool
 	// faulty: delivery faults are on (dead letters are not redriven).
@@ -215,7 +218,7 @@ func (s *Sim) run(steps int) error {
 }
 
 func (s *Sim) round() error {
-	s.touched, s.sweeping = map[string]int{}, false
+	s.touched, s.sweeping, s.hardDrops = map[string]int{}, false, map[string]int{}
 	if s.sinceBackfill > 0 {
 		s.sinceBackfill--
 	}
