@@ -13,7 +13,7 @@ export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: run test test-moto vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth localstack-up localstack-deploy clean
+.PHONY: run test test-moto vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth preflight localstack-up localstack-deploy clean
 
 ## run: the whole product on this machine, state in .icehold/
 run:
@@ -89,10 +89,18 @@ $(NPM_TOOLS)/cdk: .npm/package.json .npm/package-lock.json
 	cd .npm && npm ci --no-audit --no-fund
 	touch $@
 
-## synth: the CloudFormation template of the stack (cdk deploy deploys the same)
+## synth: the CloudFormation template of the stack (cdk deploy deploys the same), and a line naming
+## its stateful resources; CDK_ARGS='-c icehold:kms-key=…' passes context values (docs/operations.md)
 synth: lambdas $(NPM_TOOLS)/cdk
-	CDK_HOME=$(CURDIR)/.npm/cdk-home $(NPM_TOOLS)/cdk synth --no-notices -o cdk.out > /dev/null
+	rm -f cdk.out/*.template.json
+	CDK_HOME=$(CURDIR)/.npm/cdk-home $(NPM_TOOLS)/cdk synth --no-notices -o cdk.out $(CDK_ARGS) > /dev/null
 	@ls cdk.out/*.template.json
+	@for t in cdk.out/*.template.json; do $(GO) run ./infra/stateful $$t || exit 1; done
+
+## preflight: before a deploy, does the synthesized stack fit the account's Lambda concurrency, and
+## what to raise (AWS credentials: AWS_PROFILE, AWS_REGION)
+preflight: synth
+	@for t in cdk.out/*.template.json; do $(GO) run ./cmd/icehold preflight --template $$t --stack $$(basename $$t .template.json) || exit 1; done
 
 CFN_LINT ?= cfn-lint
 

@@ -398,6 +398,25 @@ func TestPurgeDeletesUncommittedWrites(t *testing.T) {
 	}
 }
 
+// The final listing pages (1000 keys a page, each page one DeleteObjects):
+// 1,005 uncommitted files all go. make run's S3 answered every listing whole,
+// so a page of 1,005 keys failed its DeleteObjects and the job never ended.
+func TestFinalListingPagesPastAThousand(t *testing.T) {
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "manystray")
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	loc := strings.TrimRight(tbl.Location(), "/")
+	stray := make([]string, 1005)
+	for i := range stray {
+		stray[i] = fmt.Sprintf("%s/data/uncommitted-%04d.parquet", loc, i)
+	}
+	putObjects(t, srv, stray...)
+	before := objectsUnder(t, srv, loc)
+	job := waitJob(t, dropPurge(t, ns, "t").ID, store.JobSucceeded, 2*time.Minute)
+	assertNothingLeft(t, srv, job, loc, before, len(stray))
+}
+
 // The final listing covers only a location the table owned alone: a table
 // with gc.enabled=false keeps its data files and the files no metadata
 // reached, and the warehouse scope (purge.delete-scope=warehouse) widens

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/johannesboyne/gofakes3"
@@ -83,7 +85,7 @@ func NewS3(dir string, buckets ...string) (*S3, error) {
 		if err != nil {
 			return nil, err
 		}
-		backend = mb
+		backend = pagedBackend{mb}
 	}
 	for _, b := range buckets {
 		exists, err := backend.BucketExists(b)
@@ -102,4 +104,56 @@ func NewS3(dir string, buckets ...string) (*S3, error) {
 	}
 	faker := gofakes3.New(backend, gofakes3.WithAutoBucket(true))
 	return &S3{inner: faker.Server(), Backend: backend, policies: policies}, nil
+}
+
+// pagedBackend pages the listings of a backend that answers them only whole
+// (gofakes3's s3afero, the state folder's: it ignores max-keys, start-after
+// and continuation tokens, and gofakes3 then answers the whole listing as
+// one page): in key order, strictly after the marker, at most MaxKeys, as
+// S3 does.
+type pagedBackend struct{ gofakes3.Backend }
+
+func (b pagedBackend) ListBucket(name string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
+	out, err := b.Backend.ListBucket(name, prefix, page)
+	if err != gofakes3.ErrInternalPageNotImplemented {
+		return out, err
+	}
+	whole, err := b.Backend.ListBucket(name, prefix, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil, err
+	}
+	type entry struct {
+		name    string
+		content *gofakes3.Content // nil: a common prefix
+	}
+	all := make([]entry, 0, len(whole.Contents)+len(whole.CommonPrefixes))
+	for _, c := range whole.Contents {
+		all = append(all, entry{c.Key, c})
+	}
+	for _, p := range whole.CommonPrefixes {
+		all = append(all, entry{p.Prefix, nil})
+	}
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	out = gofakes3.NewObjectList()
+	var n int64
+	for _, e := range all {
+		if page.HasMarker && e.name <= page.Marker {
+			continue
+		}
+		if page.MaxKeys > 0 && n == page.MaxKeys {
+			out.IsTruncated = true
+			break
+		}
+		if e.content != nil {
+			out.Add(e.content)
+		} else {
+			out.AddPrefix(e.name)
+		}
+		n++
+		out.NextMarker = e.name
+	}
+	if !out.IsTruncated {
+		out.NextMarker = ""
+	}
+	return out, nil
 }

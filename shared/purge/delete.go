@@ -58,7 +58,7 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 	}
 	if err != nil && !errors.Is(err, errContinue) && maxReceives > 0 && receiveCount >= maxReceives {
 		reason := fmt.Sprintf("batch %d failed %d times: %v", b.Number, receiveCount, err)
-		derr := s.Store.MarkBatchDead(ctx, j, b, reason,
+		derr := s.Store.MarkBatchDead(ctx, j, b, reason, nil,
 			outbox.Record(JobEvent(eventbus.PurgeDeadLettered, j, map[string]any{"batch": b.Number, "reason": reason})))
 		if derr != nil && !errors.Is(derr, store.ErrConditionFailed) {
 			return errors.Join(err, derr)

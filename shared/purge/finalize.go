@@ -54,7 +54,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 		}
 		if sweeping {
 			// First the final listing, which keeps the metadata layer.
-			done, err := s.sweep(ctx, in, j, objs)
+			done, err := s.sweep(ctx, in, j, g.bucket(), objs)
 			if err != nil || !done {
 				return FinalizeResult{}, err
 			}

@@ -165,7 +165,7 @@ func (s *Service) deadInFlight(ctx context.Context, j store.Job, rep *ReconcileR
 			if err != nil {
 				return err
 			}
-			err = s.Store.MarkBatchDead(ctx, fresh, b, reason,
+			err = s.Store.MarkBatchDead(ctx, fresh, b, reason, &f,
 				outbox.Record(JobEvent(eventbus.PurgeDeadLettered, fresh, map[string]any{"batch": b.Number, "reason": reason})))
 			if errors.Is(err, store.ErrConditionFailed) {
 				continue // marked, finished or redriven meanwhile

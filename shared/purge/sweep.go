@@ -35,33 +35,49 @@ import (
 // unreferenced). The warehouse scope widens what reachable files may go,
 // never what is listed.
 func sweeps(j store.Job) bool {
-	return !store.ListsFiles(j.Kind) && j.GCEnabled && j.Hold != nil && j.Hold.Prefix != ""
+	return !store.ListsFiles(j.Kind) && j.GCEnabled && len(swept(j)) > 0
+}
+
+// swept lists the locations the final listing covers: every claim the job
+// holds (the table's location and the old ones a retained snapshot still
+// reached), in the job's order, one after the other (SweepHold).
+func swept(j store.Job) []store.Hold {
+	var out []store.Hold
+	for _, h := range j.Holds() {
+		if h.Prefix != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // sweep runs pages of the final listing, at most finalizeChunksPerCall per
 // call; it reports whether the listing is complete. layer is the metadata
-// layer, which the listing keeps, with the current metadata file.
-func (s *Service) sweep(ctx context.Context, in Input, j store.Job, layer []object) (bool, error) {
-	bucket, prefix := j.Hold.Bucket, j.Hold.Prefix+"/"
-	keep := map[string]bool{}
-	if cur, err := objects.Parse(j.MetadataLocation); err == nil && cur.Bucket == bucket {
-		keep[cur.Key] = true
+// layer (in layerBucket), which the listing keeps, with the current
+// metadata file.
+func (s *Service) sweep(ctx context.Context, in Input, j store.Job, layerBucket string, layer []object) (bool, error) {
+	holds := swept(j)
+	keep := map[string]bool{} // bucket + "/" + key
+	if cur, err := objects.Parse(j.MetadataLocation); err == nil {
+		keep[cur.Bucket+"/"+cur.Key] = true
 	}
 	for _, o := range layer {
-		keep[o.key] = true
+		keep[layerBucket+"/"+o.key] = true
 	}
 	for n := 0; ; n++ {
+		if j.SweepDone && !j.SweepPending || j.SweepHold >= len(holds) {
+			return true, nil
+		}
+		h := holds[j.SweepHold]
 		switch {
 		case j.SweepPending:
-			if err := s.finishPage(ctx, j, bucket, prefix, keep); err != nil {
+			if err := s.finishPage(ctx, j, h.Bucket, h.Prefix+"/", keep); err != nil {
 				return false, err
 			}
-		case j.SweepDone:
-			return true, nil
 		case n >= finalizeChunksPerCall || s.nearDeadline(ctx):
 			return false, nil
 		default:
-			if err := s.listPage(ctx, j, bucket, prefix, keep); err != nil {
+			if err := s.listPage(ctx, j, h.Bucket, h.Prefix+"/", j.SweepHold == len(holds)-1, keep); err != nil {
 				return false, err
 			}
 		}
@@ -75,7 +91,7 @@ func (s *Service) sweep(ctx context.Context, in Input, j store.Job, layer []obje
 // listPage lists the page after the cursor, counts its unreferenced keys
 // with the cursor's move, deletes them and clears the pending mark. A
 // concurrent step that moved the cursor first wins: this one deletes nothing.
-func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix string, keep map[string]bool) error {
+func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix string, lastHold bool, keep map[string]bool) error {
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(MaxKeysPerCall)}
 	if j.SweepAfter != "" {
 		in.StartAfter = aws.String(j.SweepAfter)
@@ -84,24 +100,31 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 	if err != nil {
 		return fmt.Errorf("list %s/%s: %w", bucket, prefix, err)
 	}
-	// A job from before the listing has neither attribute yet.
-	guard := map[string]any{":a": j.SweepAfter, ":f": false}
-	const cond = "(sweep_after = :a OR attribute_not_exists(sweep_after)) AND (sweep_pending = :f OR attribute_not_exists(sweep_pending))"
+	// A job from before the listing has none of the attributes yet.
+	guard := map[string]any{":a": j.SweepAfter, ":f": false, ":h": j.SweepHold}
+	const cond = "(sweep_after = :a OR attribute_not_exists(sweep_after)) AND (sweep_pending = :f OR attribute_not_exists(sweep_pending))" +
+		" AND (sweep_hold = :h OR attribute_not_exists(sweep_hold))"
 	if len(page.Contents) == 0 {
-		err := s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: map[string]any{"sweep_done": true}, Cond: cond, CondValues: guard})
+		next := map[string]any{"sweep_done": true}
+		if !lastHold {
+			// This location is done: the next one from its start (its
+			// prefix without the "/" sorts before every key under it).
+			next = map[string]any{"sweep_hold": j.SweepHold + 1, "sweep_after": swept(j)[j.SweepHold+1].Prefix}
+		}
+		err := s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: next, Cond: cond, CondValues: guard})
 		return ignoreRace(err)
 	}
 	var objs []object
 	var size int64
 	for _, o := range page.Contents {
-		if k := aws.ToString(o.Key); !keep[k] {
+		if k := aws.ToString(o.Key); !keep[bucket+"/"+k] {
 			objs = append(objs, object{key: k, size: aws.ToInt64(o.Size)})
 			size += aws.ToInt64(o.Size)
 		}
 	}
 	last := aws.ToString(page.Contents[len(page.Contents)-1].Key)
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
-		Set: map[string]any{"sweep_from": j.SweepAfter, "sweep_after": last, "sweep_pending": true, "sweep_done": !aws.ToBool(page.IsTruncated)},
+		Set: map[string]any{"sweep_from": j.SweepAfter, "sweep_after": last, "sweep_pending": true, "sweep_done": lastHold && !aws.ToBool(page.IsTruncated)},
 		Add: map[string]int64{"files_unreferenced": int64(len(objs)), "bytes": size}, Cond: cond, CondValues: guard,
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
@@ -139,7 +162,7 @@ func (s *Service) finishPage(ctx context.Context, j store.Job, bucket, prefix st
 				more = false
 				break
 			}
-			if !keep[k] {
+			if !keep[bucket+"/"+k] {
 				objs = append(objs, object{key: k})
 			}
 		}

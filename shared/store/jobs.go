@@ -118,6 +118,8 @@ type Job struct {
 	// The final listing of the table's location: keys up to SweepAfter are
 	// done; SweepPending: the page (SweepFrom, SweepAfter] is counted, its
 	// deletion not confirmed; SweepDone: the listing reached the end.
+	// SweepHold: which of the job's holds (Holds(), in order) is listed now.
+	SweepHold    int    `dynamodbav:"sweep_hold"`
 	SweepAfter   string `dynamodbav:"sweep_after"`
 	SweepFrom    string `dynamodbav:"sweep_from"`
 	SweepPending bool   `dynamodbav:"sweep_pending"`
@@ -637,8 +639,11 @@ func (s *Store) StepBatch(ctx context.Context, j Job, b Batch, st BatchStep) err
 }
 
 // MarkBatchDead records that a batch exhausted its receives; the job becomes
-// DEAD_LETTERED with the reason. Idempotent.
-func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string, events ...OutboxEvent) error {
+// DEAD_LETTERED with the reason. Idempotent. read, when set, is the
+// delivery the caller found spent (reconcile): the change is conditioned on
+// its in-flight record being still that one, since a redrive makes the
+// batch alive again under a new delivery (SPEC §2 "Generations").
+func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string, read *InFlight, events ...OutboxEvent) error {
 	pk, sk := batchKey(b.JobID, b.Number)
 	items := []ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
@@ -657,7 +662,18 @@ func (s *Store) MarkBatchDead(ctx context.Context, j Job, b Batch, reason string
 	if err != nil {
 		return err
 	}
-	return s.transact(ctx, append(append(items, ju...), s.inflightDelete(b.JobID, b.Number)))
+	del := s.inflightDelete(b.JobID, b.Number)
+	if read != nil {
+		del.Delete.ConditionExpression = aws.String("receives = :r AND (message = :m OR attribute_not_exists(message))")
+		del.Delete.ExpressionAttributeValues = map[string]ddbtypes.AttributeValue{
+			":r": num(read.Receives), ":m": &ddbtypes.AttributeValueMemberS{Value: read.Message},
+		}
+		if read.Message == "" { // a record from before message ids
+			del.Delete.ConditionExpression = aws.String("receives = :r AND attribute_not_exists(message)")
+			delete(del.Delete.ExpressionAttributeValues, ":m")
+		}
+	}
+	return s.transact(ctx, append(append(items, ju...), del))
 }
 
 // RestoreFromJob cancels a PENDING job and puts its table entry back, lifting
