@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/icehold/icehold/shared/purge"
 )
 
 // Regression tests of defects the simulation found beyond issue 18's list,
@@ -286,4 +290,41 @@ func (s *Sim) current(ns, name string) string {
 	var res createResult
 	_ = json.Unmarshal(s.w.call(s.ctx, admin, "GET", tablePath(ns, name), nil).Body, &res)
 	return res.MetadataLocation
+}
+
+// A delivery of a batch that is already done (SQS delivers at least once:
+// a duplicate, or the lease's refresh racing the batch's last checkpoint)
+// leaves no in-flight record behind. Found by the simulation (seeds 4, 7
+// and 12, about 140 steps): a SUCCEEDED job's in-flight record stayed at
+// rest, an index item whose batch was long done.
+func TestLateDuplicateDeliveryLeavesNoInFlightRecord(t *testing.T) {
+	knownDefect(t, "a late duplicate delivery of a done batch records it in flight again and never forgets it")
+	s := newFoundSim(t)
+	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
+		map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)})
+	if res := s.appendRows(admin, "a", "t", map[int64]string{1: s.day()}); res.out.Status != 200 {
+		t.Fatalf("append: %s", res.out)
+	}
+	o := s.mustStatus(204, admin, "DELETE", tablePath("a", "t")+"?purgeRequested=true", nil)
+	if err := s.drain(); err != nil {
+		t.Fatal(err)
+	}
+	id := o.Header.Get("Icehold-Purge-Job")
+	if j, err := s.job(id); err != nil || j.State != "SUCCEEDED" {
+		t.Fatalf("job %s: %+v %v", id, j, err)
+	}
+	// The same batch delivered once more, after the job ended.
+	body, _ := json.Marshal(purge.BatchMessage{Catalog: catalogName, JobID: id, Batch: 0})
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "late-duplicate", Body: string(body),
+		Attributes: map[string]string{"ApproximateReceiveCount": "2"}}}}
+	if _, err := s.w.srv.Purge.HandleSQS(s.ctx, nil, purge.QueueConfig{URL: s.w.srv.Info.DeleteQueue, MaxReceives: 3}, ev); err != nil {
+		t.Fatal(err)
+	}
+	left, _, err := s.w.srv.Catalog.Store().ListInFlight(s.ctx, id, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("job %s ended, and a late delivery left %d in-flight records: %+v", id, len(left), left)
+	}
 }
