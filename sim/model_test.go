@@ -79,8 +79,8 @@ type Gen struct {
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
-	// expired: a retention sweep expired snapshots of it (its purge then
-	// counts files expiry deleted: TestPurgeAfterExpiryCountsEachObjectOnce).
+	// expired: snapshots of it were expired or removed (its purge then
+	// counts some files more than once: TestPurgeAfterExpiryCountsEachObjectOnce).
 	expired bool
 }
 

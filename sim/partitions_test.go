@@ -126,10 +126,10 @@ func (s *Sim) opRetention() *Op {
 		op.invalid, op.why = true, bad
 	case !remove && !ok:
 		op.invalid, op.why = true, fmt.Sprintf("field %s keep %s is not a policy", field, v)
+	case remove:
+		op.want = []int{204, 404} // the policy of the name goes, whichever table holds it
 	case g == nil:
 		op.want = []int{404}
-	case remove:
-		op.want = []int{204, 404}
 	default:
 		op.want = []int{200}
 	}
@@ -230,11 +230,14 @@ func (s *Sim) opSnapshots() *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
 	}
+	removes := update["action"] == "remove-snapshots"
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status != 200 {
 			return nil
 		}
-		return s.propsCommitted(o, ns, name, func(*Gen) {})
+		// A removed snapshot's files that several manifests carry are
+		// counted once per manifest by a purge, as after expiry.
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.expired = g.expired || removes })
 	}
 	return op
 }
