@@ -123,7 +123,10 @@ func (s *Sim) check() error {
 	if err := s.reconcile(lives, softs); err != nil {
 		return err
 	}
-	return s.checkProtected()
+	if err := s.checkProtected(); err != nil {
+		return err
+	}
+	return s.checkPurges(false)
 }
 
 func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
@@ -514,7 +517,7 @@ func (s *Sim) quiesce(final bool) error {
 	if err := s.drain(); err != nil {
 		return err
 	}
-	if err := s.checkPurges(); err != nil {
+	if err := s.checkPurges(true); err != nil {
 		return err
 	}
 	for _, g := range s.m.inState(live) {
@@ -639,10 +642,28 @@ func num(raw map[string]any, k string) (int64, bool) {
 
 // checkPurges: every accepted purge ended SUCCEEDED with nothing left under
 // the prefix its table owned, and counted the objects that went.
-func (s *Sim) checkPurges() error {
-	jobs, err := s.allJobs()
-	if err != nil {
-		return err
+func (s *Sim) checkPurges(atRest bool) error {
+	var jobs []jobView
+	var err error
+	if atRest {
+		if jobs, err = s.allJobs(); err != nil {
+			return err
+		}
+	} else {
+		// After a round: the purges with a known job that have ended.
+		for _, g := range s.m.inState(purging) {
+			if g.job == "" {
+				continue
+			}
+			j, err := s.job(g.job)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, j)
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
 	}
 	byID := map[string]jobView{}
 	taken := map[string]bool{}
@@ -668,6 +689,9 @@ func (s *Sim) checkPurges() error {
 			}
 		}
 		j, ok := byID[g.job]
+		if !atRest && (!ok || (j.State != "SUCCEEDED" && j.State != "FAILED")) {
+			continue // still running: at rest it must have ended
+		}
 		if !ok {
 			return s.violatef("%s: no purge job deletes it", g)
 		}
@@ -677,6 +701,14 @@ func (s *Sim) checkPurges() error {
 			// metadata unreadable is FAILED).
 			g.state = gone
 			s.logf("   %s: purge job %s FAILED: %v", g, j.ID, j.Raw["last-error"])
+			continue
+		}
+		if le, _ := j.Raw["last-error"].(string); j.State == "FAILED" && strings.Contains(le, "injected fault") {
+			// The S3 outage the generator injected outlasted the step's
+			// retries: FAILED, attempts exhausted (SPEC §3); what is left
+			// stays (nobody owns it any more).
+			g.state = released
+			s.logf("   %s: purge job %s FAILED under an injected S3 fault", g, j.ID)
 			continue
 		}
 		if j.State != "SUCCEEDED" {
@@ -758,8 +790,10 @@ func (s *Sim) checkOrphans() error {
 // that took g's prefix after g's purge (a create or set-location there).
 func (s *Sim) othersAt(g *Gen) func(string) bool {
 	var prefixes []string
-	for _, o := range s.m.inState(live, soft, purging) {
-		if o == g {
+	for _, o := range s.m.gens {
+		// Tables that still own their files, and any made after g (a
+		// create, register or set-location there once g's purge ended).
+		if o == g || (o.id < g.id && o.state != live && o.state != soft && o.state != purging) {
 			continue
 		}
 		for _, l := range append([]string{o.location}, o.oldLocs...) {

@@ -185,7 +185,8 @@ func (s *Sim) opRegister() *Op {
 			if !refused {
 				op.want = append(op.want, 200)
 			}
-		case released:
+		case released: // its files stay until a later owner of the prefix purges
+			op.want = append(op.want, 400)
 			if !refused {
 				op.want = append(op.want, 200, 409)
 			}
