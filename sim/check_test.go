@@ -162,7 +162,8 @@ func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
 		return at
 	}
 	// Live generations first, then soft ones (a uuid may be both: a
-	// registered copy).
+	// registered copy); each as the model had it before this settling.
+	softGens := s.m.inState(soft)
 	for _, g := range s.m.inState(live) {
 		if i := findLive(g); i >= 0 {
 			usedL[i] = true
@@ -195,7 +196,7 @@ func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
 		}
 		return s.violatef("%s vanished: it is neither live nor soft-deleted, and no operation purged it", g)
 	}
-	for _, g := range s.m.inState(soft) {
+	for _, g := range softGens {
 		if j := findSoft(g); j >= 0 {
 			usedS[j] = true
 			g.mayRelease = false
