@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,16 +16,6 @@ import (
 
 // Regression tests of defects the simulation found beyond issue 18's list,
 // each the shortest history that shows it.
-
-// knownDefect skips a regression test of a defect still open on this
-// branch (reported, its fix owned elsewhere), unless SIM_KNOWN=fail: then
-// it runs and shows the failure. Whoever fixes the defect deletes the call.
-func knownDefect(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("SIM_KNOWN") != "fail" {
-		t.Skip("known defect, open: " + why + " (SIM_KNOWN=fail runs it)")
-	}
-}
 
 // newFoundSim starts a world for one regression test: the simulation's
 // composition, its principals and namespaces a and b.
@@ -164,7 +153,6 @@ func TestNoOpCommitKeepsTheMetadataLog(t *testing.T) {
 // under the table's prefix. Found by the simulation (seed 9, 120 steps): a
 // purge after a retention sweep's expiry counted 26 objects for 17.
 func TestPurgeAfterExpiryCountsEachObjectOnce(t *testing.T) {
-	knownDefect(t, "a purge counts the files snapshot expiry already deleted (DELETED entries of retained manifests) again: 23 for 12 objects")
 	s := newFoundSim(t)
 	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
 		map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON),
@@ -233,7 +221,6 @@ func TestPurgeAfterExpiryCountsEachObjectOnce(t *testing.T) {
 // DEAD_LETTERED forever (a batch read a deleted manifest), and its partition
 // drop answered 500.
 func TestBorrowerPurgesAfterItsLender(t *testing.T) {
-	knownDefect(t, "a purge whose metadata reaches manifests outside its prefix that are gone ends FAILED or dead-letters forever")
 	s := newFoundSim(t)
 	var lender createResult
 	if err := json.Unmarshal(s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
@@ -298,7 +285,6 @@ func (s *Sim) current(ns, name string) string {
 // and 12, about 140 steps): a SUCCEEDED job's in-flight record stayed at
 // rest, an index item whose batch was long done.
 func TestLateDuplicateDeliveryLeavesNoInFlightRecord(t *testing.T) {
-	knownDefect(t, "a late duplicate delivery of a done batch records it in flight again and never forgets it")
 	s := newFoundSim(t)
 	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
 		map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)})
