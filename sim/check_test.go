@@ -732,10 +732,10 @@ func (s *Sim) checkPurges(atRest bool) error {
 			deleted, _ := num(j.Raw, "files-deleted")
 			unref, hasUnref := num(j.Raw, "files-unreferenced")
 			n := int64(len(g.before))
-			// After snapshot expiry the purge counts again what expiry
-			// deleted, and an expire job may still be deleting when the
-			// purge starts (TestPurgeAfterExpiryCountsEachObjectOnce, open).
-			if deleted != n && !(hasUnref && deleted+unref == n) && !g.expired {
+			// Each object once, after expiry and snapshot removal too
+			// (TestPurgeAfterExpiryCountsEachObjectOnce,
+			// TestPurgeAfterSnapshotRemovalCountsEachObjectOnce).
+			if deleted != n && !(hasUnref && deleted+unref == n) {
 				return s.violatef("%s: purge job %s deleted %d objects (files-unreferenced %d), its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
 			}
 		}

@@ -79,9 +79,6 @@ type Gen struct {
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
-	// expired: snapshots of it were expired or removed (its purge then
-	// counts some files more than once: TestPurgeAfterExpiryCountsEachObjectOnce).
-	expired bool
 }
 
 func (g *Gen) ident() string { return g.ns + "." + g.name }

@@ -178,9 +178,6 @@ func (s *Sim) sweepRetention() error {
 		if !valid {
 			continue
 		}
-		if rep.SnapshotsExpired > 0 {
-			g.expired = true
-		}
 		c := now.Add(-keep).UTC()
 		cutoff := time.Date(c.Year(), c.Month(), c.Day(), 0, 0, 0, 0, time.UTC)
 		var expired []string
@@ -230,14 +227,11 @@ func (s *Sim) opSnapshots() *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
 	}
-	removes := update["action"] == "remove-snapshots"
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status != 200 {
 			return nil
 		}
-		// A removed snapshot's files that several manifests carry are
-		// counted once per manifest by a purge, as after expiry.
-		return s.propsCommitted(o, ns, name, func(g *Gen) { g.expired = g.expired || removes })
+		return s.propsCommitted(o, ns, name, func(*Gen) {})
 	}
 	return op
 }

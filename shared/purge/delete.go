@@ -245,12 +245,14 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 			switch {
 			case !ok:
 				skipped++
-			case e.Status() == iceberg.EntryStatusDELETED && listed(obj):
-				// A file a snapshot removed: gone with its adding snapshot's
-				// expiry, or (its adding entry elsewhere) deleted there. The
-				// final listing deletes it if it is still there, counted
-				// once, as unreferenced: a purge never counts a file that was
-				// gone before it.
+			case e.Status() != iceberg.EntryStatusADDED && listed(obj):
+				// A file a snapshot removed (DELETED), or one carried over
+				// (EXISTING) from a removed snapshot: its ADDED entry may
+				// be in another reachable manifest, or it went with its
+				// snapshot's expiry. Under the listed prefix the final
+				// listing deletes it if it is still there, counted once
+				// (as unreferenced): a purge never counts a file twice nor
+				// one that was gone before it.
 			default:
 				kind := kindData
 				if df.ContentType() != iceberg.EntryContentData {
