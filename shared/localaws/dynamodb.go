@@ -253,9 +253,15 @@ func (d *DynamoDB) apply(op string, body []byte) error {
 	return nil
 }
 
-// callNarrowed is call on a narrowed view of the table (dynamodb_narrow.go).
+// callNarrowed is call on views of the request's tables
+// (dynamodb_narrow.go).
 func (d *DynamoDB) callNarrowed(op string, body []byte) (rec *httptest.ResponseRecorder) {
-	d.narrowed(op, body, func() { rec = d.call(op, body) })
+	err := d.narrowed(op, body, func(b []byte) { rec = d.call(op, b) })
+	var ae awsError
+	if errors.As(err, &ae) {
+		rec = httptest.NewRecorder()
+		writeAWSError(rec, ae.code, ae.msg)
+	}
 	return rec
 }
 
@@ -336,7 +342,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec, out, err := d.serve(op, body, r)
+	rec, out, err := d.serve(op, body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -377,14 +383,13 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs one request in minidyn under d.smu: the items it names are
 // loaded first, it runs on a narrowed view of its table, and a read's
 // answer is reshaped as AWS answers.
-func (d *DynamoDB) serve(op string, body []byte, r *http.Request) (*httptest.ResponseRecorder, []byte, error) {
+func (d *DynamoDB) serve(op string, body []byte) (*httptest.ResponseRecorder, []byte, error) {
 	d.smu.Lock()
 	defer d.smu.Unlock()
 	if err := d.fault(op, body); err != nil {
 		return nil, nil, err
 	}
-	rec := httptest.NewRecorder()
-	d.narrowed(op, body, func() { d.inner.ServeHTTP(rec, r) })
+	rec := d.callNarrowed(op, body)
 	out := rec.Body.Bytes()
 	if rec.Code == http.StatusOK {
 		out = d.reshape(op, out)

@@ -233,7 +233,7 @@ func (d *DynamoDB) load(tables map[string]*core.Table, idx []int) error {
 		if !lazyCapable(t) {
 			return fmt.Errorf("%w: byte %d: table %q does not keep item lines", errLazyDamaged, s, k.table)
 		}
-		key, err := itemKey(t, item)
+		key, err := d.heldKey(t, item)
 		if err != nil {
 			return fmt.Errorf("%w: byte %d: %v", errLazyDamaged, s, err)
 		}

@@ -222,7 +222,7 @@ func (d *DynamoDB) scanTable(table string, page func(items json.RawMessage) erro
 	var start json.RawMessage
 	for {
 		req, _ := json.Marshal(map[string]any{"TableName": table, "Limit": scanPage, "ExclusiveStartKey": start})
-		rec := d.call("Scan", req)
+		rec := d.callNarrowed("Scan", req) // the start key placed by the emulator (dynamodb_narrow.go)
 		if rec.Code != http.StatusOK {
 			return fmt.Errorf("scan %s: %d %s", table, rec.Code, rec.Body)
 		}
@@ -369,7 +369,7 @@ func (d *DynamoDB) loadSnapshot() (int64, error) {
 		k := make([]string, len(l.Items))
 		for j, item := range l.Items {
 			var err error
-			if k[j], err = itemKey(t, item); err != nil {
+			if k[j], err = d.heldKey(t, item); err != nil {
 				return fmt.Errorf("line %d: %w", i+1, err)
 			}
 		}

@@ -457,9 +457,8 @@ func (s *Store) RemoveStale(ctx context.Context, e Expired, r *SoftDeleted) erro
 
 // ExpiredBefore pages through the records whose purge time is before t,
 // oldest first: one query on the expiry index. A page resumes after the key
-// start with a range condition rather than ExclusiveStartKey: the sweep
-// deletes what it reads, and a start key whose item is gone ends a query in
-// the local emulator (minidyn 0.8.2) though not in DynamoDB.
+// start with a range condition (the sweep deletes what it reads; DynamoDB,
+// and the local emulator, continue after a deleted ExclusiveStartKey too).
 func (s *Store) ExpiredBefore(ctx context.Context, t time.Time, start string, limit int) ([]Expired, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
