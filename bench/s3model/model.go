@@ -52,6 +52,9 @@ type Model struct {
 	// Rate is the write ceiling per prefix (keys a second); Burst the most
 	// a prefix can take at once. Set them before serving, or with SetRate.
 	Rate, Burst float64
+	// Now is the model's clock for its token buckets (nil: time.Now); a
+	// test drives it so that refills do not depend on the machine's speed.
+	Now func() time.Time
 
 	mu          sync.Mutex
 	buckets     map[string]*bucket
@@ -145,6 +148,9 @@ func Prefix(bucket, key string) string {
 // reports which keys got one.
 func (m *Model) admit(bucketName string, keys []string) []bool {
 	now := time.Now()
+	if m.Now != nil {
+		now = m.Now()
+	}
 	ok := make([]bool, len(keys))
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -207,8 +207,14 @@ func startMoto(t *testing.T, quota int) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	// moto's log goes to a file: read while moto writes, a shared buffer
+	// raced (and a slow start printed it).
+	log, err := os.Create(filepath.Join(t.TempDir(), "moto.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	logged := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,18 +222,19 @@ func startMoto(t *testing.T, quota int) string {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("moto_server's log:\n%s", log.String())
+			t.Logf("moto_server's log:\n%s", logged())
 		}
 	})
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for range 150 {
+	// A loaded 2-core machine takes tens of seconds to start moto.
+	for range 1200 {
 		if r, err := http.Get(endpoint + "/moto-api/"); err == nil {
 			r.Body.Close()
 			return endpoint
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("moto_server did not start: %s", log.String())
+	t.Fatalf("moto_server did not start in 2 minutes: %s", logged())
 	return ""
 }
 
