@@ -13,7 +13,6 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/icehold/icehold/shared/purge"
-	"github.com/icehold/icehold/shared/store"
 )
 
 // The checks after every round: observe what the catalog shows (live
@@ -567,7 +566,6 @@ func (s *Sim) drain() error {
 		if err != nil {
 			return err
 		}
-		active = slices.DeleteFunc(active, func(a store.ActiveJob) bool { return s.borrowerStuck(a.ID) })
 		if len(active) == 0 {
 			return nil
 		}
@@ -586,22 +584,6 @@ func (s *Sim) drain() error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// borrowerStuck: a job purging a forgery waits dead-lettered on manifests
-// its lender's purge deleted (TestBorrowerPurgesAfterItsLender, open).
-func (s *Sim) borrowerStuck(id string) bool {
-	j, err := s.job(id)
-	if err != nil || j.State != "DEAD_LETTERED" {
-		return false
-	}
-	for _, g := range s.m.gens {
-		if g.forged && g.uuid == j.TableUUID {
-			s.stuck[id] = true
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Sim) allJobs() ([]jobView, error) {
@@ -916,17 +898,12 @@ func (s *Sim) checkIndex() error {
 			if _, ok := records[pk+"|U#"+parts[2]]; !ok {
 				return s.violatef("soft-deleted name item %q has no record", sk)
 			}
-		case pk == "ACTIVEJOB" && !s.stuck[sk]:
+		case pk == "ACTIVEJOB":
 			return s.violatef("job %s is still marked active at rest", sk)
-		case strings.HasPrefix(pk, "INFLIGHT#") && !s.stuck[strings.TrimPrefix(pk, "INFLIGHT#")]:
-			j, err := s.job(strings.TrimPrefix(pk, "INFLIGHT#"))
-			if err == nil && (j.State == "SUCCEEDED" || j.State == "FAILED" || j.State == "CANCELLED") {
-				// A late duplicate delivery of a done batch records it again
-				// (TestLateDuplicateDeliveryLeavesNoInFlightRecord, open).
-				continue
-			}
+		case strings.HasPrefix(pk, "INFLIGHT#"):
+			j, _ := s.job(strings.TrimPrefix(pk, "INFLIGHT#"))
 			return s.violatef("batch %s of %s is still in flight at rest (job %v)", sk, pk, j.Raw)
-		case strings.HasPrefix(pk, "TBL#") && strings.HasPrefix(sk, "X#") && !s.stuck[str(it, "job_id")]:
+		case strings.HasPrefix(pk, "TBL#") && strings.HasPrefix(sk, "X#"):
 			return s.violatef("tombstone %s %s is left at rest", pk, sk)
 		case strings.HasPrefix(pk, "LOC#"):
 			if owner := str(it, "owner_id"); owner != "" && !holds[owner] {

@@ -24,7 +24,7 @@ func newFoundSim(t *testing.T) *Sim {
 	s := &Sim{
 		t: t, ctx: context.Background(), seed: 0, rng: rand.New(rand.NewPCG(0, 0)),
 		w:     &World{dir: filepath.Join(t.TempDir(), "state"), clock: &Clock{t: time.Now().UTC().Truncate(time.Second)}},
-		reach: &reacher{cache: map[string]*reach{}}, actors: 1, without: map[string]bool{}, skip: map[string]bool{}, stuck: map[string]bool{},
+		reach: &reacher{cache: map[string]*reach{}}, actors: 1, without: map[string]bool{}, skip: map[string]bool{},
 	}
 	t.Cleanup(s.w.close)
 	if err := s.w.start(s.ctx); err != nil {

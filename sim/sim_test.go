@@ -97,8 +97,6 @@ type Sim struct {
 	// sinceBackfill: rounds left in which creates aim at the locations a
 	// backfill should have claimed.
 	sinceBackfill int
-	// stuck: jobs of forgeries dead-lettered for good (see borrowerStuck).
-	stuck map[string]bool
 }
 
 // violation is an invariant the run broke: the run stops there.
@@ -124,7 +122,7 @@ func runSeed(t *testing.T, seed uint64, steps int) {
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: time.Now().UTC().Truncate(time.Second)}},
 		reach:  &reacher{cache: map[string]*reach{}},
-		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{}, stuck: map[string]bool{},
+		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
 	}
 	for _, k := range strings.Split(*skipFlag, ",") {
 		if k = strings.TrimSpace(k); k != "" {
