@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 )
@@ -61,6 +63,11 @@ func TestConcurrentCommitters(t *testing.T) {
 				mu.Lock()
 				conflicts++
 				mu.Unlock()
+				// Back off exponentially with jitter before the retry, as
+				// Iceberg clients do (commit.retry.min-wait-ms 100): without
+				// it 50 committers redo about 1,250 appends, each writing
+				// files, and take minutes on 2 cores.
+				time.Sleep(time.Duration(rand.Int64N(int64(100*time.Millisecond) << min(attempt, 6))))
 				if tbl, err = cat.LoadTable(ctx, ident); err != nil {
 					t.Errorf("committer %d: reload: %v", i, err)
 					return
