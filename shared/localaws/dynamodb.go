@@ -359,7 +359,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeRecorded(w, rec, rec.Body.Bytes())
+	writeRecorded(w, rec, out)
 	if d.due() {
 		// The answer goes out first; other requests wait (mutations on
 		// d.mu, reads on d.smu) until the snapshot is written.
@@ -384,10 +384,20 @@ func (d *DynamoDB) serve(op string, body []byte, r *http.Request) (*httptest.Res
 		return nil, nil, err
 	}
 	rec := httptest.NewRecorder()
+	counted := capacityAsked(body)
+	var written []keyed
+	var before []int
+	if counted {
+		written = d.writtenItems(op, body)
+		before = d.writeSizes(written)
+	}
 	d.narrowed(op, body, func() { d.inner.ServeHTTP(rec, r) })
 	out := rec.Body.Bytes()
 	if rec.Code == http.StatusOK {
 		out = d.reshape(op, out)
+		if counted {
+			out = withCapacity(op, out, d.capacity(op, body, out, written, before))
+		}
 	}
 	return rec, out, nil
 }
