@@ -148,6 +148,7 @@ func (ce *costEnv) measure(name string, div float64, op func(r *opRow)) opRow {
 	r := opRow{name: name, div: div, fns: map[string]int{}}
 	before := ce.m.snapshot()
 	op(&r)
+	done := ce.m.snapshot()
 	n, err := outbox.Drain(context.Background(), ce.srv.Catalog.Store(), ce.srv.Events)
 	if err != nil {
 		panic(err)
@@ -155,8 +156,9 @@ func (ce *costEnv) measure(name string, div float64, op func(r *opRow)) opRow {
 	if n > 0 {
 		r.fns["outbox"]++
 		r.events += n
-	}
-	r.u = ce.m.snapshot().minus(before)
+		done = ce.m.snapshot()
+	} // else the drain's look at an empty outbox is the bench's, not the stream's (it runs on records only)
+	r.u = done.minus(before)
 	r.fns["delete"] += r.u.calls["SQS ReceiveMessage"]
 	return r
 }
@@ -275,6 +277,10 @@ func trim(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// loadRefreshed is the row of a load that finds its process's reading of
+// the grants older than authz.TTL.
+var loadRefreshed = fmt.Sprintf("load (grants re-read, every %s)", authz.TTL)
+
 // Purge per 1,000 files: a table of this many files in manifests of 1,000.
 const costPurgeFiles = 10_000
 
@@ -304,7 +310,7 @@ func BenchmarkCost(b *testing.B) {
 		}
 	}))
 	ce.clock.advance(authz.TTL)
-	add(ce.measure(fmt.Sprintf("load (grants read: once %s a process)", authz.TTL), 1, func(r *opRow) {
+	add(ce.measure(loadRefreshed, 1, func(r *opRow) {
 		ce.rest(b, r, "api", "GET", tbl+"t", nil, nil, 200)
 	}))
 	if etag == "" {
@@ -415,10 +421,13 @@ func BenchmarkCost(b *testing.B) {
 	load, commit := byName["load (grants cached)"], byName["commit"]
 	loadReads := float64(load.u.calls["DynamoDB GetItem"]+load.u.calls["DynamoDB Query"]) / load.div
 	loadGets := float64(load.u.calls["S3 GET"]) / load.div
-	target("load-table ≤ 2 DynamoDB reads + 1 S3 GET", loadReads <= 2 && loadGets <= 1, fmt.Sprintf("%s reads, %s GET; a process reads its grants again once per %s: +2", trim(loadReads), trim(loadGets), authz.TTL))
-	commitTx := commit.u.calls["DynamoDB TransactWriteItems"] + commit.u.calls["DynamoDB UpdateItem"] + commit.u.calls["DynamoDB PutItem"]
-	target("commit ≤ 1 transaction + 1 S3 PUT + its reads", commitTx <= 1 && commit.u.calls["S3 PUT"] <= 1,
-		fmt.Sprintf("%d conditional write(s), %d PUT, %d reads", commitTx, commit.u.calls["S3 PUT"], commit.u.calls["DynamoDB GetItem"]+commit.u.calls["DynamoDB Query"]))
+	target("load-table ≤ 2 DynamoDB reads + 1 S3 GET", loadReads <= 2 && loadGets <= 1, fmt.Sprintf("%s reads, %s GET; once per %s a process reads the grant index again: %s reads",
+		trim(loadReads), trim(loadGets), authz.TTL, trim(float64(byName[loadRefreshed].u.sum("DynamoDB ")))))
+	cw := commit.u.calls
+	commitWrites := cw["DynamoDB TransactWriteItems"] + cw["DynamoDB UpdateItem"] + cw["DynamoDB PutItem"]
+	target("commit ≤ 1 transaction + 1 S3 PUT + its reads", commitWrites <= 1 && cw["S3 PUT"] <= 1,
+		fmt.Sprintf("%d transaction + %d PutItem (the intent written before the metadata file: the orphan sweep's), %d PUT, %d reads",
+			cw["DynamoDB TransactWriteItems"], cw["DynamoDB PutItem"], cw["S3 PUT"], cw["DynamoDB GetItem"]+cw["DynamoDB Query"]+cw["S3 GET"]))
 
 	workloads(byName, fixed)
 }
@@ -440,7 +449,7 @@ func workloads(op map[string]opRow, fixed float64) {
 	loadCost := op["load (grants cached)"].cost()
 	// A process reads its grants again once per TTL: a load in every
 	// 5 s of each warm environment; counted here as 1 in 100 loads.
-	loadCost = 0.99*loadCost + 0.01*op[fmt.Sprintf("load (grants read: once %s a process)", authz.TTL)].cost()
+	loadCost = 0.99*loadCost + 0.01*op[loadRefreshed].cost()
 	fmt.Printf("\n== monthly cost of reference workloads, USD (list prices %s, no free tier) ==\n", prices.date)
 	fmt.Printf("%-76s %10s %10s %10s %10s %10s\n", "", "loads", "commits", "purges", "fixed", "total")
 	for _, w := range ws {
