@@ -14,9 +14,10 @@ import (
 // API Gateway (REST) sends a request to the resource that matches its path
 // most specifically (a literal part before a {param}, a {param} before a
 // greedy {proxy+}), then to that resource's method for the verb or its ANY.
-// AWS does not document whether a request whose resource has no method for
-// its verb goes back up to a {proxy+} above it (measured on AWS, it does):
-// the tree is laid out so that no request depends on it. Every resource a
+// AWS documents neither that order for REST APIs nor whether a request
+// whose resource has no method for its verb goes back up to a {proxy+}
+// above it (docs/design.md, The API's edge): the tree is laid out so that
+// no request depends on either. Every resource a
 // route makes also takes ANY, and a {proxy+} below it unless a {param}
 // child already takes any segment there, both for the catalog function,
 // which answers what no route names 404/405 in the ErrorModel
