@@ -152,34 +152,55 @@ func (a *Authorizer) SetClock(now func() time.Time) { a.now = now }
 // reports a caller who assumed the role by its session ARN.
 type matcher struct {
 	exact    string
-	glob     *regexp.Regexp // nil: exact only
-	sessions *regexp.Regexp // the role's sessions; nil: not a role
+	glob     string // "" : exact only
+	sessions string // the role's sessions' glob; "": not a role
 }
 
 func compile(pattern string) matcher {
-	m := matcher{exact: pattern, glob: globExpr(pattern)}
+	m := matcher{exact: pattern}
+	if strings.ContainsAny(pattern, "*?") {
+		m.glob = pattern
+	}
 	if sessions, ok := roleSessions(pattern); ok {
-		m.sessions = globExpr(sessions)
+		m.sessions = sessions
 	}
 	return m
 }
 
 func (m matcher) match(principal string) bool {
-	return principal == m.exact || m.glob != nil && m.glob.MatchString(principal) ||
-		m.sessions != nil && m.sessions.MatchString(principal)
+	return principal == m.exact || m.glob != "" && glob(m.glob, principal) ||
+		m.sessions != "" && glob(m.sessions, principal)
 }
 
 // matches reports whether principal fits pattern (see matcher).
 func matches(pattern, principal string) bool { return compile(pattern).match(principal) }
 
-// globExpr is the expression of a '*'/'?' glob; nil for a plain string.
-func globExpr(pattern string) *regexp.Regexp {
-	if !strings.ContainsAny(pattern, "*?") {
-		return nil
+// glob matches s against a '*'/'?' pattern, rune by rune, going back only
+// to the last '*' (linear in practice, no regular expression to compile: a
+// new process reads up to 100 pattern grants on its first check).
+func glob(pattern, s string) bool {
+	p, t := []rune(pattern), []rune(s)
+	pi, ti := 0, 0
+	star, mark := -1, 0
+	for ti < len(t) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
+			pi++
+			ti++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ti
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			ti = mark
+		default:
+			return false
+		}
 	}
-	expr := regexp.QuoteMeta(pattern)
-	expr = strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(expr)
-	return regexp.MustCompile("^" + expr + "$")
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
 }
 
 var roleARN = regexp.MustCompile(`^arn:(aws[a-z-]*):iam::([0-9]{12}|\*):role/(.+)$`)
