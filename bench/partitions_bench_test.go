@@ -50,6 +50,11 @@ const pdEpoch = 19723
 // manifests of pdDaysPerList days, under one append snapshot, and returns
 // its location.
 func (e env) dayTable(b *testing.B, ns, name string) string {
+	return e.daysTable(b, ns, name, pdDays, pdFilesPerDay, pdDaysPerList)
+}
+
+// daysTable is dayTable with days × perDay files in manifests of perList days.
+func (e env) daysTable(b *testing.B, ns, name string, days, perDay, perList int) string {
 	b.Helper()
 	out := e.call(b, "POST", "/v1/demo/namespaces/"+ns+"/tables", map[string]any{
 		"name":           name,
@@ -66,17 +71,17 @@ func (e env) dayTable(b *testing.B, ns, name string) string {
 	loc := created.Metadata.Location
 	const sid = int64(1)
 	var manifests []iceberg.ManifestFile
-	for m := 0; m < pdDays/pdDaysPerList; m++ {
+	for m := 0; m < days/perList; m++ {
 		var buf bytes.Buffer
 		w, err := iceberg.NewManifestWriter(2, &buf, pdSpec, pdSchema, sid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for d := m * pdDaysPerList; d < (m+1)*pdDaysPerList; d++ {
+		for d := m * perList; d < (m+1)*perList; d++ {
 			day := int32(pdEpoch + d)
 			lo, _ := iceberg.TimestampLiteral(iceberg.Timestamp(int64(day) * 86_400_000_000)).MarshalBinary()
 			hi, _ := iceberg.TimestampLiteral(iceberg.Timestamp(int64(day+1)*86_400_000_000 - 1)).MarshalBinary()
-			for f := range pdFilesPerDay {
+			for f := range perDay {
 				path := fmt.Sprintf("%s/data/ts_day=%d/%05d.parquet", loc, day, f)
 				df, err := iceberg.NewDataFileBuilder(pdSpec, iceberg.EntryContentData, path, iceberg.ParquetFile,
 					map[int]any{1000: iceberg.Date(day)}, map[int]string{1000: "date"}, nil, 1000, 64<<20)
@@ -111,7 +116,7 @@ func (e env) dayTable(b *testing.B, ns, name string) string {
 	e.call(b, "POST", "/v1/demo/namespaces/"+ns+"/tables/"+name, map[string]any{"requirements": []any{}, "updates": []any{
 		map[string]any{"action": "add-snapshot", "snapshot": map[string]any{"snapshot-id": sid, "sequence-number": sid,
 			"timestamp-ms": time.Now().UnixMilli(), "manifest-list": lpath, "schema-id": 0,
-			"summary": map[string]string{"operation": "append", "added-data-files": strconv.Itoa(pdDays * pdFilesPerDay)}}},
+			"summary": map[string]string{"operation": "append", "added-data-files": strconv.Itoa(days * perDay)}}},
 		map[string]any{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": sid},
 	}})
 	return loc

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -41,10 +40,8 @@ func (s *Stack) partitions(st awscdk.Stack, p Props, env map[string]*string) {
 	// a few times that; manifests are streamed, eight at a time. 29 s is
 	// API Gateway's integration timeout.
 	s.PartitionDropFn = goFunction(st, "PartitionDropFn", filepath.Join(p.AssetsDir, "partition-drop"), env, 1024, 29)
-	integration := awsapigateway.NewLambdaIntegration(s.PartitionDropFn, nil)
-	iam := &awsapigateway.MethodOptions{AuthorizationType: awsapigateway.AuthorizationType_IAM}
 	for _, r := range PartitionRoutes {
-		s.API.Root().ResourceForPath(jsii.String(r.Path)).AddMethod(jsii.String(r.Method), integration, iam)
+		s.lambdaRoute(r.Path, r.Method, s.PartitionDropFn)
 	}
 
 	// The sweep: bounded runs (200 tables, stopping 10 s before its

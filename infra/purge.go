@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -133,11 +132,8 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 	})
 
 	// DELETE …/tables/{table} goes to the drop function.
-	tables := s.API.Root().ResourceForPath(jsii.String("v1/{prefix}/namespaces/{namespace}/tables/{table}"))
-	tables.AddMethod(jsii.String("ANY"), nil, nil) // the other methods stay with the catalog function
-	tables.AddMethod(jsii.String("DELETE"), awsapigateway.NewLambdaIntegration(s.DropFn, nil), &awsapigateway.MethodOptions{
-		AuthorizationType: awsapigateway.AuthorizationType_IAM,
-	})
+	// (The other methods stay with the catalog function: catchAll.)
+	s.lambdaRoute("v1/{prefix}/namespaces/{namespace}/tables/{table}", "DELETE", s.DropFn)
 
 	s.alarmsAndDashboard(st)
 }

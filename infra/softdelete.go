@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -30,15 +29,13 @@ func (s *Stack) softDelete(st awscdk.Stack, p Props, env map[string]*string) {
 	s.UndropFn = goFunction(st, "UndropFn", filepath.Join(p.AssetsDir, "undrop"), env, 512, 29)
 	s.HoldExpiryFn = goFunction(st, "HoldExpiryFn", filepath.Join(p.AssetsDir, "hold-expiry"), env, 512, 300)
 
-	integration := awsapigateway.NewLambdaIntegration(s.UndropFn, nil)
-	iam := &awsapigateway.MethodOptions{AuthorizationType: awsapigateway.AuthorizationType_IAM}
 	for _, r := range []struct{ path, method string }{
 		{"lifecycle/v1/catalogs/{c}/soft-deleted-tables", "GET"},
 		{"lifecycle/v1/catalogs/{c}/soft-deleted-tables/{uuid}/legal-hold", "POST"},
 		{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/undrop", "POST"},
 		{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/purge-now", "POST"},
 	} {
-		s.API.Root().ResourceForPath(jsii.String(r.path)).AddMethod(jsii.String(r.method), integration, iam)
+		s.lambdaRoute(r.path, r.method, s.UndropFn)
 	}
 
 	schedule := HoldExpirySchedule

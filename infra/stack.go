@@ -100,6 +100,10 @@ type Stack struct {
 	// warehouse, never delete (soft delete and purge own deletion), never
 	// write metadata files (the catalog's).
 	EnginePolicy awsiam.ManagedPolicy
+
+	// routed: the API's paths (no slashes around) and the methods routes
+	// put on them (catchAll completes the tree from it).
+	routed map[string][]string
 }
 
 // NewStack defines the stack; p must pass Validate (FromContext checks it).
@@ -175,7 +179,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
 	gatewayErrors(s.API)
 	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
-	oauthTokens(s.API)
+	s.oauthTokens()
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete, never write metadata files"),
@@ -185,6 +189,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.purgePipeline(st, p, env)
 	s.softDelete(st, p, env)
 	s.partitions(st, p, env)
+	s.catchAll()
 	s.grantAccess()
 
 	// The outputs the docs and the CLI name (docs/operations.md, Deploy).
@@ -313,14 +318,14 @@ func gatewayErrors(api awsapigateway.RestApi) {
 // does: OAuth2 clients (iceberg-go's rest.WithCredential) send no SigV4, so
 // behind IAM auth they would read API Gateway's 403 with no reason. A mock
 // integration answers without auth and without invoking a function.
-func oauthTokens(api awsapigateway.RestApi) {
+func (s *Stack) oauthTokens() {
 	body, _ := json.Marshal(map[string]string{"error": "invalid_client", "error_description": router.OAuthRefusal})
 	request := jsii.String(`{"statusCode": 401}`)
 	headers := map[string]*string{
 		"method.response.header.WWW-Authenticate": jsii.String(`'Bearer realm="icehold"'`),
 		"method.response.header.Cache-Control":    jsii.String("'no-store'"),
 	}
-	api.Root().ResourceForPath(jsii.String("v1/oauth/tokens")).AddMethod(jsii.String("POST"),
+	s.route("v1/oauth/tokens", "POST",
 		awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
 			// OAuth2 clients post a form; a mock integration reads the status from its template.
 			RequestTemplates:    &map[string]*string{"application/x-www-form-urlencoded": request, "application/json": request},

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/icehold/icehold/shared/store"
 )
@@ -74,50 +76,131 @@ func Principal(ctx context.Context) string {
 	return p
 }
 
-// Grants is what the authorizer reads grants from.
+// Grants is where the authorizer reads and writes grants (*store.Store).
 type Grants interface {
-	ListGrants(ctx context.Context, catalog string) ([]store.Grant, error)
+	GetGrant(ctx context.Context, catalog, principal string) (store.Grant, error)
+	GetGrantIndex(ctx context.Context, catalog string, indexed store.Indexed) (store.GrantIndex, error)
+	PutGrant(ctx context.Context, catalog string, g store.Grant, indexed store.Indexed) error
+	DeleteGrant(ctx context.Context, catalog, principal string, indexed store.Indexed) error
 }
+
+// ErrTooManyPatterns: a catalog holds store.MaxIndexedGrants pattern grants.
+var ErrTooManyPatterns = errors.New("too many pattern grants")
 
 // Authorizer checks privileges against grants. Admins (patterns) hold every
 // privilege everywhere: the bootstrap that lets the first catalog be made.
+//
+// What it reads is cached for the life of the process (a Lambda's
+// execution environment, the local server) and trusted for TTL: past it,
+// one read of the catalog's grant index tells whether any grant changed
+// (its version), and only then is the rest read again. So a grant change
+// counts within TTL everywhere, and at once in the process that made it.
 type Authorizer struct {
 	grants Grants
-	admins []string
+	admins []matcher
+	now    func() time.Time
+
+	mu     sync.Mutex
+	scopes map[string]*scope
+}
+
+// TTL is how long a cached reading of a catalog's grants is trusted before
+// its index is read again: the bound on how late a revoke counts in another
+// process (docs/design.md, Authentication and authorization).
+const TTL = 5 * time.Second
+
+// Bounds of the cache: past them it starts over (a process serving that
+// many catalogs or principals reads them again; it never grows unbounded).
+const (
+	maxScopes     = 1000
+	maxPrincipals = 10000
+)
+
+// scope is what one process knows of a catalog's grants.
+type scope struct {
+	version int64
+	// checked is when the read that found version began: nothing seen
+	// through this scope is older than that.
+	checked  time.Time
+	patterns []pattern
+	// held are the privileges of principals looked up at this version.
+	held map[string]map[Privilege]bool
+}
+
+type pattern struct {
+	matcher
+	privileges []string
 }
 
 // New returns an authorizer; admins are principal patterns ("*" globs).
 func New(g Grants, admins []string) *Authorizer {
-	return &Authorizer{grants: g, admins: admins}
+	a := &Authorizer{grants: g, now: time.Now, scopes: map[string]*scope{}}
+	for _, p := range admins {
+		a.admins = append(a.admins, compile(p))
+	}
+	return a
 }
 
-// matches reports whether principal fits pattern. As in IAM policies, '*'
+// SetClock replaces the clock the cache's TTL is measured on (tests).
+func (a *Authorizer) SetClock(now func() time.Time) { a.now = now }
+
+// matcher is a principal pattern, compiled once. As in IAM policies, '*'
 // matches any run of characters ('/' included) and '?' any one, so
 // arn:aws:sts::123:assumed-role/etl-* covers every session of the etl roles.
 // A pattern naming an IAM role (arn:aws:iam::123:role/path/name) also covers
 // the role's sessions (arn:aws:sts::123:assumed-role/name/*): API Gateway
 // reports a caller who assumed the role by its session ARN.
-func matches(pattern, principal string) bool {
-	if glob(pattern, principal) {
-		return true
-	}
-	if sessions, ok := roleSessions(pattern); ok {
-		return glob(sessions, principal)
-	}
-	return false
+type matcher struct {
+	exact    string
+	glob     string // "" : exact only
+	sessions string // the role's sessions' glob; "": not a role
 }
 
-func glob(pattern, principal string) bool {
-	if pattern == principal {
-		return true
+func compile(pattern string) matcher {
+	m := matcher{exact: pattern}
+	if strings.ContainsAny(pattern, "*?") {
+		m.glob = pattern
 	}
-	if !strings.ContainsAny(pattern, "*?") {
-		return false
+	if sessions, ok := roleSessions(pattern); ok {
+		m.sessions = sessions
 	}
-	expr := regexp.QuoteMeta(pattern)
-	expr = strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(expr)
-	ok, err := regexp.MatchString("^"+expr+"$", principal)
-	return err == nil && ok
+	return m
+}
+
+func (m matcher) match(principal string) bool {
+	return principal == m.exact || m.glob != "" && glob(m.glob, principal) ||
+		m.sessions != "" && glob(m.sessions, principal)
+}
+
+// matches reports whether principal fits pattern (see matcher).
+func matches(pattern, principal string) bool { return compile(pattern).match(principal) }
+
+// glob matches s against a '*'/'?' pattern, rune by rune, going back only
+// to the last '*' (linear in practice, no regular expression to compile: a
+// new process reads up to 100 pattern grants on its first check).
+func glob(pattern, s string) bool {
+	p, t := []rune(pattern), []rune(s)
+	pi, ti := 0, 0
+	star, mark := -1, 0
+	for ti < len(t) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
+			pi++
+			ti++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ti
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			ti = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
 }
 
 var roleARN = regexp.MustCompile(`^arn:(aws[a-z-]*):iam::([0-9]{12}|\*):role/(.+)$`)
@@ -145,10 +228,36 @@ func roleSessions(pattern string) (string, bool) {
 	return "arn:" + m[1] + ":sts::" + m[2] + ":assumed-role/" + name + "/*", true
 }
 
+// Indexed reports whether a grant to principal can match callers that a
+// lookup by key does not find (the store lists such grants in the
+// catalog's index): a pattern, or an IAM role named with a path, whose
+// sessions' ARNs carry the role's name only. Every other grant is found
+// under the caller's principal or, for a role session, its role's ARN
+// without a path (lookupKeys).
+func Indexed(principal string) bool {
+	if strings.ContainsAny(principal, "*?") {
+		return true
+	}
+	m := roleARN.FindStringSubmatch(principal)
+	return m != nil && strings.Contains(m[3], "/")
+}
+
+var sessionARN = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([^/]+)/`)
+
+// lookupKeys are the grants that may name the caller, besides the indexed
+// ones: its own principal and, for a role session, the role's ARN.
+func lookupKeys(principal string) []string {
+	keys := []string{principal}
+	if m := sessionARN.FindStringSubmatch(principal); m != nil {
+		keys = append(keys, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3])
+	}
+	return keys
+}
+
 // IsAdmin reports whether principal is a bootstrap admin.
 func (a *Authorizer) IsAdmin(principal string) bool {
-	for _, p := range a.admins {
-		if matches(p, principal) {
+	for _, m := range a.admins {
+		if m.match(principal) {
 			return true
 		}
 	}
@@ -198,24 +307,111 @@ func (a *Authorizer) CheckAny(ctx context.Context, catalog string, privs ...Priv
 	return fmt.Errorf("%w: %s holds none of %v on catalog %s", ErrForbidden, principal, privs, catalog)
 }
 
+// Grant sets principal's privileges on a scope (a catalog, or the system
+// scope), counting at once in this process.
+func (a *Authorizer) Grant(ctx context.Context, scope, principal string, privs []string) error {
+	defer a.forget(scope)
+	err := a.grants.PutGrant(ctx, scope, store.Grant{Principal: principal, Privileges: privs}, Indexed)
+	if errors.Is(err, store.ErrTooManyIndexed) {
+		return fmt.Errorf("grant %s on %s: %w (%v): name the principals, or fewer patterns", principal, scope, ErrTooManyPatterns, err)
+	}
+	return err
+}
+
+// Revoke removes principal's grant on a scope (store.ErrNotFound if none),
+// counting at once in this process.
+func (a *Authorizer) Revoke(ctx context.Context, scope, principal string) error {
+	defer a.forget(scope)
+	return a.grants.DeleteGrant(ctx, scope, principal, Indexed)
+}
+
+func (a *Authorizer) forget(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.scopes, name)
+}
+
 // held reads the privileges the principal holds on one scope: the catalog's
 // own grants only (the system scope's grants are not merged into a catalog),
 // and on the system scope only what it may hold.
-func (a *Authorizer) held(ctx context.Context, scope, principal string) (map[Privilege]bool, error) {
-	held := map[Privilege]bool{}
-	grants, err := a.grants.ListGrants(ctx, scope)
+func (a *Authorizer) held(ctx context.Context, name, principal string) (map[Privilege]bool, error) {
+	sc, err := a.scope(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("read grants of %s: %w", scope, err)
+		return nil, err
 	}
-	for _, g := range grants {
-		if !matches(g.Principal, principal) {
-			continue
-		}
-		for _, p := range g.Privileges {
-			if scope != SystemCatalog || slices.Contains(SystemPrivileges, Privilege(p)) {
-				held[Privilege(p)] = true
+	a.mu.Lock()
+	h, ok := sc.held[principal]
+	a.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	// Read after the index (scope): what they show is no older than it.
+	h = map[Privilege]bool{}
+	add := func(privs []string) {
+		for _, p := range privs {
+			if name != SystemCatalog || slices.Contains(SystemPrivileges, Privilege(p)) {
+				h[Privilege(p)] = true
 			}
 		}
 	}
-	return held, nil
+	for _, key := range lookupKeys(principal) {
+		g, err := a.grants.GetGrant(ctx, name, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read grant of %s on %s: %w", key, name, err)
+		}
+		add(g.Privileges)
+	}
+	for _, p := range sc.patterns {
+		if p.match(principal) {
+			add(p.privileges)
+		}
+	}
+	a.mu.Lock()
+	if len(sc.held) >= maxPrincipals {
+		clear(sc.held)
+	}
+	sc.held[principal] = h
+	a.mu.Unlock()
+	return h, nil
+}
+
+// scope returns what this process knows of a catalog's grants, reading its
+// index again when that is older than TTL (and everything else only when
+// the index's version moved). A catalog without an index (no grants yet)
+// is not cached: only admins pass there, and they read nothing.
+func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
+	now := a.now()
+	a.mu.Lock()
+	sc := a.scopes[name]
+	a.mu.Unlock()
+	if sc != nil && now.Sub(sc.checked) < TTL {
+		return sc, nil
+	}
+	ix, err := a.grants.GetGrantIndex(ctx, name, Indexed)
+	if err != nil {
+		return nil, fmt.Errorf("read grants of %s: %w", name, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur := a.scopes[name]; cur != nil && cur.version == ix.Version {
+		if cur.checked.Before(now) {
+			cur.checked = now
+		}
+		return cur, nil
+	}
+	sc = &scope{version: ix.Version, checked: now, held: map[string]map[Privilege]bool{}}
+	for _, g := range ix.Patterns {
+		sc.patterns = append(sc.patterns, pattern{compile(g.Principal), g.Privileges})
+	}
+	if ix.Version == 0 {
+		return sc, nil
+	}
+	if len(a.scopes) >= maxScopes {
+		clear(a.scopes)
+	}
+	a.scopes[name] = sc
+	return sc, nil
 }

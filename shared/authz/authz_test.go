@@ -1,6 +1,10 @@
 package authz
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestPrincipalPatterns(t *testing.T) {
 	cases := []struct {
@@ -33,5 +37,21 @@ func TestPrincipalPatterns(t *testing.T) {
 				t.Errorf("matches = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// glob reads a pattern as the regular expression it replaced did
+// (^…$, '*' as .*, '?' as ., everything else literal).
+func TestGlobAgreesWithItsRegexp(t *testing.T) {
+	patterns := []string{"*", "?", "a*", "*a", "a*b*c", "a**b", "a?c", "*?*", "é?", "a.b*", "arn:aws:sts::1:assumed-role/etl-*/*", "x*y*x"}
+	subjects := []string{"", "a", "ab", "abc", "aXbYc", "acb", "a.bz", "axbz", "é", "éx", "éé", "xyx", "xyxyx", "xxy",
+		"arn:aws:sts::1:assumed-role/etl-a/s", "arn:aws:sts::1:assumed-role/etl-a"}
+	for _, p := range patterns {
+		expr := regexp.MustCompile("^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(p)) + "$")
+		for _, s := range subjects {
+			if got, want := glob(p, s), expr.MatchString(s); got != want {
+				t.Errorf("glob(%q, %q) = %v, its regexp says %v", p, s, got, want)
+			}
+		}
 	}
 }

@@ -159,7 +159,7 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 	if p := authz.Principal(ctx); p != "" {
 		creator = &store.Grant{Principal: p, Privileges: []string{string(authz.CatalogManage)}}
 	}
-	if err := s.store.CreateCatalog(ctx, c, &claim, creator); err != nil {
+	if err := s.store.CreateCatalog(ctx, c, &claim, creator, authz.Indexed); err != nil {
 		switch {
 		case errors.Is(err, store.ErrExists):
 			return CatalogInfo{}, fmt.Errorf("create catalog %s: %w", name, ErrCatalogExists)

@@ -365,7 +365,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeRecorded(w, rec, rec.Body.Bytes())
+	writeRecorded(w, rec, out)
 	if d.due() {
 		// The answer goes out first; other requests wait (mutations on
 		// d.mu, reads on d.smu) until the snapshot is written.
@@ -389,10 +389,20 @@ func (d *DynamoDB) serve(op string, body []byte) (*httptest.ResponseRecorder, []
 	if err := d.fault(op, body); err != nil {
 		return nil, nil, err
 	}
+	counted := capacityAsked(body)
+	var written []keyed
+	var before []int
+	if counted {
+		written = d.writtenItems(op, body)
+		before = d.writeSizes(written)
+	}
 	rec := d.callNarrowed(op, body)
 	out := rec.Body.Bytes()
 	if rec.Code == http.StatusOK {
 		out = d.reshape(op, out)
+		if counted {
+			out = withCapacity(op, out, d.capacity(op, body, out, written, before))
+		}
 	}
 	return rec, out, nil
 }

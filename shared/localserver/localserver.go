@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
@@ -73,6 +74,9 @@ type Options struct {
 	// Wrap, when set, wraps the REST handler as served (e2e checks the
 	// lifecycle API's answers against its spec there).
 	Wrap func(http.Handler) http.Handler
+	// APIOptions are added to every SDK client's middleware (`make bench`
+	// counts the calls the product makes).
+	APIOptions []func(*middleware.Stack) error
 	// JournalCompactAt: the DynamoDB journal's size (bytes) that triggers
 	// its compaction into a snapshot (0: localaws.DefaultCompactAt; < 0:
 	// never, the journal alone: the restart benchmark's baseline).
@@ -284,6 +288,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.APIOptions = append(cfg.APIOptions, o.APIOptions...)
 	ddb := awsconfig.DynamoDB(cfg, ep)
 	if err := store.CreateTable(ctx, ddb, s.names.table); err != nil {
 		return nil, err

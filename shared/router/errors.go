@@ -50,6 +50,7 @@ func statusOf(err error) (int, string) {
 	}{
 		{authz.ErrUnauthenticated, http.StatusUnauthorized, "NotAuthorizedException"},
 		{authz.ErrForbidden, http.StatusForbidden, "ForbiddenException"},
+		{authz.ErrTooManyPatterns, http.StatusBadRequest, "BadRequestException"},
 		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
 		{errNoRoute, http.StatusNotFound, "NotFoundException"},
 		{errMethodNotAllowed, http.StatusMethodNotAllowed, "MethodNotAllowedException"},

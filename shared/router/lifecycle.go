@@ -143,7 +143,7 @@ func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	privs := slices.Compact(slices.Sorted(slices.Values(req.Privileges)))
-	if err := s.store.PutGrant(r.Context(), cat, store.Grant{Principal: p, Privileges: privs}); err != nil {
+	if err := s.Authz.Grant(r.Context(), cat, p, privs); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -160,7 +160,7 @@ func (s *server) deleteGrant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.store.DeleteGrant(r.Context(), cat, p); err != nil {
+	if err := s.Authz.Revoke(r.Context(), cat, p); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			err = fmt.Errorf("grant of %s on %s: %w", p, cat, catalog.ErrNotFound)
 		}

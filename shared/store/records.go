@@ -78,12 +78,6 @@ func holds(h *Hold, extra []Hold) []Hold {
 	return append(out, extra...)
 }
 
-// Grant holds the privileges of one principal (or principal pattern) on a catalog.
-type Grant struct {
-	Principal  string   `dynamodbav:"principal"`
-	Privileges []string `dynamodbav:"privileges"`
-}
-
 func catalogKey(name string) (string, string) { return "CATALOG#" + name, "CATALOG" }
 
 func nsKey(cat string, levels []string) (string, string) {
@@ -97,8 +91,6 @@ func tablePK(cat string, ns []string) string {
 func tableKey(cat string, ns []string, name string) (string, string) {
 	return tablePK(cat, ns), "T#" + name
 }
-
-func grantKey(cat, principal string) (string, string) { return "GRANT#" + cat, "G#" + principal }
 
 func withKey(v any, pk, sk string) (map[string]ddbtypes.AttributeValue, error) {
 	item, err := marshal(v)
@@ -127,10 +119,10 @@ func withKey(v any, pk, sk string) (map[string]ddbtypes.AttributeValue, error) {
 // ---- catalogs ----
 
 // CreateCatalog stores a new catalog and, in the same transaction, its
-// warehouse claim (with claim) and its creator's grant (with creator);
-// ErrExists if the name is taken, ErrLocationTaken if the warehouse overlaps
-// another owner's prefix.
-func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim, creator *Grant) error {
+// warehouse claim (with claim) and its creator's grant (with creator, and
+// the catalog's grant index: see PutGrant); ErrExists if the name is taken,
+// ErrLocationTaken if the warehouse overlaps another owner's prefix.
+func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim, creator *Grant, indexed Indexed) error {
 	pk, sk := catalogKey(c.Name)
 	if claim != nil {
 		c.Hold = &claim.Hold
@@ -143,12 +135,11 @@ func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim, crea
 		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	}}}
 	if creator != nil {
-		gpk, gsk := grantKey(c.Name, creator.Principal)
-		g, err := withKey(*creator, gpk, gsk)
+		grants, err := s.firstGrant(c.Name, *creator, indexed)
 		if err != nil {
 			return err
 		}
-		items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String(s.table), Item: g}})
+		items = append(items, grants...)
 	}
 	first := len(items)
 	if claim != nil {
@@ -322,65 +313,6 @@ func (s *Store) DropNamespace(ctx context.Context, cat string, levels []string) 
 		return ErrNotEmpty
 	}
 	return err
-}
-
-// ---- grants ----
-
-// PutGrant sets the privileges of a principal on a catalog.
-func (s *Store) PutGrant(ctx context.Context, cat string, g Grant) error {
-	pk, sk := grantKey(cat, g.Principal)
-	item, err := withKey(g, pk, sk)
-	if err != nil {
-		return err
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
-	return err
-}
-
-// GetGrant loads one principal's grant; ErrNotFound if none.
-func (s *Store) GetGrant(ctx context.Context, cat, principal string) (Grant, error) {
-	var g Grant
-	pk, sk := grantKey(cat, principal)
-	err := s.get(ctx, pk, sk, &g)
-	return g, err
-}
-
-// DeleteGrant removes a principal's grant; ErrNotFound if none.
-func (s *Store) DeleteGrant(ctx context.Context, cat, principal string) error {
-	pk, sk := grantKey(cat, principal)
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 key(pk, sk),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
-	})
-	if conditionFailed(err) {
-		return ErrNotFound
-	}
-	return err
-}
-
-// ListGrants returns every grant of a catalog.
-func (s *Store) ListGrants(ctx context.Context, cat string) ([]Grant, error) {
-	pk, _ := grantKey(cat, "")
-	var out []Grant
-	token := ""
-	for {
-		items, next, err := s.query(ctx, pk, "G#", token, 0)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			var g Grant
-			if err := unmarshal(it, &g); err != nil {
-				return nil, err
-			}
-			out = append(out, g)
-		}
-		if next == "" {
-			return out, nil
-		}
-		token = next
-	}
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
