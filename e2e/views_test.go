@@ -460,3 +460,25 @@ func TestViewHoldExpiryDeletesItsMetadataFiles(t *testing.T) {
 		t.Errorf("events of the expired view: %v, want %v", got, want)
 	}
 }
+
+// droppedViewIn makes a view of catalog c and drops it (soft delete off:
+// its location is free again) and returns its metadata location.
+func droppedViewIn(t *testing.T, c, ns, name string) string {
+	t.Helper()
+	var v viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", "/v1/"+c+"/namespaces/"+ns+"/views", shared.Token, viewBody(name, ns)), &v)
+	mustCall(t, 204, "DELETE", "/v1/"+c+"/namespaces/"+ns+"/views/"+name, shared.Token, nil)
+	return v.MetadataLocation
+}
+
+// softDeletedViewIn soft-deletes a new view of catalog c (soft delete on
+// for the drop only) and returns its uuid.
+func softDeletedViewIn(t *testing.T, c, ns, name string) string {
+	t.Helper()
+	var v viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", "/v1/"+c+"/namespaces/"+ns+"/views", shared.Token, viewBody(name, ns)), &v)
+	mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+c+"/properties", shared.Token, map[string]any{"updates": map[string]string{"soft-delete.enabled": "true"}})
+	mustCall(t, 204, "DELETE", "/v1/"+c+"/namespaces/"+ns+"/views/"+name, shared.Token, nil)
+	mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+c+"/properties", shared.Token, map[string]any{"removals": []string{"soft-delete.enabled"}})
+	return v.Metadata.UUID
+}
