@@ -52,6 +52,23 @@ func swept(j store.Job) []store.Hold {
 	return out
 }
 
+// listedBy reports, for a job, whether an object lies in what its final
+// listing covers (nothing when it lists nothing).
+func listedBy(j store.Job) func(objects.Location) bool {
+	var holds []store.Hold
+	if sweeps(j) {
+		holds = swept(j)
+	}
+	return func(o objects.Location) bool {
+		for _, h := range holds {
+			if o.Bucket == h.Bucket && strings.HasPrefix(o.Key, h.Prefix+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // sweep runs pages of the final listing, at most finalizeChunksPerCall per
 // call; it reports whether the listing is complete. layer is the metadata
 // layer (in layerBucket), which the listing keeps, with the current
