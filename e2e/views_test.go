@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/view"
 
+	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
 )
@@ -481,4 +482,73 @@ func softDeletedViewIn(t *testing.T, c, ns, name string) string {
 	mustCall(t, 204, "DELETE", "/v1/"+c+"/namespaces/"+ns+"/views/"+name, shared.Token, nil)
 	mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+c+"/properties", shared.Token, map[string]any{"removals": []string{"soft-delete.enabled"}})
 	return v.Metadata.UUID
+}
+
+// A view's legal hold is TABLE_LEGAL_HOLD's alone on every path (replace,
+// register, the soft-deleted record), and while set nothing of the view
+// is deleted: purge-now is a 409, so is an undrop that would lift a hold
+// set after the drop.
+func TestViewLegalHold(t *testing.T) {
+	localOnly(t)
+	name, _ := softCatalog(t, nil)
+	ns := uniq("vlh")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	vpath := "/v1/" + name + "/namespaces/" + ns + "/views"
+	var most []authz.Privilege
+	for _, p := range authz.All {
+		if p != authz.TableLegalHold {
+			most = append(most, p)
+		}
+	}
+	writer := grantTo(t, shared.Token, name, most)
+	keeper := grantTo(t, shared.Token, name, []authz.Privilege{authz.TableLegalHold})
+
+	var held viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", vpath, shared.Token, viewBody("h", ns, "icehold.legal-hold", "true")), &held)
+	for what, u := range map[string]any{
+		"remove-properties":    map[string]any{"action": "remove-properties", "removals": []string{"icehold.legal-hold"}},
+		"set-properties false": map[string]any{"action": "set-properties", "updates": map[string]string{"icehold.legal-hold": "false"}},
+	} {
+		if st, body := call(t, "POST", vpath+"/h", writer, map[string]any{"requirements": []any{}, "updates": []any{u}}); st != 403 {
+			t.Errorf("replace %s without TABLE_LEGAL_HOLD: %d %s", what, st, body)
+		}
+	}
+	// Other properties stay the writer's.
+	mustCall(t, 200, "POST", vpath+"/h", writer, map[string]any{"requirements": []any{}, "updates": setProps()})
+
+	// Register of a held view's metadata sets the hold: on a catalog that
+	// drops hard, so the dropped view's location is free.
+	hard := uniq("hard")
+	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": hard, "warehouse": "s3://icehold-warehouse/" + hard})
+	mustCall(t, 200, "POST", "/v1/"+hard+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	var g viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", "/v1/"+hard+"/namespaces/"+ns+"/views", shared.Token, viewBody("g", ns, "icehold.legal-hold", "true")), &g)
+	mustCall(t, 204, "DELETE", "/v1/"+hard+"/namespaces/"+ns+"/views/g", shared.Token, nil)
+	creator := grantTo(t, shared.Token, hard, []authz.Privilege{authz.TableCreate, authz.TableWrite, authz.TableRead})
+	if st, body := call(t, "POST", "/v1/"+hard+"/namespaces/"+ns+"/register-view", creator, map[string]any{"name": "g", "metadata-location": g.MetadataLocation}); st != 403 {
+		t.Errorf("register of held view metadata without TABLE_LEGAL_HOLD: %d %s", st, body)
+	}
+
+	// The soft-deleted record: a hold set after the drop.
+	var v viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", vpath, shared.Token, viewBody("v", ns)), &v)
+	mustCall(t, 204, "DELETE", vpath+"/v", shared.Token, nil)
+	hold := "/lifecycle/v1/catalogs/" + name + "/soft-deleted-tables/" + v.Metadata.UUID + "/legal-hold"
+	if st, body := call(t, "POST", hold, writer, map[string]any{"enabled": true}); st != 403 {
+		t.Errorf("record hold without TABLE_LEGAL_HOLD: %d %s", st, body)
+	}
+	var rec softdelete.View
+	mustDecode(t, mustCall(t, 200, "POST", hold, keeper, map[string]any{"enabled": true}), &rec)
+	if rec.Kind != "view" || rec.ViewUUID != v.Metadata.UUID || !rec.LegalHold {
+		t.Errorf("held record: %+v", rec)
+	}
+	lc := "/lifecycle/v1/catalogs/" + name + "/namespaces/" + ns + "/views/v"
+	for _, op := range []string{"/purge-now", "/undrop"} {
+		st, body := call(t, "POST", lc+op, shared.Token, map[string]any{})
+		if typ, _, _ := errorModel(t, body); st != 409 || typ != "LegalHoldException" {
+			t.Errorf("%s of a held view: %d %s", op, st, body)
+		}
+	}
+	mustCall(t, 200, "POST", hold, keeper, map[string]any{"enabled": false})
+	mustCall(t, 202, "POST", lc+"/purge-now", shared.Token, map[string]any{})
 }
