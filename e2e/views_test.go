@@ -552,3 +552,52 @@ func TestViewLegalHold(t *testing.T) {
 	mustCall(t, 200, "POST", hold, keeper, map[string]any{"enabled": false})
 	mustCall(t, 202, "POST", lc+"/purge-now", shared.Token, map[string]any{})
 }
+
+// No table operation reaches a view through its name, nor a view
+// operation a table: each is refused and both are unchanged.
+func TestTableOperationsLeaveAViewAlone(t *testing.T) {
+	ns := uniq("vtbl")
+	base := "/v1/" + shared.Catalog + "/namespaces/" + ns
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	var v viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", base+"/views", shared.Token, viewBody("v", ns)), &v)
+	mustCall(t, 200, "POST", base+"/tables", shared.Token, map[string]any{"name": "t", "schema": rawSchema})
+	mustCall(t, 200, "POST", base+"/tables", shared.Token, map[string]any{"name": "r", "schema": rawSchema})
+	free := loadedMetadataLocation(t, base+"/tables/r")
+	mustCall(t, 204, "DELETE", base+"/tables/r", shared.Token, nil)
+	freeView := droppedViewIn(t, shared.Catalog, ns, "dv")
+	ident := map[string]any{"namespace": []string{ns}, "name": "v"}
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		want               int
+	}{
+		{"load table", "GET", base + "/tables/v", nil, 404},
+		{"table exists", "HEAD", base + "/tables/v", nil, 404},
+		{"drop table", "DELETE", base + "/tables/v", nil, 404},
+		{"drop table with purge", "DELETE", base + "/tables/v?purgeRequested=true", nil, 404},
+		{"commit table", "POST", base + "/tables/v", map[string]any{"requirements": []any{}, "updates": setProps()}, 404},
+		{"register table", "POST", base + "/register", map[string]any{"name": "v", "metadata-location": free}, 409},
+		{"register table with overwrite", "POST", base + "/register", map[string]any{"name": "v", "metadata-location": free, "overwrite": true}, 409},
+		{"rename table onto it", "POST", "/v1/" + shared.Catalog + "/tables/rename", map[string]any{"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": ident}, 409},
+		{"rename it as a table", "POST", "/v1/" + shared.Catalog + "/tables/rename", map[string]any{"source": ident, "destination": map[string]any{"namespace": []string{ns}, "name": "t2"}}, 404},
+		{"transaction on it", "POST", "/v1/" + shared.Catalog + "/transactions/commit", map[string]any{"table-changes": []any{map[string]any{"identifier": ident, "requirements": []any{}, "updates": setProps()}}}, 404},
+		// And the other way round: view operations at the table's name.
+		{"view exists at a table", "HEAD", base + "/views/t", nil, 404},
+		{"drop view at a table", "DELETE", base + "/views/t", nil, 404},
+		{"register view at a table", "POST", base + "/register-view", map[string]any{"name": "t", "metadata-location": freeView}, 409},
+		{"rename a table as a view", "POST", "/v1/" + shared.Catalog + "/views/rename", map[string]any{"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": map[string]any{"namespace": []string{ns}, "name": "t3"}}, 404},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if st, body := call(t, c.method, c.path, shared.Token, c.body); st != c.want {
+				t.Errorf("%d %s, want %d", st, body, c.want)
+			}
+		})
+	}
+	mustCall(t, 200, "GET", base+"/tables/t", shared.Token, nil)
+	var after viewAnswer
+	mustDecode(t, mustCall(t, 200, "GET", base+"/views/v", shared.Token, nil), &after)
+	if after.MetadataLocation != v.MetadataLocation {
+		t.Errorf("the view moved: %s -> %s", v.MetadataLocation, after.MetadataLocation)
+	}
+}
