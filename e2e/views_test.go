@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -577,6 +578,8 @@ func TestTableOperationsLeaveAViewAlone(t *testing.T) {
 		{"drop table", "DELETE", base + "/tables/v", nil, 404},
 		{"drop table with purge", "DELETE", base + "/tables/v?purgeRequested=true", nil, 404},
 		{"commit table", "POST", base + "/tables/v", map[string]any{"requirements": []any{}, "updates": setProps()}, 404},
+		{"stage-create table", "POST", base + "/tables", map[string]any{"name": "v", "schema": rawSchema, "stage-create": true}, 409},
+		{"commit assert-create", "POST", base + "/tables/v", map[string]any{"requirements": assertCreate, "updates": createUpdates(fixture{ns: ns}, "v")}, 409},
 		{"register table", "POST", base + "/register", map[string]any{"name": "v", "metadata-location": free}, 409},
 		{"register table with overwrite", "POST", base + "/register", map[string]any{"name": "v", "metadata-location": free, "overwrite": true}, 409},
 		{"rename table onto it", "POST", "/v1/" + shared.Catalog + "/tables/rename", map[string]any{"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": ident}, 409},
@@ -599,5 +602,54 @@ func TestTableOperationsLeaveAViewAlone(t *testing.T) {
 	mustDecode(t, mustCall(t, 200, "GET", base+"/views/v", shared.Token, nil), &after)
 	if after.MetadataLocation != v.MetadataLocation {
 		t.Errorf("the view moved: %s -> %s", v.MetadataLocation, after.MetadataLocation)
+	}
+}
+
+// Replaces race by compare-and-swap: of concurrent replaces from one base
+// at most one wins (no two answers are the same successor file), the
+// others are 409 CommitFailedException, and the view is the last winner's.
+func TestViewReplaceRace(t *testing.T) {
+	ns := uniq("vcas")
+	base := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/views"
+	mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	mustCall(t, 200, "POST", base, shared.Token, viewBody("v", ns))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := map[string]string{} // successor file number -> metadata location
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, body := call(t, "POST", base+"/v", shared.Token, map[string]any{"requirements": []any{},
+				"updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"writer": string(rune('a' + i))}}}})
+			switch st {
+			case 200:
+				var a viewAnswer
+				mustDecode(t, body, &a)
+				n := a.MetadataLocation[strings.LastIndex(a.MetadataLocation, "/")+1:][:5]
+				mu.Lock()
+				defer mu.Unlock()
+				if prev, ok := won[n]; ok {
+					t.Errorf("two replaces won as file %s: %s and %s", n, prev, a.MetadataLocation)
+				}
+				won[n] = a.MetadataLocation
+			case 409:
+				if typ, _, _ := errorModel(t, body); typ != "CommitFailedException" {
+					t.Errorf("a lost replace: %s", body)
+				}
+			default:
+				t.Errorf("a replace answered %d %s", st, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(won) == 0 {
+		t.Fatal("no replace won")
+	}
+	var now viewAnswer
+	mustDecode(t, mustCall(t, 200, "GET", base+"/v", shared.Token, nil), &now)
+	n := now.MetadataLocation[strings.LastIndex(now.MetadataLocation, "/")+1:][:5]
+	if last, err := strconv.Atoi(n); err != nil || won[n] != now.MetadataLocation || len(won) != last {
+		t.Errorf("current %s, winners %v: want the last of an unbroken chain", now.MetadataLocation, won)
 	}
 }
