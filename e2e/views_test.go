@@ -20,8 +20,10 @@ import (
 	"github.com/apache/iceberg-go/view"
 
 	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // viewSpec restates the REST spec's view answers (see its header).
@@ -652,4 +654,45 @@ func TestViewReplaceRace(t *testing.T) {
 	if last, err := strconv.Atoi(n); err != nil || won[n] != now.MetadataLocation || len(won) != last {
 		t.Errorf("current %s, winners %v: want the last of an unbroken chain", now.MetadataLocation, won)
 	}
+
+	// The losers' files are orphans: the sweep deletes them and keeps every
+	// file that was current once (the create's and the winners').
+	srv := localOnly(t)
+	dir := now.MetadataLocation[:strings.LastIndex(now.MetadataLocation, "/")+1]
+	files := func() []string {
+		var out []string
+		for k := range bucketObjects(t, srv) {
+			if strings.HasPrefix(k, dir) {
+				out = append(out, k)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := files()
+	t.Logf("%d replaces won, %d files before the sweep", len(won), len(before))
+	if len(before) == len(won)+1 {
+		return // no replace lost: nothing to sweep
+	}
+	rep, err := srv.Purge.SweepOrphans(context.Background(), time.Now().Add(purge.IntentTTL+time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range rep.Jobs {
+		waitJob(t, id, store.JobSucceeded, time.Minute)
+	}
+	want := []string{dir + "00000"}
+	for _, loc := range won {
+		want = append(want, loc)
+	}
+	got := files()
+	if len(got) != len(want) || !strings.HasPrefix(got[0], want[0]) {
+		t.Fatalf("after the sweep %v, want the create's file and the winners' %v", got, won)
+	}
+	for _, loc := range won {
+		if !slices.Contains(got, loc) {
+			t.Errorf("the sweep deleted %s, once current", loc)
+		}
+	}
+	mustCall(t, 200, "GET", base+"/v", shared.Token, nil)
 }
