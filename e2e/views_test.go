@@ -696,3 +696,47 @@ func TestViewReplaceRace(t *testing.T) {
 	}
 	mustCall(t, 200, "GET", base+"/v", shared.Token, nil)
 }
+
+// A view that moved (set-location) owns both locations until its
+// permanent delete, which deletes the metadata files under both and
+// releases both: a table can then take either.
+func TestViewMovedLocationPurgeNow(t *testing.T) {
+	srv := localOnly(t)
+	name, _ := softCatalog(t, nil)
+	ns := uniq("vmv")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	base := "/v1/" + name + "/namespaces/" + ns
+	var v viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", base+"/views", shared.Token, viewBody("v", ns)), &v)
+	moved := "s3://icehold-warehouse/" + name + "/elsewhere/" + ns
+	var m viewAnswer
+	mustDecode(t, mustCall(t, 200, "POST", base+"/views/v", shared.Token, map[string]any{"requirements": []any{},
+		"updates": []any{map[string]any{"action": "set-location", "location": moved}}}), &m)
+	if !strings.HasPrefix(m.MetadataLocation, moved+"/metadata/") {
+		t.Fatalf("moved view's metadata %s", m.MetadataLocation)
+	}
+	table := func(loc string) (int, []byte) {
+		return call(t, "POST", base+"/tables", shared.Token, map[string]any{"name": uniq("t"), "schema": rawSchema, "location": loc})
+	}
+	for _, loc := range []string{v.Metadata.Location, moved} {
+		if st, body := table(loc); st != 409 {
+			t.Errorf("a table at the view's location %s: %d %s", loc, st, body)
+		}
+	}
+	mustCall(t, 204, "DELETE", base+"/views/v", shared.Token, nil)
+	var j jobJSON
+	mustDecode(t, mustCall(t, 202, "POST", "/lifecycle/v1/catalogs/"+name+"/namespaces/"+ns+"/views/v/purge-now", shared.Token, map[string]any{}), &j)
+	if j = waitJobIn(t, name, j.ID, "SUCCEEDED"); j.State != "SUCCEEDED" || j.MetadataFilesDeleted != 2 {
+		t.Errorf("the view's job: %+v, want its 2 metadata files deleted", j)
+	}
+	for k := range bucketObjects(t, srv) {
+		if k == v.MetadataLocation || k == m.MetadataLocation {
+			t.Errorf("left after the purge: %s", k)
+		}
+	}
+	for _, loc := range []string{v.Metadata.Location, moved} {
+		if st, body := table(loc); st != 200 {
+			t.Errorf("a table at the purged view's location %s: %d %s", loc, st, body)
+		}
+	}
+}
