@@ -16,6 +16,8 @@ import (
 // fixture is what one matrix row works on: its own namespace and table.
 type fixture struct {
 	ns, meta string
+	// viewMeta: the metadata of a dropped view (register-view rows).
+	viewMeta string
 }
 
 func newFixture(t *testing.T, admin string) fixture {
@@ -84,9 +86,10 @@ var assertCreate = []any{map[string]any{"type": "assert-create"}}
 func p(ps ...authz.Privilege) []authz.Privilege { return ps }
 
 const (
-	nsPath  = "/v1/{prefix}/namespaces/{namespace}"
-	tblPath = nsPath + "/tables/{table}"
-	lcPath  = "/lifecycle/v1/catalogs/{c}"
+	nsPath   = "/v1/{prefix}/namespaces/{namespace}"
+	tblPath  = nsPath + "/tables/{table}"
+	viewPath = nsPath + "/views/{view}"
+	lcPath   = "/lifecycle/v1/catalogs/{c}"
 )
 
 var matrix = []row{
@@ -151,6 +154,29 @@ var matrix = []row{
 		body: func(f fixture) any {
 			return map[string]any{"table-changes": []any{map[string]any{"identifier": map[string]any{"namespace": []string{f.ns}, "name": "t"}, "requirements": []any{}, "updates": setLegalHold()}}}
 		}},
+	// Views take the table privileges ({view-made}: the fixture has view v).
+	{route: "GET " + nsPath + "/views", name: "list views", path: "/v1/{c}/namespaces/{ns}/views", privs: p(authz.TableRead), want: 200},
+	{route: "POST " + nsPath + "/views", name: "create view", path: "/v1/{c}/namespaces/{ns}/views", privs: p(authz.TableCreate), want: 200,
+		body: func(f fixture) any { return viewBody("v_new", f.ns) }},
+	{route: "POST " + nsPath + "/views [legal-hold]", name: "create view with a legal hold", path: "/v1/{c}/namespaces/{ns}/views", privs: p(authz.TableCreate, authz.TableLegalHold), want: 200,
+		body: func(f fixture) any { return viewBody("v_held", f.ns, "icehold.legal-hold", "true") }},
+	{route: "GET " + viewPath, name: "load view", path: "/v1/{c}/namespaces/{ns}/views/v{view-made}", privs: p(authz.TableRead), want: 200},
+	{route: "HEAD " + viewPath, name: "view exists", path: "/v1/{c}/namespaces/{ns}/views/v{view-made}", privs: p(authz.TableRead), want: 204},
+	{route: "POST " + viewPath, name: "replace view", path: "/v1/{c}/namespaces/{ns}/views/v{view-made}", privs: p(authz.TableWrite), want: 200,
+		body: func(fixture) any { return map[string]any{"requirements": []any{}, "updates": setProps()} }},
+	{route: "POST " + viewPath + " [legal-hold]", name: "replace view setting a legal hold", path: "/v1/{c}/namespaces/{ns}/views/v{view-made}", privs: p(authz.TableWrite, authz.TableLegalHold), want: 200,
+		body: func(fixture) any { return map[string]any{"requirements": []any{}, "updates": setLegalHold()} }},
+	{route: "DELETE " + viewPath, name: "drop view", path: "/v1/{c}/namespaces/{ns}/views/v{view-made}", privs: p(authz.TableDrop), want: 204},
+	{route: "POST " + nsPath + "/register-view", name: "register view", path: "/v1/{c}/namespaces/{ns}/register-view{view-meta}", privs: p(authz.TableCreate), want: 200,
+		body: func(f fixture) any { return map[string]any{"name": "v_reg", "metadata-location": f.viewMeta} }},
+	{route: "POST /v1/{prefix}/views/rename", name: "rename view", path: "/v1/{c}/views/rename{view-made}", privs: p(authz.TableWrite, authz.TableCreate), want: 204,
+		body: func(f fixture) any {
+			return map[string]any{"source": map[string]any{"namespace": []string{f.ns}, "name": "v"}, "destination": map[string]any{"namespace": []string{f.ns}, "name": "v_moved"}}
+		}},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/views/{view}/undrop", name: "undrop view", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/views/sv/undrop{soft-view}", privs: p(authz.TableUndrop), want: 200,
+		body: func(fixture) any { return map[string]any{} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/views/{view}/purge-now", name: "purge-now view", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/views/sv/purge-now{soft-view}", privs: p(authz.TableDropWithPurge), want: 202,
+		body: func(fixture) any { return map[string]any{} }},
 	{route: "POST /lifecycle/v1/catalogs", name: "create catalog", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), scope: "*", want: 201,
 		body: func(fixture) any {
 			name := uniq("cat")
@@ -269,6 +295,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 			if strings.Contains(r.path, "{soft") {
 				soft = softDeletedIn(t, shared.Catalog, f.ns, "sd")
 			}
+			if strings.Contains(r.path, "{view-made}") {
+				mustCall(t, 200, "POST", "/v1/"+shared.Catalog+"/namespaces/"+f.ns+"/views", admin, viewBody("v", f.ns))
+			}
+			if strings.Contains(r.path, "{view-meta}") {
+				f.viewMeta = droppedViewIn(t, shared.Catalog, f.ns, "rv")
+			}
+			if strings.Contains(r.path, "{soft-view}") {
+				softDeletedViewIn(t, shared.Catalog, f.ns, "sv")
+			}
 			if strings.Contains(r.path, "{part-made}") {
 				partitionedIn(t, f.ns, "pt")
 			}
@@ -276,7 +311,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				retentionIn(t, f.ns, "rt", strings.Contains(r.path, "{ret-set}"))
 			}
 			path := strings.NewReplacer("{c}", shared.Catalog, "{ns}", f.ns, "{job}", job, "{soft}", soft, "{soft-made}", "", "{part-made}", "",
-				"{ret-made}", "", "{ret-set}", "").Replace(r.path)
+				"{ret-made}", "", "{ret-set}", "", "{view-made}", "", "{view-meta}", "", "{soft-view}", "").Replace(r.path)
 			var body any
 			if r.body != nil {
 				body = r.body(f)

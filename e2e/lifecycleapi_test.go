@@ -27,7 +27,8 @@ const lifecycleSpec = "../docs/lifecycle-api.yaml"
 // specCheck validates lifecycle answers against the spec: the status must
 // be one the operation lists and the body must match its schema.
 type specCheck struct {
-	doc *openapi3.T
+	file string // the OpenAPI document
+	doc  *openapi3.T
 	// mux matches a request to its route as the router does (a principal
 	// may hold slashes, which an OpenAPI path parameter may not).
 	mux *http.ServeMux
@@ -54,17 +55,20 @@ func specPath(pattern string) string {
 	return strings.NewReplacer("{c}", "{catalog}", "{principal...}", "{principal}").Replace(pattern)
 }
 
-func loadSpecCheck() (*specCheck, error) {
+func loadSpecCheck() (*specCheck, error) { return newSpecCheck(lifecycleSpec, lifecycleRoutes()) }
+
+// newSpecCheck checks the answers of the router patterns against file.
+func newSpecCheck(file string, patterns []string) (*specCheck, error) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(lifecycleSpec)
+	doc, err := loader.LoadFromFile(file)
 	if err != nil {
 		return nil, err
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		return nil, fmt.Errorf("%s is not valid OpenAPI: %w", lifecycleSpec, err)
+		return nil, fmt.Errorf("%s is not valid OpenAPI: %w", file, err)
 	}
-	c := &specCheck{doc: doc, mux: http.NewServeMux(), checked: map[string]int{}}
-	for _, p := range lifecycleRoutes() {
+	c := &specCheck{file: file, doc: doc, mux: http.NewServeMux(), checked: map[string]int{}}
+	for _, p := range patterns {
 		c.mux.HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
 	}
 	return c, nil
@@ -143,7 +147,7 @@ func (c *specCheck) check(r *http.Request, status int, header http.Header, body 
 	}
 	method, path, item, op := c.operation(pattern)
 	if op == nil {
-		return fmt.Errorf("%s %s: %s has no operation %s %s", r.Method, r.URL.Path, lifecycleSpec, method, path)
+		return fmt.Errorf("%s %s: %s has no operation %s %s", r.Method, r.URL.Path, c.file, method, path)
 	}
 	if header.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(bytes.NewReader(body))
@@ -165,7 +169,7 @@ func (c *specCheck) check(r *http.Request, status int, header http.Header, body 
 		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		return fmt.Errorf("%s %s answered %d, not as %s says (%s %s): %v\nbody: %.2000s", r.Method, r.URL.Path, status, lifecycleSpec, method, path, err, body)
+		return fmt.Errorf("%s %s answered %d, not as %s says (%s %s): %v\nbody: %.2000s", r.Method, r.URL.Path, status, c.file, method, path, err, body)
 	}
 	c.mu.Lock()
 	c.checked[method+" "+path]++

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		Short: "List the catalog's soft-deleted tables",
 		Args:  noArgs,
 		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
-			q := url.Values{}
+			q := url.Values{"kind": {softdelete.KindTable}} // views: icehold views soft-deleted
 			if ns != "" {
 				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
 			}
@@ -141,7 +142,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	var holdGen string
 	legalHold := &cobra.Command{
 		Use:   "legal-hold TABLE_UUID --on|--off",
-		Short: "Hold a soft-deleted table (no expiry, no purge), or release it",
+		Short: "Hold a soft-deleted table or view (no expiry, no purge), or release it",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if on == off {
@@ -160,7 +161,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 				return err
 			}
 			return c.emit(cmd.OutOrStdout(), v, func(out io.Writer) error {
-				_, err := fmt.Fprintf(out, "%s.%s (%s): legal hold %v\n", strings.Join(v.Namespace, "."), v.Name, v.TableUUID, v.LegalHold)
+				_, err := fmt.Fprintf(out, "%s.%s (%s): legal hold %v\n", strings.Join(v.Namespace, "."), v.Name, cmp.Or(v.TableUUID, v.ViewUUID), v.LegalHold)
 				return err
 			})
 		},

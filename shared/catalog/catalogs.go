@@ -283,8 +283,13 @@ func changedProperties(base, meta table.Metadata) map[string]string {
 	if base != nil {
 		old = base.Properties()
 	}
+	return changedProps(old, meta.Properties())
+}
+
+// changedProps are the properties props sets to a value old does not have.
+func changedProps(old, props map[string]string) map[string]string {
 	out := map[string]string{}
-	for k, v := range meta.Properties() {
+	for k, v := range props {
 		if ov, ok := old[k]; !ok || ov != v {
 			out[k] = v
 		}

@@ -82,26 +82,8 @@ func (s *Service) ReadMetadata(ctx context.Context, loc string) (table.Metadata,
 // readMetadata reads and parses a metadata file (plain or gzip-compressed),
 // returning the parsed metadata and the JSON as stored.
 func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata, []byte, error) {
-	raw, err := s.objects.Get(ctx, loc, MaxMetadataFileBytes)
-	if errors.Is(err, objects.ErrTooLarge) {
-		return nil, nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
-	}
+	raw, err := s.readMetadataFile(ctx, loc)
 	if err != nil {
-		return nil, nil, err
-	}
-	if len(raw) > 2 && raw[0] == 0x1f && raw[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
-		}
-		if raw, err = io.ReadAll(io.LimitReader(zr, MaxMetadataJSONBytes+1)); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
-		}
-		if len(raw) > MaxMetadataJSONBytes {
-			return nil, nil, fmt.Errorf("%w: %s inflates to more than %d MiB", ErrTooLarge, loc, MaxMetadataJSONBytes>>20)
-		}
-	}
-	if err := spend(ctx, loc, len(raw)); err != nil {
 		return nil, nil, err
 	}
 	meta, err := table.ParseMetadataBytes(raw)
@@ -109,6 +91,34 @@ func (s *Service) readMetadata(ctx context.Context, loc string) (table.Metadata,
 		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
 	}
 	return meta, raw, nil
+}
+
+// readMetadataFile reads a metadata file's JSON (a table's or a view's),
+// inflating a gzip-compressed one, within the request's read budget.
+func (s *Service) readMetadataFile(ctx context.Context, loc string) ([]byte, error) {
+	raw, err := s.objects.Get(ctx, loc, MaxMetadataFileBytes)
+	if errors.Is(err, objects.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > 2 && raw[0] == 0x1f && raw[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
+		}
+		if raw, err = io.ReadAll(io.LimitReader(zr, MaxMetadataJSONBytes+1)); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadMetadata, loc, err)
+		}
+		if len(raw) > MaxMetadataJSONBytes {
+			return nil, fmt.Errorf("%w: %s inflates to more than %d MiB", ErrTooLarge, loc, MaxMetadataJSONBytes>>20)
+		}
+	}
+	if err := spend(ctx, loc, len(raw)); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // writeMetadata writes a new metadata file next to the table's others and
@@ -120,18 +130,24 @@ func (s *Service) writeMetadata(ctx context.Context, meta table.Metadata, previo
 	if err != nil {
 		return "", nil, err
 	}
-	if err := spend(ctx, meta.Location(), len(raw)); err != nil {
+	return s.writeMetadataFile(ctx, meta.Location(), raw, previous, in)
+}
+
+// writeMetadataFile writes the metadata JSON of a table or view at
+// location as writeMetadata says.
+func (s *Service) writeMetadataFile(ctx context.Context, location string, raw []byte, previous string, in *store.Intent) (string, []byte, error) {
+	if err := spend(ctx, location, len(raw)); err != nil {
 		return "", nil, err
 	}
 	loc := fmt.Sprintf("%s/metadata/%05d-%s.metadata.json",
-		strings.TrimRight(meta.Location(), "/"), nextVersion(previous), uuid.NewString())
+		strings.TrimRight(location, "/"), nextVersion(previous), uuid.NewString())
 	in.Files = append(in.Files, loc)
 	if err := s.store.PutIntent(ctx, *in); err != nil {
 		return "", nil, err
 	}
 	if err := s.objects.PutNew(ctx, loc, raw, "application/json"); err != nil {
 		if errors.Is(err, objects.ErrBadURI) {
-			return "", nil, fmt.Errorf("%w: table location %q: %v", ErrBadRequest, meta.Location(), err)
+			return "", nil, fmt.Errorf("%w: location %q: %v", ErrBadRequest, location, err)
 		}
 		return "", nil, err
 	}

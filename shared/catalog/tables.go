@@ -154,8 +154,8 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if err := s.requireNamespace(ctx, cat, ns); err != nil {
 		return TableResult{}, err
 	}
-	if _, err := s.store.GetTable(ctx, cat, ns, req.Name); err == nil {
-		return TableResult{}, fmt.Errorf("create table %s: %w", id, ErrTableExists)
+	if _, err := s.store.GetEntry(ctx, cat, ns, req.Name); err == nil {
+		return TableResult{}, s.Taken(ctx, cat, id, false) // a table or a view
 	}
 	if _, err := s.store.GetTombstone(ctx, cat, ns, req.Name); err == nil {
 		return TableResult{}, s.purging(ctx, cat, id)

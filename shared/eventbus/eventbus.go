@@ -27,6 +27,11 @@ const (
 	PurgeCompleted          = "PurgeCompleted"
 	PurgeDeadLettered       = "PurgeDeadLettered"
 	PurgeFailed             = "PurgeFailed"
+	// A view's lifecycle (its events carry detail kind "view", as do the
+	// LegalHoldChanged and Purge* events of a view).
+	ViewSoftDeleted        = "ViewSoftDeleted"
+	ViewUndropped          = "ViewUndropped"
+	ViewPermanentlyDeleted = "ViewPermanentlyDeleted"
 )
 
 // Source is the EventBridge source of every icehold event.

@@ -287,10 +287,12 @@ func (c *orphanCheck) referencesAt(ctx context.Context, obj objects.Location, pa
 			return nil, err
 		}
 		for _, r := range recs {
-			current = append(current, r.Entry.MetadataLocation)
+			if r.Entry.IsView() == (owner.Kind == store.OwnerView) {
+				current = append(current, r.Entry.MetadataLocation)
+			}
 		}
 	default:
-		e, err := s.Store.GetTable(ctx, owner.Catalog, owner.Namespace, owner.Name)
+		e, err := s.Store.GetEntry(ctx, owner.Catalog, owner.Namespace, owner.Name)
 		if err != nil {
 			return nil, ignoreMissing(err)
 		}
@@ -302,6 +304,12 @@ func (c *orphanCheck) referencesAt(ctx context.Context, obj objects.Location, pa
 	refs := &references{files: map[string]bool{}}
 	for _, loc := range current {
 		refs.files[loc] = true
+		if owner.Kind == store.OwnerView {
+			// A view's metadata keeps no log: every file of its intents
+			// was current once and retired its intent, so a stale intent's
+			// file that is not the current one is a lost commit's.
+			continue
+		}
 		meta, err := s.Catalog.ReadMetadata(ctx, loc)
 		if err != nil {
 			slog.Warn("orphan check: owner's metadata unreadable; keeping the file", "file", path, "owner", owner.String(), "error", err)

@@ -148,6 +148,9 @@ func (s *Service) sendBatch(ctx context.Context, entries []sqstypes.SendMessageB
 }
 
 func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, error) {
+	if j.Kind == store.KindView {
+		return s.planView(ctx, j)
+	}
 	meta, err := s.Catalog.ReadMetadata(ctx, j.MetadataLocation)
 	if err != nil {
 		return j, err
@@ -185,6 +188,22 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 		set["batches_done"] = len(batches)
 	}
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: set, Cond: "planned = :f", CondValues: map[string]any{":f": false}})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return j, err
+	}
+	return s.job(ctx, Input{Catalog: j.Catalog, JobID: j.ID})
+}
+
+// planView plans a view's permanent delete: no batches (a view references
+// no data); finalize lists the locations the view owned, which hold every
+// metadata file icehold wrote for it (view metadata keeps no log of
+// them), and deletes its current metadata file last.
+func (s *Service) planView(ctx context.Context, j store.Job) (store.Job, error) {
+	set := map[string]any{"planned": true, "batches_total": 0, "gc_enabled": true}
+	if j.Hold != nil {
+		set["location"], set["scope"] = j.Hold.URI(), s.deleteScope(ctx, j.Catalog, *j.Hold)
+	}
+	err := s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: set, Cond: "planned = :f", CondValues: map[string]any{":f": false}})
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		return j, err
 	}

@@ -133,17 +133,26 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 		return ignoreRace(err)
 	}
 	var objs []object
-	var size int64
+	var size, views int64
 	for _, o := range page.Contents {
 		if k := aws.ToString(o.Key); !keep[bucket+"/"+k] {
 			objs = append(objs, object{key: k, size: aws.ToInt64(o.Size)})
 			size += aws.ToInt64(o.Size)
+			if j.Kind == store.KindView && isMetadataFile(k) {
+				views++
+			}
 		}
+	}
+	// A view's metadata files are its own (icehold wrote them, no log
+	// names them): deleted, not unreferenced.
+	add := map[string]int64{"files_unreferenced": int64(len(objs)) - views, "bytes": size}
+	if views > 0 {
+		add["files_deleted"], add[kindMetadata] = views, views
 	}
 	last := aws.ToString(page.Contents[len(page.Contents)-1].Key)
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
 		Set: map[string]any{"sweep_from": j.SweepAfter, "sweep_after": last, "sweep_pending": true, "sweep_done": lastHold && !aws.ToBool(page.IsTruncated)},
-		Add: map[string]int64{"files_unreferenced": int64(len(objs)), "bytes": size}, Cond: cond, CondValues: guard,
+		Add: add, Cond: cond, CondValues: guard,
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // another step counted this page
@@ -205,6 +214,12 @@ func (s *Service) clearPending(ctx context.Context, j store.Job, after string) e
 		Cond: "sweep_after = :a AND sweep_pending = :t", CondValues: map[string]any{":a": after, ":t": true},
 	})
 	return ignoreRace(err)
+}
+
+// isMetadataFile: a key of a metadata file (…/metadata/…metadata.json…,
+// the gzip-compressed forms too).
+func isMetadataFile(key string) bool {
+	return kindOfPath(key) == kindMetadata && strings.Contains(key[strings.LastIndexByte(key, '/')+1:], ".metadata.json")
 }
 
 // ignoreRace: a guarded update another step made first is not an error.

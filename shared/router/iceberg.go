@@ -12,7 +12,7 @@ import (
 )
 
 // endpoints are advertised in /v1/config so clients (iceberg-go, Java) use
-// HEAD and the multi-table commit.
+// HEAD, the multi-table commit and the views.
 var endpoints = []string{
 	"GET /v1/{prefix}/namespaces",
 	"POST /v1/{prefix}/namespaces",
@@ -30,6 +30,14 @@ var endpoints = []string{
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 	"POST /v1/{prefix}/tables/rename",
 	"POST /v1/{prefix}/transactions/commit",
+	"GET /v1/{prefix}/namespaces/{namespace}/views",
+	"POST /v1/{prefix}/namespaces/{namespace}/views",
+	"GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+	"HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+	"POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+	"DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+	"POST /v1/{prefix}/namespaces/{namespace}/register-view",
+	"POST /v1/{prefix}/views/rename",
 }
 
 func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {

@@ -70,6 +70,7 @@ func (s *server) table() []route {
 		txHold     = variant{"legal-hold", []authz.Privilege{authz.TableWrite, authz.TableLegalHold}, transactionWritesLegalHold}
 		ns         = "/v1/{prefix}/namespaces/{namespace}"
 		tbl        = ns + "/tables/{table}"
+		vw         = ns + "/views/{view}"
 		lc         = "/lifecycle/v1/catalogs/{c}"
 		p          = func(ps ...authz.Privilege) []authz.Privilege { return ps }
 	)
@@ -92,6 +93,16 @@ func (s *server) table() []route {
 		{method: "POST", path: "/v1/{prefix}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameTable},
 		{method: "POST", path: "/v1/{prefix}/transactions/commit", privs: p(authz.TableWrite), variants: []variant{txCreate, txHold}, h: s.commitTransaction},
 
+		// Views take the table privileges (a legal hold TABLE_LEGAL_HOLD).
+		{method: "GET", path: ns + "/views", privs: p(authz.TableRead), h: s.listViews},
+		{method: "POST", path: ns + "/views", privs: p(authz.TableCreate), variants: []variant{createHold}, h: s.createView},
+		{method: "GET", path: vw, privs: p(authz.TableRead), h: s.loadView},
+		{method: "HEAD", path: vw, privs: p(authz.TableRead), h: s.viewExists},
+		{method: "POST", path: vw, privs: p(authz.TableWrite), variants: []variant{commitHold}, h: s.replaceView},
+		{method: "DELETE", path: vw, privs: p(authz.TableDrop), h: s.dropView},
+		{method: "POST", path: ns + "/register-view", privs: p(authz.TableCreate), h: s.registerView},
+		{method: "POST", path: "/v1/{prefix}/views/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameView},
+
 		{method: "POST", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), system: true, h: s.createCatalog},
 		{method: "GET", path: lc, privs: p(authz.CatalogManage), h: s.getCatalog},
 		{method: "POST", path: lc + "/properties", privs: p(authz.CatalogManage), h: s.updateCatalog},
@@ -105,6 +116,8 @@ func (s *server) table() []route {
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/undrop", privs: p(authz.TableUndrop), h: s.undrop},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
+		{method: "POST", path: lc + "/namespaces/{namespace}/views/{view}/undrop", privs: p(authz.TableUndrop), h: s.undropView},
+		{method: "POST", path: lc + "/namespaces/{namespace}/views/{view}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNowView},
 
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/partitions/drop", privs: p(authz.PartitionDrop), canonical: partitions.CanonicalPayload, h: s.dropPartitions},
 		{method: "PUT", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.putRetention},

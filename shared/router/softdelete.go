@@ -47,7 +47,7 @@ func (s *server) listSoftDeleted(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	tables, next, err := s.SoftDelete.List(r.Context(), r.PathValue("c"), ns, token, size)
+	tables, next, err := s.SoftDelete.List(r.Context(), r.PathValue("c"), ns, r.URL.Query().Get("kind"), token, size)
 	if err != nil {
 		writeError(w, err)
 		return

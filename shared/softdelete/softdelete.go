@@ -6,6 +6,7 @@
 package softdelete
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,11 +73,14 @@ func (s *Service) now() time.Time {
 
 func (s *Service) store() *store.Store { return s.Catalog.Store() }
 
-// View is a soft-deleted table on the wire (SPEC §7).
+// View is a soft-deleted table or view on the wire (SPEC §7): a view's
+// row has kind "view" and its uuid in view-uuid.
 type View struct {
+	Kind             string   `json:"kind"`
 	Namespace        []string `json:"namespace"`
 	Name             string   `json:"name"`
-	TableUUID        string   `json:"table-uuid"`
+	TableUUID        string   `json:"table-uuid,omitempty"`
+	ViewUUID         string   `json:"view-uuid,omitempty"`
 	MetadataLocation string   `json:"metadata-location"`
 	DroppedAt        string   `json:"dropped-at"`
 	DroppedBy        string   `json:"dropped-by"`
@@ -91,18 +95,46 @@ type View struct {
 
 // ViewOf renders a record.
 func ViewOf(r store.SoftDeleted) View {
-	return View{
-		Namespace: r.Entry.Namespace, Name: r.Entry.Name, TableUUID: r.Entry.TableUUID, MetadataLocation: r.Entry.MetadataLocation,
+	v := View{
+		Kind: kindOf(r.Entry), Namespace: r.Entry.Namespace, Name: r.Entry.Name, TableUUID: r.Entry.TableUUID, MetadataLocation: r.Entry.MetadataLocation,
 		DroppedAt: r.DroppedAt, DroppedBy: r.DroppedBy, PurgeAt: r.PurgeAt, HoldPeriod: r.HoldPeriod,
 		PurgeOnExpiry: r.PurgeOnExpiry, LegalHold: r.LegalHold, Generation: r.Generation,
 	}
+	if r.Entry.IsView() {
+		v.TableUUID, v.ViewUUID = "", r.Entry.TableUUID
+	}
+	return v
 }
 
-// Pick names the generation an operation means: by table uuid, by
-// generation, both, or neither (then it must be the only one).
+// The kinds of soft-deleted objects (View.Kind, the listing's filter).
+const (
+	KindTable = "table"
+	KindView  = "view"
+)
+
+func kindOf(e store.TableEntry) string {
+	if e.IsView() {
+		return KindView
+	}
+	return KindTable
+}
+
+// Pick names the generation an operation means: by table (or view) uuid,
+// by generation, both, or neither (then it must be the only one); View:
+// the operation is on a view's records (the undrop and purge-now routes
+// of views), else on a table's.
 type Pick struct {
 	TableUUID  string
 	Generation string
+	View       bool
+}
+
+// what names a pick's kind in messages.
+func (p Pick) what() string {
+	if p.View {
+		return "view"
+	}
+	return "table"
 }
 
 // errChanged: a record changed between every read and write of a
@@ -162,6 +194,19 @@ func (s *Service) holdFor(ctx context.Context, cat string, e store.TableEntry) (
 // (guarded by the entry's metadata pointer); the name is free at once; no
 // object is touched; the location stays owned by the record.
 func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store.SoftDeleted, error) {
+	return s.drop(ctx, cat, id, false)
+}
+
+// DropView soft-deletes a view, as Drop a table.
+func (s *Service) DropView(ctx context.Context, cat string, id catalog.Ident) (store.SoftDeleted, error) {
+	return s.drop(ctx, cat, id, true)
+}
+
+func (s *Service) drop(ctx context.Context, cat string, id catalog.Ident, view bool) (store.SoftDeleted, error) {
+	entry, typ, missing := s.Catalog.Entry, eventbus.TableSoftDeleted, catalog.ErrNoSuchTable
+	if view {
+		entry, typ, missing = s.Catalog.ViewEntry, eventbus.ViewSoftDeleted, catalog.ErrNoSuchView
+	}
 	on, err := s.Enabled(ctx, cat)
 	if err != nil {
 		return store.SoftDeleted{}, err
@@ -175,7 +220,7 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		purgeOnExpiry, _ = strconv.ParseBool(v)
 	}
 	for attempt := 0; ; attempt++ {
-		e, err := s.Catalog.Entry(ctx, cat, id)
+		e, err := entry(ctx, cat, id)
 		if err != nil {
 			return store.SoftDeleted{}, err
 		}
@@ -195,13 +240,13 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 			r.Properties[catalog.PropHoldPeriod] = e.HoldPeriod
 		}
 		r.Catalog, r.Entry = cat, e
-		ev := s.event(ctx, eventbus.TableSoftDeleted, r, map[string]any{"purge-at": r.PurgeAt, "hold-period": period, "legal-hold": r.LegalHold})
+		ev := s.event(ctx, typ, r, map[string]any{"purge-at": r.PurgeAt, "hold-period": period, "legal-hold": r.LegalHold})
 		err = s.store().SoftDelete(ctx, cat, e, r, outbox.Record(ev))
 		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
 			continue // a commit moved the pointer: drop what is there now
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, catalog.ErrNoSuchTable)
+			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, missing)
 		}
 		if err != nil {
 			return store.SoftDeleted{}, fmt.Errorf("drop %s: %w", id, err)
@@ -220,7 +265,9 @@ func (s *Service) choose(ctx context.Context, cat string, id catalog.Ident, p Pi
 	if err != nil {
 		return store.SoftDeleted{}, err
 	}
-	return pick(gens, p, "soft-deleted table "+id.String())
+	// A name may have soft-deleted tables and views: the route says which.
+	gens = slices.DeleteFunc(gens, func(r store.SoftDeleted) bool { return r.Entry.IsView() != p.View })
+	return pick(gens, p, "soft-deleted "+p.what()+" "+id.String())
 }
 
 // pick keeps the generations matching p: exactly one, or an error saying
@@ -243,12 +290,12 @@ func pick(gens []store.SoftDeleted, p Pick, what string) (store.SoftDeleted, err
 		var names []string
 		uuids := map[string]bool{}
 		for _, g := range gens {
-			list = append(list, map[string]any{"table-uuid": g.Entry.TableUUID, "generation": g.Generation, "dropped-at": g.DroppedAt,
+			list = append(list, map[string]any{uuidKey(g.Entry): g.Entry.TableUUID, "generation": g.Generation, "dropped-at": g.DroppedAt,
 				"metadata-location": g.Entry.MetadataLocation, "namespace": g.Entry.Namespace, "name": g.Entry.Name})
 			names = append(names, g.Entry.TableUUID+" generation "+g.Generation+" (dropped "+g.DroppedAt+")")
 			uuids[g.Entry.TableUUID] = true
 		}
-		by := "table-uuid"
+		by := uuidKey(gens[0].Entry)
 		if len(uuids) == 1 {
 			by = "generation"
 		}
@@ -257,6 +304,14 @@ func pick(gens []store.SoftDeleted, p Pick, what string) (store.SoftDeleted, err
 			details: map[string]any{"generations": list}}
 	}
 	return gens[0], nil
+}
+
+// uuidKey is the wire name of an entry's uuid.
+func uuidKey(e store.TableEntry) string {
+	if e.IsView() {
+		return "view-uuid"
+	}
+	return "table-uuid"
 }
 
 // Undrop restores a soft-deleted table (under its name, or renameTo),
@@ -277,8 +332,8 @@ func (s *Service) Undrop(ctx context.Context, cat string, id catalog.Ident, p Pi
 		if r.LegalHold && !r.Entry.LegalHold {
 			// The restored table's hold is its metadata's property: a hold
 			// set on the record after the drop would be lifted by the undrop.
-			return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted table after its drop, not in its metadata (an undrop would lift it): "+
-				"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the table", id, ErrLegalHold, catalog.PropLegalHold)
+			return store.TableEntry{}, fmt.Errorf("undrop %s: %w set on the soft-deleted %s after its drop, not in its metadata (an undrop would lift it): "+
+				"clear it (TABLE_LEGAL_HOLD), undrop, then set %s on the %[3]s", id, ErrLegalHold, p.what(), catalog.PropLegalHold)
 		}
 		e, err := s.undrop(ctx, r, id, to)
 		if errors.Is(err, errChanged) && attempt < attempts {
@@ -294,19 +349,24 @@ func (s *Service) undrop(ctx context.Context, r store.SoftDeleted, id, to catalo
 	e.Namespace, e.Name = to.Namespace, to.Name
 	moved := r
 	moved.Entry = e
-	ev := s.event(ctx, eventbus.TableUndropped, moved, map[string]any{"from": map[string]any{"namespace": id.Namespace, "name": id.Name}})
+	typ := eventbus.TableUndropped
+	if e.IsView() {
+		typ = eventbus.ViewUndropped
+	}
+	ev := s.event(ctx, typ, moved, map[string]any{"from": map[string]any{"namespace": id.Namespace, "name": id.Name}})
 	nsMissing, err := s.store().Undrop(ctx, r, e, outbox.Record(ev))
 	switch {
 	case nsMissing:
 		return store.TableEntry{}, fmt.Errorf("undrop %s: namespace %s does not exist (recreate it, or undrop with rename-to): %w",
 			id, strings.Join(to.Namespace, "."), catalog.ErrNoSuchNamespace)
 	case errors.Is(err, store.ErrExists):
-		holder, _ := s.store().GetTable(ctx, cat, to.Namespace, to.Name)
+		// The holder may be a table or a view: one name space.
+		holder, _ := s.store().GetEntry(ctx, cat, to.Namespace, to.Name)
 		return store.TableEntry{}, &Conflict{err: ErrNameTaken,
-			msg: fmt.Sprintf("undrop %s: table %s holds the name (table-uuid %s, created %s by %s); undrop with rename-to",
-				id, to, holder.TableUUID, holder.CreatedAt, holder.CreatedBy),
-			details: map[string]any{"holder": map[string]any{"namespace": to.Namespace, "name": to.Name, "table-uuid": holder.TableUUID,
-				"metadata-location": holder.MetadataLocation}}}
+			msg: fmt.Sprintf("undrop %s: %s %s holds the name (%s %s, created %s by %s); undrop with rename-to",
+				id, kindOf(holder), to, uuidKey(holder), holder.TableUUID, holder.CreatedAt, holder.CreatedBy),
+			details: map[string]any{"holder": map[string]any{"kind": kindOf(holder), "namespace": to.Namespace, "name": to.Name,
+				uuidKey(holder): holder.TableUUID, "metadata-location": holder.MetadataLocation}}}
 	case errors.Is(err, store.ErrTombstoned):
 		return store.TableEntry{}, fmt.Errorf("undrop %s: a purge job holds the name %s: %w", id, to, catalog.ErrPurging)
 	case errors.Is(err, store.ErrConditionFailed):
@@ -350,9 +410,10 @@ func (s *Service) permanentlyDelete(ctx context.Context, r store.SoftDeleted, wi
 			ID: purge.NewJobID(), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name, TableUUID: r.Entry.TableUUID,
 			MetadataLocation: r.Entry.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: authz.Principal(ctx),
 		}
-		if j.CreatedBy == "" {
-			j.CreatedBy = "icehold:hold-expiry"
+		if r.Entry.IsView() {
+			j.Kind = store.KindView // its metadata files: the pipeline lists its location
 		}
+		j.CreatedBy = cmp.Or(j.CreatedBy, expiryActor)
 		j.Execution = j.ID
 		job = &j
 	}
@@ -360,7 +421,11 @@ func (s *Service) permanentlyDelete(ctx context.Context, r store.SoftDeleted, wi
 	if job != nil {
 		detail["job-id"] = job.ID
 	}
-	events := []eventbus.Event{s.event(ctx, eventbus.TablePermanentlyDeleted, r, detail)}
+	typ := eventbus.TablePermanentlyDeleted
+	if r.Entry.IsView() {
+		typ = eventbus.ViewPermanentlyDeleted
+	}
+	events := []eventbus.Event{s.event(ctx, typ, r, detail)}
 	if job != nil {
 		events = append(events, purge.JobEvent(eventbus.PurgeStarted, *job, nil))
 	}
@@ -384,7 +449,7 @@ func (s *Service) SetLegalHold(ctx context.Context, cat, uuid, gen string, on bo
 		if err != nil {
 			return store.SoftDeleted{}, err
 		}
-		r, err := pick(gens, Pick{TableUUID: uuid, Generation: gen}, "soft-deleted table")
+		r, err := pick(gens, Pick{TableUUID: uuid, Generation: gen}, "soft-deleted table or view")
 		if err != nil || r.LegalHold == on {
 			return r, err
 		}
@@ -394,14 +459,18 @@ func (s *Service) SetLegalHold(ctx context.Context, cat, uuid, gen string, on bo
 		case errors.Is(err, store.ErrConditionFailed) && attempt < attempts:
 			continue // the record changed since it was read: read it again
 		case errors.Is(err, store.ErrConditionFailed):
-			return r, fmt.Errorf("legal hold of soft-deleted table %s: %w", uuid, errChanged)
+			return r, fmt.Errorf("legal hold of soft-deleted %s %s: %w", kindOf(r.Entry), uuid, errChanged)
 		}
 		return held, err
 	}
 }
 
-// List pages through a catalog's soft-deleted tables.
-func (s *Service) List(ctx context.Context, cat string, ns []string, token string, limit int) ([]View, string, error) {
+// List pages through a catalog's soft-deleted tables and views (of one
+// kind when kind is KindTable or KindView: a page may then be short).
+func (s *Service) List(ctx context.Context, cat string, ns []string, kind, token string, limit int) ([]View, string, error) {
+	if kind != "" && kind != KindTable && kind != KindView {
+		return nil, "", fmt.Errorf("%w: kind must be %s or %s", catalog.ErrBadRequest, KindTable, KindView)
+	}
 	recs, next, err := s.store().ListSoftDeleted(ctx, cat, ns, token, limit)
 	if errors.Is(err, store.ErrBadPageToken) {
 		return nil, "", fmt.Errorf("%w: %v", catalog.ErrBadRequest, err)
@@ -409,18 +478,26 @@ func (s *Service) List(ctx context.Context, cat string, ns []string, token strin
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]View, len(recs))
-	for i, r := range recs {
-		out[i] = ViewOf(r)
+	out := make([]View, 0, len(recs))
+	for _, r := range recs {
+		if kind == "" || kindOf(r.Entry) == kind {
+			out = append(out, ViewOf(r))
+		}
 	}
 	return out, next, nil
 }
 
+// expiryActor is who acts in the hold-expiry sweep (no caller).
+const expiryActor = "icehold:hold-expiry"
+
 // event is a record's lifecycle event, recorded in the outbox by the
 // transaction that makes the change it reports.
 func (s *Service) event(ctx context.Context, typ string, r store.SoftDeleted, detail map[string]any) eventbus.Event {
+	if r.Entry.IsView() {
+		detail["kind"] = KindView
+	}
 	return eventbus.Event{
-		Type: typ, Actor: authz.Principal(ctx), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name,
+		Type: typ, Actor: cmp.Or(authz.Principal(ctx), expiryActor), Catalog: r.Catalog, Namespace: r.Entry.Namespace, Table: r.Entry.Name,
 		TableUUID: r.Entry.TableUUID, Detail: detail,
 	}
 }

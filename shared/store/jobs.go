@@ -23,15 +23,18 @@ const (
 
 // Job kinds: a table's purge; the orphan sweep's deletion of metadata
 // files no table references; snapshot expiry's deletion of the files only
-// expired snapshots referenced. Orphans and expire batches name their files.
+// expired snapshots referenced; a view's permanent delete (its metadata
+// files: no batches, the final listing of its location and its current
+// metadata file). Orphans and expire batches name their files.
 const (
 	KindPurge   = "purge"
 	KindOrphans = "orphans"
 	KindExpire  = "expire"
+	KindView    = "view"
 )
 
 // Kinds are the job kinds, for filters.
-var Kinds = []string{KindPurge, KindOrphans, KindExpire}
+var Kinds = []string{KindPurge, KindOrphans, KindExpire, KindView}
 
 // ListsFiles reports whether a kind's batches name their files (planned at
 // creation) instead of manifests to stream, and whether it has no metadata
@@ -294,7 +297,9 @@ func (s *Store) DropForPurge(ctx context.Context, e TableEntry, j Job, tombstone
 	}
 	if hs := e.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name, JobID: j.ID})
+		o := e.owner(j.Catalog)
+		o.JobID = j.ID
+		lc.RetagAll(hs, o)
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err
@@ -693,7 +698,7 @@ func (s *Store) RestoreFromJob(ctx context.Context, j Job, e TableEntry) error {
 	items = append(items, s.nsCount(j.Catalog, e.Namespace, 1), put)
 	if hs := j.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: j.Catalog, Namespace: e.Namespace, Name: e.Name})
+		lc.RetagAll(hs, e.owner(j.Catalog))
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err

@@ -40,6 +40,7 @@ const MaxTransactItems = 100
 // Owner kinds.
 const (
 	OwnerTable     = "table"
+	OwnerView      = "view"
 	OwnerWarehouse = "warehouse"
 )
 
@@ -81,15 +82,19 @@ type Owner struct {
 }
 
 func (o Owner) String() string {
+	what := "table"
+	if o.Kind == OwnerView {
+		what = "view"
+	}
 	switch {
 	case o.Kind == OwnerWarehouse:
 		return fmt.Sprintf("the warehouse of catalog %s (%s)", o.Catalog, o.Location)
 	case o.JobID != "":
-		return fmt.Sprintf("table %s.%s of catalog %s, being purged by job %s (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.JobID, o.Location)
+		return fmt.Sprintf("%s %s.%s of catalog %s, being purged by job %s (%s)", what, strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.JobID, o.Location)
 	case o.SoftDeleted:
-		return fmt.Sprintf("soft-deleted table %s.%s of catalog %s, which can still be undropped (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
+		return fmt.Sprintf("soft-deleted %s %s.%s of catalog %s, which can still be undropped (%s)", what, strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 	}
-	return fmt.Sprintf("table %s.%s of catalog %s (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
+	return fmt.Sprintf("%s %s.%s of catalog %s (%s)", what, strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 }
 
 // Claim is a new claim: the hold and the owner it names.

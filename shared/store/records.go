@@ -44,8 +44,14 @@ type Namespace struct {
 }
 
 // TableEntry is a catalog entry: the name and the pointer to the current
-// metadata file.
+// metadata file. Views are entries too (Kind EntryView), at the same key as
+// a table of their name would be: one item per identifier, so a table and
+// a view can never share one (every create is conditioned on the key's
+// absence), and they share the namespace's children count, soft delete,
+// claims and jobs.
 type TableEntry struct {
+	// Kind: "" a table (every entry from before views), EntryView a view.
+	Kind             string   `dynamodbav:"kind,omitempty"`
 	Namespace        []string `dynamodbav:"ns"`
 	Name             string   `dynamodbav:"name"`
 	MetadataLocation string   `dynamodbav:"metadata_location"`
@@ -69,6 +75,21 @@ type TableEntry struct {
 
 // Holds are all the entry's claims, its location's first.
 func (e TableEntry) Holds() []Hold { return holds(e.Hold, e.Extra) }
+
+// EntryView is the Kind of a view's entry.
+const EntryView = "view"
+
+// IsView reports whether the entry is a view's.
+func (e TableEntry) IsView() bool { return e.Kind == EntryView }
+
+// owner is the entry's owner as its claims name it.
+func (e TableEntry) owner(cat string) Owner {
+	o := Owner{Kind: OwnerTable, Catalog: cat, Namespace: e.Namespace, Name: e.Name}
+	if e.IsView() {
+		o.Kind = OwnerView
+	}
+	return o
+}
 
 func holds(h *Hold, extra []Hold) []Hold {
 	var out []Hold

@@ -179,7 +179,9 @@ func (s *Store) SoftDelete(ctx context.Context, cat string, e TableEntry, r Soft
 	items = append(items, soft...)
 	if hs := e.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: cat, Namespace: e.Namespace, Name: e.Name, SoftDeleted: true})
+		o := e.owner(cat)
+		o.SoftDeleted = true
+		lc.RetagAll(hs, o)
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return err
@@ -290,7 +292,7 @@ func (s *Store) Undrop(ctx context.Context, r SoftDeleted, to TableEntry, events
 	items = append(items, s.softRemoveItems(r)...)
 	if hs := r.Entry.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: to.Namespace, Name: to.Name})
+		lc.RetagAll(hs, to.owner(r.Catalog))
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return false, err
@@ -340,7 +342,9 @@ func (s *Store) PermanentlyDelete(ctx context.Context, r SoftDeleted, job *Job, 
 			return err
 		}
 		items = append(items, ji...)
-		lc.RetagAll(r.Entry.Holds(), Owner{Kind: OwnerTable, Catalog: r.Catalog, Namespace: r.Entry.Namespace, Name: r.Entry.Name, JobID: job.ID})
+		o := r.Entry.owner(r.Catalog)
+		o.JobID = job.ID
+		lc.RetagAll(r.Entry.Holds(), o)
 	} else {
 		lc.ReleaseAll(r.Entry.Holds())
 	}

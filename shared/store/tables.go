@@ -11,24 +11,61 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// GetTable loads a table entry; ErrNotFound if missing.
+// GetTable loads a table entry; ErrNotFound if missing (or a view holds
+// the name: GetEntry tells).
 func (s *Store) GetTable(ctx context.Context, cat string, ns []string, name string) (TableEntry, error) {
+	return s.getKind(ctx, cat, ns, name, false)
+}
+
+// GetView loads a view's entry; ErrNotFound if missing (or a table holds
+// the name).
+func (s *Store) GetView(ctx context.Context, cat string, ns []string, name string) (TableEntry, error) {
+	return s.getKind(ctx, cat, ns, name, true)
+}
+
+// GetEntry loads the entry at a name, table or view; ErrNotFound if none.
+func (s *Store) GetEntry(ctx context.Context, cat string, ns []string, name string) (TableEntry, error) {
 	var e TableEntry
 	pk, sk := tableKey(cat, ns, name)
 	err := s.get(ctx, pk, sk, &e)
 	return e, err
 }
 
+func (s *Store) getKind(ctx context.Context, cat string, ns []string, name string, view bool) (TableEntry, error) {
+	e, err := s.GetEntry(ctx, cat, ns, name)
+	if err == nil && e.IsView() != view {
+		return TableEntry{}, ErrNotFound
+	}
+	return e, err
+}
+
 // ListTables pages through the tables of one namespace.
 func (s *Store) ListTables(ctx context.Context, cat string, ns []string, token string, limit int) ([]TableEntry, string, error) {
+	return s.listKind(ctx, cat, ns, token, limit, false)
+}
+
+// ListViews pages through the views of one namespace.
+func (s *Store) ListViews(ctx context.Context, cat string, ns []string, token string, limit int) ([]TableEntry, string, error) {
+	return s.listKind(ctx, cat, ns, token, limit, true)
+}
+
+// listKind pages through one namespace's entries of one kind. Tables and
+// views share the key range (one name space), so a page holds up to limit
+// entries of both and keeps those of the kind asked for: a page may be
+// short, or empty with a next token (clients follow next-page-token).
+func (s *Store) listKind(ctx context.Context, cat string, ns []string, token string, limit int, view bool) ([]TableEntry, string, error) {
 	items, next, err := s.query(ctx, tablePK(cat, ns), "T#", token, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]TableEntry, len(items))
-	for i, it := range items {
-		if err := unmarshal(it, &out[i]); err != nil {
+	out := make([]TableEntry, 0, len(items))
+	for _, it := range items {
+		var e TableEntry
+		if err := unmarshal(it, &e); err != nil {
 			return nil, "", err
+		}
+		if e.IsView() == view {
+			out = append(out, e)
 		}
 	}
 	return out, next, nil
@@ -158,7 +195,9 @@ func (s *Store) WriteTables(ctx context.Context, cat string, writes []TableWrite
 				items = append(items, it)
 				owner, isNS, isTomb = append(owner, i), append(isNS, false), append(isTomb, false)
 			}
-			lc.RetagAll(j.Extra, Owner{Kind: OwnerTable, Catalog: cat, Namespace: w.Entry.Namespace, Name: w.Entry.Name, JobID: j.ID})
+			o := w.Entry.owner(cat)
+			o.JobID = j.ID
+			lc.RetagAll(j.Extra, o)
 		}
 		if w.Claim != nil {
 			if firstClaim < 0 {
@@ -274,7 +313,7 @@ func (s *Store) commitTable(ctx context.Context, cat string, e TableEntry, expec
 		if cancelReasons(err) == nil {
 			return err
 		}
-		if _, gerr := s.GetTable(ctx, cat, e.Namespace, e.Name); errors.Is(gerr, ErrNotFound) {
+		if _, gerr := s.GetEntry(ctx, cat, e.Namespace, e.Name); errors.Is(gerr, ErrNotFound) {
 			return ErrNotFound
 		}
 		return ErrConditionFailed
@@ -322,7 +361,7 @@ func (s *Store) RenameTable(ctx context.Context, cat string, from TableEntry, to
 	}
 	if hs := from.Holds(); len(hs) > 0 {
 		var lc locChange
-		lc.RetagAll(hs, Owner{Kind: OwnerTable, Catalog: cat, Namespace: to.Namespace, Name: to.Name})
+		lc.RetagAll(hs, to.owner(cat))
 		loc, err := s.locItems(&lc)
 		if err != nil {
 			return false, err

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/icehold/icehold/shared/softdelete"
+)
+
+// viewsCmd is `icehold views`: a view's lifecycle, as tables' (a view's
+// legal hold is `icehold tables legal-hold VIEW_UUID`: that route takes
+// any soft-deleted uuid).
+func viewsCmd(conn *connOpts) *cobra.Command {
+	list := &cobra.Command{
+		Use:   "list NAMESPACE",
+		Short: "List a namespace's views (levels joined by '.')",
+		Args:  exactArgs(1),
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
+			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.ReplaceAll(args[0], ".", "\x1f")) + "/views"
+			type ident struct {
+				Namespace []string `json:"namespace"`
+				Name      string   `json:"name"`
+			}
+			var all []ident
+			for token := ""; ; {
+				var page struct {
+					Identifiers []ident `json:"identifiers"`
+					Next        string  `json:"next-page-token"`
+				}
+				q := ""
+				if token != "" {
+					q = "?pageToken=" + url.QueryEscape(token)
+				}
+				if err := c.do(cmd.Context(), "GET", path+q, nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Identifiers...)
+				if token = page.Next; token == "" {
+					break
+				}
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"identifiers": all}, func(out io.Writer) error {
+				for _, v := range all {
+					if _, err := fmt.Fprintf(out, "%s.%s\n", strings.Join(v.Namespace, "."), v.Name); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}),
+	}
+
+	drop := &cobra.Command{
+		Use:   "drop NAMESPACE.VIEW",
+		Short: "Drop a view (soft delete on a catalog with soft delete)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			levels, name, err := splitIdent(args[0])
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			c, err := conn.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/views/" + url.PathEscape(name)
+			if err := c.do(cmd.Context(), "DELETE", path, nil, nil); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "dropped view %s\n", args[0])
+			return err
+		},
+	}
+
+	var ns string
+	softDeleted := &cobra.Command{
+		Use:   "soft-deleted",
+		Short: "List the catalog's soft-deleted views",
+		Args:  noArgs,
+		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
+			q := url.Values{"kind": {softdelete.KindView}}
+			if ns != "" {
+				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
+			}
+			var all []softdelete.View
+			for token := ""; ; {
+				if token != "" {
+					q.Set("pageToken", token)
+				}
+				var page struct {
+					Tables []softdelete.View `json:"tables"`
+					Next   string            `json:"next-page-token"`
+				}
+				if err := c.do(cmd.Context(), "GET", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables?"+q.Encode(), nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Tables...)
+				if token = page.Next; token == "" {
+					break
+				}
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"views": all}, func(out io.Writer) error {
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "VIEW\tVIEW UUID\tDROPPED\tBY\tPURGE AT\tLEGAL HOLD")
+				for _, v := range all {
+					fmt.Fprintf(w, "%s.%s\t%s\t%s\t%s\t%s\t%v\n", strings.Join(v.Namespace, "."), v.Name, v.ViewUUID, v.DroppedAt, v.DroppedBy, v.PurgeAt, v.LegalHold)
+				}
+				return w.Flush()
+			})
+		}),
+	}
+	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
+
+	var undropUUID, undropGen, rename string
+	undrop := &cobra.Command{
+		Use:   "undrop NAMESPACE.VIEW",
+		Short: "Restore a soft-deleted view",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := viewClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			body := pickBody(undropUUID, undropGen)
+			if rename != "" {
+				levels, name, err := splitIdent(rename)
+				if err != nil {
+					return usagef(cmd, "--rename-to %v", err)
+				}
+				body["rename-to"] = map[string]any{"namespace": levels, "name": name}
+			}
+			var res struct {
+				Namespace []string `json:"namespace"`
+				Name      string   `json:"name"`
+				ViewUUID  string   `json:"view-uuid"`
+			}
+			if err := c.do(cmd.Context(), "POST", path+"/undrop", body, &res); err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "undropped view %s.%s (view uuid %s)\n", strings.Join(res.Namespace, "."), res.Name, res.ViewUUID)
+				return err
+			})
+		},
+	}
+	undrop.Flags().StringVar(&undropUUID, "uuid", "", "the generation (view uuid) to restore")
+	undrop.Flags().StringVar(&undropGen, "generation", "", "the generation to restore (several of one uuid)")
+	undrop.Flags().StringVar(&rename, "rename-to", "", "restore under this NAMESPACE.VIEW")
+
+	var purgeUUID, purgeGen string
+	var purgeWatch bool
+	var every time.Duration
+	purgeNow := &cobra.Command{
+		Use:   "purge-now NAMESPACE.VIEW",
+		Short: "Delete a soft-deleted view's metadata files for good, now",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := viewClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			var j job
+			if err := c.do(cmd.Context(), "POST", path+"/purge-now", pickBody(purgeUUID, purgeGen), &j); err != nil {
+				return err
+			}
+			return startedJob(cmd.Context(), c, cmd.OutOrStdout(), j.ID, purgeWatch, every)
+		},
+	}
+	purgeNow.Flags().StringVar(&purgeUUID, "uuid", "", "the generation (view uuid) to purge")
+	purgeNow.Flags().StringVar(&purgeGen, "generation", "", "the generation to purge (several of one uuid)")
+	purgeNow.Flags().BoolVar(&purgeWatch, "watch", false, "follow the job until it ends")
+	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+
+	return group("views", "Views: list, drop, soft-deleted, undrop, purge-now (legal hold: icehold tables legal-hold VIEW_UUID)",
+		list, drop, softDeleted, undrop, purgeNow)
+}
+
+// pickBody names the soft-deleted view generation an undrop or purge-now
+// means (none: the only one).
+func pickBody(uuid, gen string) map[string]any {
+	body := map[string]any{}
+	if uuid != "" {
+		body["view-uuid"] = uuid
+	}
+	if gen != "" {
+		body["generation"] = gen
+	}
+	return body
+}
+
+// viewClient connects and resolves a NAMESPACE.VIEW argument's lifecycle
+// path.
+func viewClient(cmd *cobra.Command, conn *connOpts, ident string) (*client, string, error) {
+	levels, name, err := splitIdent(ident)
+	if err != nil {
+		return nil, "", usagef(cmd, "%v", err)
+	}
+	c, err := conn.connect(cmd.Context())
+	if err != nil {
+		return nil, "", err
+	}
+	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
+		"/views/" + url.PathEscape(name), nil
+}
