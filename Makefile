@@ -13,21 +13,31 @@ export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: run test test-moto vet lint-cfn fuzz bench e2e sim soak mutate invoke invoke-seed invoke-all lambdas synth preflight localstack-up localstack-deploy clean
+.PHONY: run test test-race test-moto vet lint-cfn fuzz bench e2e sim soak mutate invoke invoke-seed invoke-all lambdas synth preflight localstack-up localstack-deploy clean
 
 ## run: the whole product on this machine, state in .icehold/
 run:
 	$(GO) run ./cmd/icehold local
 
-## test: vet, cfn-lint on the synthesized template, every package's tests with the race detector (the
-## e2e suite last: about 10 minutes on 2 cores), the lifecycle simulation (about 2 minutes), then
-## each fuzz target briefly, then test-moto
+# The e2e tests whose point is concurrency run under the race detector in make test, the rest of the
+# suite without it (4-5 times faster; docs/design.md, "Tests and CI time"); make test-race runs the
+# whole suite under it.
+E2E_RACE ?= Race|Racing|Concurren
+
+## test: vet, cfn-lint on the synthesized template, every package's tests with the race detector,
+## the e2e suite (its concurrency tests under the race detector), the lifecycle simulation (about 2
+## minutes), each fuzz target briefly, then test-moto
 test: vet lint-cfn
 	$(GO) test -race -count=1 -timeout 40m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/sim$$')
-	$(GO) test -race -count=1 -timeout 40m ./e2e/
+	$(GO) test -count=1 -timeout 40m -skip '$(E2E_RACE)' ./e2e/
+	$(GO) test -race -count=1 -timeout 40m -run '$(E2E_RACE)' ./e2e/
 	$(MAKE) sim
 	$(MAKE) fuzz
 	$(MAKE) test-moto
+
+## test-race: the whole e2e suite under the race detector (about 15 minutes on 2 cores)
+test-race:
+	$(GO) test -race -count=1 -timeout 60m ./e2e/
 
 # The lifecycle simulation's CI budget (docs/design.md, "Lifecycle simulation").
 SIM_SEEDS ?= 1+6
