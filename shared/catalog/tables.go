@@ -268,6 +268,12 @@ func (s *Service) LoadTable(ctx context.Context, cat string, id Ident, onlyRefs 
 	if err != nil {
 		return TableResult{}, err
 	}
+	return s.LoadEntry(ctx, id, e, onlyRefs)
+}
+
+// LoadEntry answers the metadata of an entry already read (a revalidation
+// reads the entry first: a 304 needs nothing else).
+func (s *Service) LoadEntry(ctx context.Context, id Ident, e store.TableEntry, onlyRefs bool) (TableResult, error) {
 	_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
 	if err != nil {
 		return TableResult{}, fmt.Errorf("load table %s: %w", id, err)

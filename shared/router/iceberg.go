@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -179,11 +180,13 @@ func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"identifiers": ids, "next-page-token": nullable(next)})
 }
 
-// tableResult is the REST spec's LoadTableResult.
-func (s *server) writeTable(w http.ResponseWriter, res catalog.TableResult) {
+// writeTable answers the REST spec's LoadTableResult, tagged (a staged
+// create, which has no metadata location yet, has no tag).
+func (s *server) writeTable(w http.ResponseWriter, res catalog.TableResult, snapshots string) {
 	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.ClientDefaults}
 	if res.MetadataLocation != "" {
 		out["metadata-location"] = res.MetadataLocation
+		w.Header().Set("ETag", tableTag(res.MetadataLocation, snapshots, time.Time{}))
 	}
 	if s.ClientDefaults == nil {
 		out["config"] = map[string]string{}
@@ -206,7 +209,7 @@ func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	s.writeTable(w, res, "all")
 }
 
 // withTable parses namespace and table.
@@ -233,12 +236,24 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: snapshots must be all or refs", catalog.ErrBadRequest))
 		return
 	}
-	res, err := s.Catalog.LoadTable(r.Context(), cat, id, mode == "refs")
+	e, err := s.Catalog.Entry(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	// A revalidation is answered from the entry alone: no metadata read.
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if tag, ok := revalidates(inm, e.MetadataLocation, mode, false, time.Now()); ok {
+			notModified(w, tag)
+			return
+		}
+	}
+	res, err := s.Catalog.LoadEntry(r.Context(), id, e, mode == "refs")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeTable(w, res, mode)
 }
 
 func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
@@ -268,6 +283,7 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	w.Header().Set("ETag", tableTag(res.MetadataLocation, "all", time.Time{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
@@ -329,7 +345,7 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	s.writeTable(w, res, "all")
 }
 
 func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {

@@ -222,11 +222,13 @@ func (b *bufferedWriter) flushTo(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Add("Vary", "Accept-Encoding")
 	}
-	if r.Method != http.MethodHead {
+	// HEAD and 304 answers carry no body (nor its length).
+	bodyless := r.Method == http.MethodHead || status == http.StatusNotModified
+	if !bodyless {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
+	if !bodyless {
 		_, _ = w.Write(body)
 	}
 	return nil
