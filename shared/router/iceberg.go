@@ -28,6 +28,7 @@ var endpoints = []string{
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"POST /v1/{prefix}/namespaces/{namespace}/register",
+	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 	"POST /v1/{prefix}/tables/rename",
 	"POST /v1/{prefix}/transactions/commit",
@@ -346,6 +347,22 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeTable(w, res, "all")
+}
+
+// unregisterTable forgets a table and keeps its files (the spec's
+// unregisterTable, an empty POST): 200 with the last metadata location and
+// metadata, which a register (here or elsewhere) takes back.
+func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
+	cat, id, ok := s.withTable(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
 func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {

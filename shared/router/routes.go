@@ -87,6 +87,7 @@ func (s *server) table() []route {
 		{method: "HEAD", path: tbl, privs: p(authz.TableRead), h: s.tableExists},
 		{method: "POST", path: tbl, privs: p(authz.TableWrite), variants: []variant{create, commitHold}, h: s.commitTable},
 		{method: "DELETE", path: tbl, privs: p(authz.TableDrop), variants: []variant{purge}, h: s.dropTable},
+		{method: "POST", path: tbl + "/unregister", privs: p(authz.TableDrop), h: s.unregisterTable},
 		{method: "POST", path: ns + "/register", privs: p(authz.TableCreate), variants: []variant{overwrite}, h: s.registerTable},
 		{method: "POST", path: tbl + "/metrics", privs: p(authz.TableRead), h: s.reportMetrics},
 		{method: "POST", path: "/v1/{prefix}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameTable},
