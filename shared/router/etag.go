@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/icehold/icehold/shared/credentials"
 )
 
 // Entity tags of table answers (load, create, register, commit). A tag is
@@ -28,15 +30,31 @@ const tagVersion = "t1"
 // Java client use (5 minutes before expiry).
 const revalidateMargin = 5 * time.Minute
 
-// tableTag is the ETag of a table answer. expires is the vended
-// credentials' expiry, zero for an answer without credentials.
-func tableTag(metadataLocation, snapshots string, expires time.Time) string {
+// tagCreds is what a tag says of an answer's credentials: none (zero),
+// or vended ones with their expiry and whether they write.
+type tagCreds struct {
+	expires time.Time
+	write   bool
+}
+
+func tagOf(v *credentials.Vended) tagCreds {
+	if v == nil {
+		return tagCreds{}
+	}
+	return tagCreds{v.Expires, v.Write}
+}
+
+// tableTag is the ETag of a table answer.
+func tableTag(metadataLocation, snapshots string, c tagCreds) string {
 	if snapshots == "" {
 		snapshots = "all"
 	}
 	delegation, exp := "none", ""
-	if !expires.IsZero() {
-		delegation, exp = "vended", strconv.FormatInt(expires.UnixMilli(), 10)
+	if !c.expires.IsZero() {
+		delegation, exp = "vended-r", strconv.FormatInt(c.expires.UnixMilli(), 10)+".r"
+		if c.write {
+			delegation, exp = "vended-w", strconv.FormatInt(c.expires.UnixMilli(), 10)+".w"
+		}
 	}
 	sum := sha256.Sum256([]byte(strings.Join([]string{tagVersion, metadataLocation, snapshots, delegation, exp}, "\x00")))
 	h := base64.RawURLEncoding.EncodeToString(sum[:18])
@@ -49,28 +67,39 @@ func tableTag(metadataLocation, snapshots string, expires time.Time) string {
 // revalidates reports whether an If-None-Match header names the tag the
 // answer would carry now, from the table's metadata location alone (no
 // metadata read, no credentials vended). vended: the answer would carry
-// credentials; their expiry is read from the client's tag and must be at
-// least revalidateMargin away. It returns the matched tag.
-func revalidates(header, metadataLocation, snapshots string, vended bool, now time.Time) (string, bool) {
+// credentials; their expiry and scope are read from the client's tag, the
+// expiry must be at least revalidateMargin away, and writing credentials
+// revalidate only while canWrite says the caller still may write. It
+// returns the matched tag.
+func revalidates(header, metadataLocation, snapshots string, vended bool, canWrite func() bool, now time.Time) (string, bool) {
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimSpace(t)
 		// Weak comparison (RFC 9110 §13.1.2): W/ is ignored; "*" never
 		// matches, since a client sending it holds no tag (nor credentials).
 		opaque := strings.Trim(strings.TrimPrefix(t, "W/"), `"`)
-		var expires time.Time
+		var c tagCreds
 		if vended {
-			_, exp, ok := strings.Cut(opaque, ".")
-			ms, err := strconv.ParseInt(exp, 10, 64)
-			if !ok || err != nil {
+			parts := strings.Split(opaque, ".")
+			if len(parts) != 3 {
 				continue
 			}
-			if expires = time.UnixMilli(ms); expires.Sub(now) < revalidateMargin {
+			ms, err := strconv.ParseInt(parts[1], 10, 64)
+			if err != nil {
+				continue
+			}
+			c = tagCreds{time.UnixMilli(ms), parts[2] == "w"}
+			if c.expires.Sub(now) < revalidateMargin {
 				continue
 			}
 		}
-		if want := tableTag(metadataLocation, snapshots, expires); strings.Trim(strings.TrimPrefix(want, "W/"), `"`) == opaque {
-			return want, true
+		want := tableTag(metadataLocation, snapshots, c)
+		if strings.Trim(strings.TrimPrefix(want, "W/"), `"`) != opaque {
+			continue
 		}
+		if c.write && !canWrite() {
+			continue
+		}
+		return want, true
 	}
 	return "", false
 }

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/softdelete"
 )
 
@@ -29,6 +29,7 @@ var endpoints = []string{
 	"DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"POST /v1/{prefix}/namespaces/{namespace}/register",
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
+	"GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 	"POST /v1/{prefix}/tables/rename",
 	"POST /v1/{prefix}/transactions/commit",
@@ -40,9 +41,10 @@ func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	defaults := maps.Clone(s.ClientDefaults)
-	if defaults == nil {
-		defaults = map[string]string{}
+	defaults := s.clientConfig(r)
+	if catalog.Vending(catalogInfo(r).Properties) == catalog.VendingRequired {
+		// Java, PyIceberg and iceberg-go send header.* properties as headers.
+		defaults["header."+delegationHeader] = "vended-credentials"
 	}
 	// Engines must not delete files behind the catalog's back: soft delete
 	// and the purge pipeline own deletion.
@@ -182,17 +184,32 @@ func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeTable answers the REST spec's LoadTableResult, tagged (a staged
-// create, which has no metadata location yet, has no tag).
-func (s *server) writeTable(w http.ResponseWriter, res catalog.TableResult, snapshots string) {
-	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.ClientDefaults}
+// create, which has no metadata location yet, has no tag), with the
+// storage credentials vended for it (nil: none).
+func (s *server) writeTable(w http.ResponseWriter, r *http.Request, res catalog.TableResult, snapshots string, v *credentials.Vended) {
+	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.clientConfig(r)}
 	if res.MetadataLocation != "" {
 		out["metadata-location"] = res.MetadataLocation
-		w.Header().Set("ETag", tableTag(res.MetadataLocation, snapshots, time.Time{}))
+		w.Header().Set("ETag", tableTag(res.MetadataLocation, snapshots, tagOf(v)))
 	}
-	if s.ClientDefaults == nil {
-		out["config"] = map[string]string{}
+	if v != nil {
+		out["storage-credentials"] = storageCredentials(v)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// writeTableVended is writeTable with the credentials the request gets.
+func (s *server) writeTableVended(w http.ResponseWriter, r *http.Request, res catalog.TableResult, snapshots string) {
+	var v *credentials.Vended
+	vend, err := s.vends(r)
+	if err == nil && vend && res.MetadataLocation != "" {
+		v, err = s.vend(r, res.Entry)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeTable(w, r, res, snapshots, v)
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +227,7 @@ func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res, "all")
+	s.writeTableVended(w, r, res, "all")
 }
 
 // withTable parses namespace and table.
@@ -242,9 +259,15 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	// A revalidation is answered from the entry alone: no metadata read.
+	vend, err := s.vends(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// A revalidation is answered from the entry alone: no metadata read,
+	// no credentials vended.
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if tag, ok := revalidates(inm, e.MetadataLocation, mode, false, time.Now()); ok {
+		if tag, ok := revalidates(inm, e.MetadataLocation, mode, vend, func() bool { return s.mayWrite(r) }, time.Now()); ok {
 			notModified(w, tag)
 			return
 		}
@@ -254,7 +277,14 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res, mode)
+	var v *credentials.Vended
+	if vend {
+		if v, err = s.vend(r, e); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	s.writeTable(w, r, res, mode, v)
 }
 
 func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +314,7 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("ETag", tableTag(res.MetadataLocation, "all", time.Time{}))
+	w.Header().Set("ETag", tableTag(res.MetadataLocation, "all", tagCreds{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
@@ -346,7 +376,7 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res, "all")
+	s.writeTableVended(w, r, res, "all")
 }
 
 // unregisterTable forgets a table and keeps its files (the spec's
