@@ -63,7 +63,9 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deny := s.policies.denies
-	if m := s.iam.Load(); m != nil {
+	// Unsigned requests stay the emulator's convenience (curl, tests);
+	// signed ones are checked as S3 checks them.
+	if m := s.iam.Load(); m != nil && sigv4.Signed(r) {
 		if sigv4.Service(r) == "sts" {
 			m.ServeSTS(w, r)
 			return

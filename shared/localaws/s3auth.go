@@ -10,9 +10,9 @@ import (
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
-// SigV4 on the embedded S3 (with SetIAM): every request must be signed by
-// an identity of the local account, as S3 requires of a private bucket,
-// and a session's requests are authorized as IAM would: what both its
+// SigV4 on the embedded S3 (with SetIAM): a signed request must be signed
+// by an identity of the local account, as S3 requires (unsigned requests
+// stay the emulator's convenience, for curl and tests), and a session's requests are authorized as IAM would: what both its
 // role's policy and its session policy allow (vended credentials read and
 // write their table and nothing else). Refusals are S3's.
 
@@ -22,7 +22,7 @@ func (s *S3) SetIAM(m *IAM) { s.iam.Store(m) }
 
 // authenticate verifies a request's signature; false when it answered.
 func (s *S3) authenticate(w http.ResponseWriter, r *http.Request, m *IAM) (sigv4.Key, bool) {
-	v := sigv4.Verifier{Service: "s3", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Now: m.Now, S3: true}
+	v := sigv4.Verifier{Service: "s3", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Expiry: m.Now, S3: true}
 	k, err := v.Verify(r, nil)
 	if err == nil {
 		return k, true

@@ -105,22 +105,29 @@ func randomKey(prefix string, n int) string {
 // AddUser makes a local IAM user with an access key pair (the server need
 // not run; a running one knows the user from its next request on).
 func AddUser(dir, name string) (User, error) {
-	if !userName.MatchString(name) {
-		return User{}, fmt.Errorf("user name %q: 1 to 64 of letters, digits and +=,.@_-", name)
+	u, err := newUser(name)
+	if err != nil {
+		return User{}, err
 	}
-	var u User
-	_, err := updateIAM(dir, func(f *iamFile) error {
+	_, err = updateIAM(dir, func(f *iamFile) error {
 		if _, ok := f.Users[name]; ok {
 			return fmt.Errorf("user %s exists already (icehold local iam list)", name)
 		}
-		secret := make([]byte, 30)
-		_, _ = rand.Read(secret)
-		u = User{Name: name, AccessKeyID: randomKey("AKIA", 8), SecretAccessKey: base64.RawStdEncoding.EncodeToString(secret),
-			Created: time.Now().UTC().Format(time.RFC3339)}
 		f.Users[name] = u
 		return nil
 	})
 	return u, err
+}
+
+// newUser makes a user's access key pair.
+func newUser(name string) (User, error) {
+	if !userName.MatchString(name) {
+		return User{}, fmt.Errorf("user name %q: 1 to 64 of letters, digits and +=,.@_-", name)
+	}
+	secret := make([]byte, 30)
+	_, _ = rand.Read(secret)
+	return User{Name: name, AccessKeyID: randomKey("AKIA", 8), SecretAccessKey: base64.RawStdEncoding.EncodeToString(secret),
+		Created: time.Now().UTC().Format(time.RFC3339)}, nil
 }
 
 // ListUsers returns the local users by name.

@@ -23,6 +23,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
@@ -159,6 +160,12 @@ type Server struct {
 	reload sync.Mutex
 	stamp  tokensStamp
 
+	// The local account (SigV4 and vended credentials).
+	iam    *localaws.IAM
+	users  *users
+	vendor *credentials.Vendor
+	now    func() time.Time
+
 	servers []*http.Server
 	dynamo  *localaws.DynamoDB
 	queues  *localaws.SQS
@@ -219,7 +226,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Catalog == "" {
 		o.Catalog = DefaultCatalog
 	}
-	s := &Server{dir: o.Dir, tokens: map[string]string{}}
+	s := &Server{dir: o.Dir, tokens: map[string]string{}, now: o.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if o.Dir != "" {
 		// Before anything opens the journal: a second server on the folder
 		// stops here and names the first.
@@ -333,6 +343,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.startIAM(cfg, ep.S3, o.Bucket); err != nil {
+		return nil, fmt.Errorf("local IAM: %w", err)
+	}
 	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
 	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
@@ -342,6 +355,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Partitions:     s.Partitions,
 		Authz:          az,
 		Authenticate:   s.authenticate,
+		AuthError:      authError,
+		Vendor:         s.vendor,
 		DefaultCatalog: o.Catalog,
 		ClientDefaults: map[string]string{
 			"s3.endpoint":                 ep.S3,
@@ -353,7 +368,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			"client.region":               Region,
 		},
 	}
-	s.Handler = router.New(s.RouterConfig)
+	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
 	served := s.Handler
 	if o.Wrap != nil {
 		served = o.Wrap(served)
@@ -461,6 +476,9 @@ func (s *Server) refreshTokens() error {
 }
 
 func (s *Server) authenticate(r *http.Request) string {
+	if p, ok := sigv4Principal(r); ok {
+		return p
+	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
