@@ -4,6 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +91,34 @@ func TestSigV4(t *testing.T) {
 	}
 	if _, err := sigv4Client(t, wrong); err == nil {
 		t.Error("iceberg-go opened the catalog with a wrong secret")
+	}
+}
+
+// The README's SigV4 example runs as written against the local server,
+// with a local user's keys in the environment (as `eval "$(icehold local
+// iam add-user NAME)"` puts them there).
+func TestSigV4Example(t *testing.T) {
+	srv := localOnly(t)
+	u, err := srv.AddUser(uniq("example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "iceberg-go-sigv4")
+	build := exec.Command("go", "build", "-o", bin, "./examples/iceberg-go-sigv4")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ns := newNamespace(t, "sigv4example")
+	run := exec.Command(bin)
+	run.Env = append(os.Environ(), "ICEHOLD_URL="+shared.URL, "ICEHOLD_CATALOG="+shared.Catalog,
+		"AWS_ACCESS_KEY_ID="+u.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+u.SecretAccessKey, "AWS_REGION="+localserver.Region,
+		"AWS_SESSION_TOKEN=", "AWS_PROFILE=", "AWS_CONFIG_FILE="+os.DevNull, "AWS_SHARED_CREDENTIALS_FILE="+os.DevNull)
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the SigV4 example: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), ns) {
+		t.Errorf("the SigV4 example listed %s, not the namespace %s", out, ns)
 	}
 }
