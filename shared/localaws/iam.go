@@ -10,6 +10,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/icehold/icehold/shared/sigv4"
@@ -31,8 +32,9 @@ type IAM struct {
 	RootKey, RootSecret string
 	// Users finds a user's name and secret by access key id.
 	Users func(accessKeyID string) (name, secret string, ok bool)
-	// Now is the clock of expiries and signatures (nil: time.Now).
-	Now func() time.Time
+	// clock is what sessions expire by (nil: time.Now); signatures keep
+	// real time, as signers do.
+	clock atomic.Pointer[func() time.Time]
 
 	sessionKey []byte
 	mu         sync.RWMutex
@@ -76,9 +78,19 @@ func (m *IAM) rolePolicy(arn string) (string, bool) {
 	return p, ok
 }
 
+// SetClock sets the clock sessions are issued and expire by (tests
+// advance it past an expiry); nil: time.Now.
+func (m *IAM) SetClock(now func() time.Time) {
+	if now == nil {
+		m.clock.Store(nil)
+		return
+	}
+	m.clock.Store(&now)
+}
+
 func (m *IAM) now() time.Time {
-	if m.Now != nil {
-		return m.Now()
+	if f := m.clock.Load(); f != nil {
+		return (*f)()
 	}
 	return time.Now()
 }

@@ -22,7 +22,7 @@ func (s *S3) SetIAM(m *IAM) { s.iam.Store(m) }
 
 // authenticate verifies a request's signature; false when it answered.
 func (s *S3) authenticate(w http.ResponseWriter, r *http.Request, m *IAM) (sigv4.Key, bool) {
-	v := sigv4.Verifier{Service: "s3", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Expiry: m.Now, S3: true}
+	v := sigv4.Verifier{Service: "s3", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Expiry: m.now, S3: true}
 	k, err := v.Verify(r, nil)
 	if err == nil {
 		return k, true

@@ -67,7 +67,7 @@ func (m *IAM) ServeSTS(w http.ResponseWriter, r *http.Request) {
 		writeSTSError(w, stsError{http.StatusBadRequest, "IncompleteSignature", err.Error(), true})
 		return
 	}
-	v := sigv4.Verifier{Service: "sts", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Expiry: m.Now}
+	v := sigv4.Verifier{Service: "sts", Region: m.Region, MaxSkew: 15 * time.Minute, Keys: m.Lookup, Expiry: m.now}
 	caller, err := v.Verify(r, body)
 	if err != nil {
 		writeSTSError(w, stsRefusal(err))

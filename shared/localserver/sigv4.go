@@ -91,7 +91,7 @@ func (s *Server) startIAM(cfg aws.Config, ep string, bucket string) error {
 	s.users = &users{dir: s.dir, byKey: map[string]User{}}
 	s.iam = localaws.NewIAM(Region, AccessKey, SecretKey, key)
 	s.iam.Users = s.users.lookup
-	s.iam.Now = s.now
+	s.iam.SetClock(s.now)
 	s.iam.AddRole(VendingRole, credentials.RolePolicy(bucket))
 	if s.S3Emulator == nil {
 		return nil // an external S3 (no STS emulation here): no vending
@@ -119,4 +119,14 @@ func (s *Server) AddUser(name string) (User, error) {
 	defer s.users.mu.Unlock()
 	s.users.byKey[u.AccessKeyID] = u
 	return u, nil
+}
+
+// SetCredentialsClock sets the clock STS sessions (vended credentials) are
+// issued and expire by; nil: the server's clock. Tests move it past an
+// expiry while clients sign in real time.
+func (s *Server) SetCredentialsClock(now func() time.Time) {
+	if now == nil {
+		now = s.now
+	}
+	s.iam.SetClock(now)
 }
