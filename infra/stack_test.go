@@ -471,6 +471,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			"s3:PutObject":            v.objects("*.metadata.json"),
 			"s3:AbortMultipartUpload": v.objects("*.metadata.json"),
 			"s3:ListBucket":           v.buckets,
+			"sts:AssumeRole":          {"${VendingRole.Arn}"}, // vended credentials (infra/vending.go)
 		}),
 		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
