@@ -150,6 +150,8 @@ type Server struct {
 	// The emulators themselves, for fault injection in tests.
 	S3Emulator *localaws.S3
 	Queues     *localaws.SQS
+	// DynamoDB is the embedded DynamoDB (nil when external).
+	DynamoDB *localaws.DynamoDB
 	// RouterConfig is what Handler was built from (tests swap Authenticate
 	// to run the Lambda path over the same store).
 	RouterConfig router.Config
@@ -266,6 +268,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if s.dynamo, err = localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt}); err != nil {
 			return nil, fmt.Errorf("dynamodb emulator: %w", err)
 		}
+		s.DynamoDB = s.dynamo
 		if ep.DynamoDB, err = s.serveAt(o.DynamoAddr, s.dynamo); err != nil {
 			return nil, err
 		}
