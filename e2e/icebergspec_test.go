@@ -107,3 +107,42 @@ func TestIcebergAnswersForEnginesMatchTheSpec(t *testing.T) {
 	}
 	valid(t, "LoadTableResult", body)
 }
+
+// A catalog that requires vended credentials tells clients so in
+// /v1/config (the header, and none of the deployment's own S3 keys) and
+// hands credentials on every load, asked for or not; its duration
+// property is held to STS's bounds.
+func TestVendedCredentialsRequired(t *testing.T) {
+	localOnly(t)
+	embeddedAWS(t)
+	name, _ := softCatalog(t, map[string]string{"vended-credentials": "required", "vended-credentials.duration": "PT30M"})
+	var cfg struct {
+		Defaults map[string]string `json:"defaults"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/config?warehouse="+name, shared.Token, nil), &cfg)
+	if cfg.Defaults["header.X-Iceberg-Access-Delegation"] != "vended-credentials" || cfg.Defaults["s3.access-key-id"] != "" {
+		t.Errorf("/v1/config defaults %v: want the delegation header and no static S3 keys", cfg.Defaults)
+	}
+	ns := uniq("required")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables"
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{
+		"name": "t", "schema": map[string]any{"type": "struct", "schema-id": 0, "fields": []any{
+			map[string]any{"id": 1, "name": "id", "type": "long", "required": false}}},
+	})
+	var res struct {
+		Config map[string]string   `json:"config"`
+		Creds  []storageCredential `json:"storage-credentials"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", tables+"/t", shared.Token, nil), &res)
+	if len(res.Creds) != 1 || res.Config["s3.access-key-id"] != "" {
+		t.Errorf("a load without the header: credentials %v, config %v; want vended ones only", res.Creds, res.Config)
+	}
+	for _, bad := range []string{"PT5M", "PT13H", "soon"} {
+		status, body := call(t, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": uniq("dur"), "warehouse": "s3://icehold-warehouse/" + uniq("dur"),
+			"properties": map[string]string{"vended-credentials": "allowed", "vended-credentials.duration": bad}})
+		if status != http.StatusBadRequest && status != http.StatusUnprocessableEntity {
+			t.Errorf("duration %s: %d %s, want a 4xx ErrorModel", bad, status, body)
+		}
+	}
+}
