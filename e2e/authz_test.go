@@ -124,6 +124,7 @@ var matrix = []row{
 		body: func(fixture) any { return map[string]any{"requirements": []any{}, "updates": setLegalHold()} }},
 	{route: "DELETE " + tblPath, name: "drop table", path: "/v1/{c}/namespaces/{ns}/tables/t", privs: p(authz.TableDrop), want: 204},
 	{route: "DELETE " + tblPath + " [purgeRequested=true]", name: "drop table with purge", path: "/v1/{c}/namespaces/{ns}/tables/t?purgeRequested=true", privs: p(authz.TableDropWithPurge), want: 204},
+	{route: "POST " + tblPath + "/unregister", name: "unregister", path: "/v1/{c}/namespaces/{ns}/tables/t/unregister", privs: p(authz.TableDrop), want: 200},
 	{route: "POST " + nsPath + "/register", name: "register", path: "/v1/{c}/namespaces/{ns}/register", privs: p(authz.TableCreate), want: 200,
 		body: func(f fixture) any { return map[string]any{"name": "t_reg", "metadata-location": f.meta} }},
 	{route: "POST " + nsPath + "/register [overwrite]", name: "register with overwrite", path: "/v1/{c}/namespaces/{ns}/register",

@@ -71,7 +71,9 @@ func (p Props) withDefaults() Props {
 // the lifecycle constructs that build on them.
 type Stack struct {
 	awscdk.Stack
-	Table awsdynamodb.Table
+	// VendingRole: what vended credentials are sessions of (infra/vending.go).
+	VendingRole awsiam.Role
+	Table       awsdynamodb.Table
 	// Warehouse is the bucket the stack made (nil with WarehouseBuckets);
 	// Buckets are every bucket the catalogs may use.
 	Warehouse awss3.Bucket
@@ -191,6 +193,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.partitions(st, p, env)
 	s.catchAll()
 	s.grantAccess()
+	s.vendingRole(st)
 
 	// The outputs the docs and the CLI name (docs/operations.md, Deploy).
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url(), Description: jsii.String("the Iceberg REST catalog (SigV4, service execute-api): engines' uri, the CLI's --url")})

@@ -101,16 +101,19 @@ func TestAPIIsIAMAuthenticatedProxyToGoLambda(t *testing.T) {
 	})
 }
 
-// Only the delete function may delete objects: no other role's policy holds
-// s3:DeleteObject, and the engines' policy denies it.
+// Only the delete function may delete objects: no other role's policy
+// allows s3:DeleteObject, and the engines' policy (and the vending role's,
+// which holds its storage statements) denies it.
 func TestOnlyDeleteFunctionDeletes(t *testing.T) {
 	policies := *template.FindResources(jsii.String("AWS::IAM::Policy"), nil)
 	holders := []string{}
 	for id, p := range policies {
-		raw, _ := json.Marshal(p)
-		if strings.Contains(string(raw), "s3:DeleteObject") {
-			roles, _ := json.Marshal((*p)["Properties"].(map[string]any)["Roles"])
-			holders = append(holders, id+" "+string(roles))
+		for _, st := range (*p)["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			raw, _ := json.Marshal(st.(map[string]any)["Action"])
+			if st.(map[string]any)["Effect"] != "Deny" && strings.Contains(string(raw), "s3:DeleteObject") {
+				roles, _ := json.Marshal((*p)["Properties"].(map[string]any)["Roles"])
+				holders = append(holders, id+" "+string(roles))
+			}
 		}
 	}
 	if len(holders) != 1 || !strings.Contains(holders[0], "DeleteFn") {
@@ -471,6 +474,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			"s3:PutObject":            v.objects("*.metadata.json"),
 			"s3:AbortMultipartUpload": v.objects("*.metadata.json"),
 			"s3:ListBucket":           v.buckets,
+			"sts:AssumeRole":          {"${VendingRole.Arn}"}, // vended credentials (infra/vending.go)
 		}),
 		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},

@@ -42,7 +42,7 @@ func localCmd(conn *connOpts) *cobra.Command {
 	f.StringVar(&ext.S3, "s3-endpoint", "", "S3 endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.SQS, "sqs-endpoint", "", "SQS endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.Events, "events-endpoint", "", "EventBridge endpoint (overrides --aws-endpoint)")
-	cmd.AddCommand(redriveCmd(conn), tokenCmd(conn))
+	cmd.AddCommand(redriveCmd(conn), tokenCmd(conn), iamCmd(conn))
 	return cmd
 }
 

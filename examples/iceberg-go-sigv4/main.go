@@ -4,9 +4,11 @@
 //
 //	ICEHOLD_URL=<the stack's CatalogUri output> ICEHOLD_CATALOG=<catalog> go run ./examples/iceberg-go-sigv4
 //
-// make test compiles it (go vet) but cannot run it: the local server checks
-// bearer tokens only, and a SigV4 signature is checked by API Gateway, which
-// exists only in AWS or LocalStack.
+// The local server checks SigV4 as API Gateway does, with keys of local
+// IAM users (make test runs it so, e2e TestSigV4Example):
+//
+//	eval "$(go run ./cmd/icehold local iam add-user alice)"
+//	ICEHOLD_URL=http://127.0.0.1:8181 ICEHOLD_CATALOG=demo go run ./examples/iceberg-go-sigv4
 package main
 
 // snippet begin

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -28,8 +29,16 @@ const (
 	PropDeleteScope       = "purge.delete-scope" // "table" (default) or "warehouse"
 	// PropLegalHold on a table keeps it from drop with purge, and once
 	// soft-deleted from expiry and purge-now, until it is cleared.
-	PropLegalHold          = "icehold.legal-hold"
-	DefaultHoldPeriod      = "P7D"
+	PropLegalHold     = "icehold.legal-hold"
+	DefaultHoldPeriod = "P7D"
+	// PropVending says whether engines may have vended credentials
+	// (X-Iceberg-Access-Delegation: vended-credentials): off (the
+	// default), allowed (when they ask) or required (every table answer
+	// carries them, and /v1/config tells clients so).
+	PropVending = "vended-credentials"
+	// PropVendingDuration is how long vended credentials live (ISO-8601 or
+	// 1h style), within STS's bounds.
+	PropVendingDuration    = "vended-credentials.duration"
 	maxCatalogPropertyKeys = 100
 )
 
@@ -116,6 +125,14 @@ func validateCatalogProperties(props map[string]string) error {
 	if v, ok := props[PropHoldPeriod]; ok {
 		if _, err := ParseDuration(v); err != nil {
 			return fmt.Errorf("%s: %w", PropHoldPeriod, err)
+		}
+	}
+	if v, ok := props[PropVending]; ok && v != VendingOff && v != VendingAllowed && v != VendingRequired {
+		return fmt.Errorf("%w: %s must be off, allowed or required, not %q", ErrBadRequest, PropVending, v)
+	}
+	if v, ok := props[PropVendingDuration]; ok {
+		if _, err := VendingDuration(props); err != nil {
+			return fmt.Errorf("%s %q: %w", PropVendingDuration, v, err)
 		}
 	}
 	if v, ok := props[PropDeleteScope]; ok && v != "table" && v != "warehouse" {
@@ -312,4 +329,36 @@ func checkPropertyChange(updates map[string]string, removals []string) error {
 		}
 	}
 	return nil
+}
+
+// Values of PropVending.
+const (
+	VendingOff      = "off"
+	VendingAllowed  = "allowed"
+	VendingRequired = "required"
+)
+
+// Vending is a catalog's PropVending (off when unset).
+func Vending(props map[string]string) string {
+	if v := props[PropVending]; v != "" {
+		return v
+	}
+	return VendingOff
+}
+
+// VendingDuration is how long a catalog's vended credentials live: STS
+// issues sessions of 15 minutes to 12 hours (1 hour when unset).
+func VendingDuration(props map[string]string) (time.Duration, error) {
+	v, ok := props[PropVendingDuration]
+	if !ok {
+		return credentials.DefaultDuration, nil
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if d < credentials.MinDuration || d > credentials.MaxDuration {
+		return 0, fmt.Errorf("%w: %s must be 15 minutes to 12 hours (STS's bounds), not %s", ErrOutOfRange, PropVendingDuration, v)
+	}
+	return d, nil
 }

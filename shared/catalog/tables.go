@@ -269,6 +269,12 @@ func (s *Service) LoadTable(ctx context.Context, cat string, id Ident, onlyRefs 
 	if err != nil {
 		return TableResult{}, err
 	}
+	return s.LoadEntry(ctx, id, e, onlyRefs)
+}
+
+// LoadEntry answers the metadata of an entry already read (a revalidation
+// reads the entry first: a 304 needs nothing else).
+func (s *Service) LoadEntry(ctx context.Context, id Ident, e store.TableEntry, onlyRefs bool) (TableResult, error) {
 	_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
 	if err != nil {
 		return TableResult{}, fmt.Errorf("load table %s: %w", id, err)
@@ -622,6 +628,11 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
+	if u, err := s.store.GetUnregistered(ctx, cat, entry.TableUUID); err == nil && (u.Entry.Hold == nil || sameLocation(u.Entry.Hold, meta.Location())) {
+		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err != nil || !overwrite {
+			return s.reregister(ctx, cat, id, u, entry, raw)
+		}
+	}
 	// The location a registered table owns (and its purge deletes under)
 	// lies in the catalog's warehouse, as a created table's does: metadata
 	// anyone can write must not claim other prefixes of the bucket.
@@ -678,6 +689,64 @@ func (s *Service) recover(ctx context.Context, cat string, id Ident, t store.Tom
 		if errors.Is(err, store.ErrConditionFailed) {
 			return TableResult{}, s.purging(ctx, cat, id)
 		}
+		return TableResult{}, tableErr("register", id, err)
+	}
+	return TableResult{MetadataLocation: entry.MetadataLocation, Metadata: raw, Entry: entry}, nil
+}
+
+// UnregisterTable forgets a table and keeps every file (the spec's
+// unregisterTable): the entry goes, and its claims stay with a record of
+// the unregistered table, so that no other table takes its prefixes and no
+// purge (whatever its delete scope) reaches its files while no table owns
+// them. A register of its metadata (the same table uuid, at the same
+// location) takes the claims back. It answers the last metadata.
+func (s *Service) UnregisterTable(ctx context.Context, cat string, id Ident) (TableResult, error) {
+	for attempt := 0; ; attempt++ {
+		e, err := s.entry(ctx, cat, id)
+		if err != nil {
+			return TableResult{}, err
+		}
+		_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
+		if err != nil {
+			return TableResult{}, fmt.Errorf("unregister table %s: %w", id, err)
+		}
+		err = s.store.UnregisterTable(ctx, cat, e, authz.Principal(ctx))
+		switch {
+		case errors.Is(err, store.ErrConditionFailed) && attempt < 5:
+			continue // a commit moved the pointer: forget what is there now
+		case errors.Is(err, store.ErrExists):
+			return TableResult{}, fmt.Errorf("unregister table %s: a table of uuid %s is unregistered in catalog %s already (register its metadata first): %w", id, e.TableUUID, cat, ErrTableExists)
+		case err != nil:
+			return TableResult{}, tableErr("unregister", id, err)
+		}
+		return TableResult{MetadataLocation: e.MetadataLocation, Metadata: raw, Entry: e}, nil
+	}
+}
+
+// reregister is register of an unregistered table's metadata: the new entry
+// takes back the claims the record kept. The legal hold it had counts as
+// the hold before (restoring it needs no privilege, changing it does).
+// Metadata other than the file unregistered is metadata icehold may not
+// have written: the hold is marked registered, as any register's.
+func (s *Service) reregister(ctx context.Context, cat string, id Ident, u store.Unregistered, entry store.TableEntry, raw []byte) (TableResult, error) {
+	if err := s.checkLegalHoldChange(ctx, cat, id, u.Entry.LegalHold, entry.LegalHold); err != nil {
+		return TableResult{}, fmt.Errorf("register: %w", err)
+	}
+	entry.Hold, entry.Extra = u.Entry.Hold, u.Entry.Extra
+	if entry.Hold != nil && entry.MetadataLocation != u.MetadataLocation {
+		h := *entry.Hold
+		h.Registered = true
+		entry.Hold = &h
+	}
+	err := s.store.Reregister(ctx, u, entry)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return TableResult{}, nsErr("register in", id.Namespace, err)
+	case errors.Is(err, store.ErrTombstoned):
+		return TableResult{}, s.purging(ctx, cat, id)
+	case errors.Is(err, store.ErrExists):
+		return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+	case err != nil:
 		return TableResult{}, tableErr("register", id, err)
 	}
 	return TableResult{MetadataLocation: entry.MetadataLocation, Metadata: raw, Entry: entry}, nil

@@ -12,11 +12,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/partitions"
@@ -46,6 +48,9 @@ const (
 	EnvVisibility   = "ICEHOLD_DELETE_VISIBILITY_SECONDS"
 	EnvMaxReceives  = "ICEHOLD_DELETE_MAX_RECEIVES"
 	EnvEventBus     = "ICEHOLD_EVENT_BUS" // EventBridge bus of the lifecycle events
+	// EnvVendingRole: the role the api function assumes for vended
+	// credentials ("" vends none).
+	EnvVendingRole = "ICEHOLD_VENDING_ROLE_ARN"
 	// EnvDeletePace: key deletions per second per S3 prefix, booked by all
 	// delete invocations on a schedule shared through the table (unset:
 	// purge.DefaultKeyRate; "off": each invocation paces only itself).
@@ -63,6 +68,8 @@ type Env struct {
 	StateMachineARN  string
 	Queue            purge.QueueConfig
 	EventBus         string
+	// VendingRole is the ARN of the vending role ("": no vended credentials).
+	VendingRole string
 	// IOProps configure iceberg-go's FileIO (locally: S3 endpoint and keys).
 	IOProps map[string]string
 	// DeletePace: the per-prefix key deletion rate shared by the delete
@@ -87,6 +94,7 @@ func FromEnv() (Env, error) {
 		},
 		StateMachineARN: os.Getenv(EnvStateMachine),
 		EventBus:        os.Getenv(EnvEventBus),
+		VendingRole:     os.Getenv(EnvVendingRole),
 		Queue:           purge.QueueConfig{URL: os.Getenv(EnvDeleteQueue)},
 		DeletePace:      purge.DefaultKeyRate,
 	}
@@ -157,6 +165,9 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 		Authenticate:   apigw.Principal,
 		ClientDefaults: e.ClientDefaults,
 		DefaultCatalog: e.DefaultCatalog,
+	}
+	if e.VendingRole != "" {
+		rc.Vendor = &credentials.Vendor{STS: sts.NewFromConfig(cfg), RoleARN: e.VendingRole, Region: cfg.Region}
 	}
 	if withPurge {
 		rc.Purge = purgeService(cfg, e, st, cat)

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/truora/minidyn/server"
@@ -65,9 +66,11 @@ type DynamoDBOptions struct {
 // request is appended and fsynced before it is answered, and replayed in
 // order on start. Mutations are serialized so journal order is apply order.
 type DynamoDB struct {
-	inner *server.Server
-	dir   string
-	opts  DynamoDBOptions
+	// Requests counts every request served (benchmarks: reads per answer).
+	Requests atomic.Int64
+	inner    *server.Server
+	dir      string
+	opts     DynamoDBOptions
 	// mu serializes mutations and compaction: journal order is apply order,
 	// and a snapshot sees no half-applied request.
 	mu       sync.Mutex
@@ -321,6 +324,7 @@ func (d *DynamoDB) Close() error {
 }
 
 func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.Requests.Add(1)
 	target := r.Header.Get("X-Amz-Target")
 	op := target[strings.LastIndexByte(target, '.')+1:]
 	if op == "ListTables" {

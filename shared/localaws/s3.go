@@ -12,6 +12,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/spf13/afero"
+
+	"github.com/icehold/icehold/shared/sigv4"
 )
 
 // S3 is gofakes3 on disk (dir set) or in memory (dir == ""). Serve it over
@@ -23,6 +25,7 @@ type S3 struct {
 	policies *bucketPolicies
 	fault    atomic.Pointer[Fault]
 	observe  atomic.Pointer[func(*http.Request)]
+	iam      atomic.Pointer[IAM]
 	// Requests counts every request served (benchmarks: requests per file).
 	Requests atomic.Int64
 }
@@ -59,7 +62,31 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected fault</Message></Error>`, f.Code)
 		return
 	}
-	if s.servePolicy(w, r) {
+	deny := s.policies.denies
+	// Unsigned requests stay the emulator's convenience (curl, tests);
+	// signed ones are checked as S3 checks them.
+	if m := s.iam.Load(); m != nil && sigv4.Signed(r) {
+		if sigv4.Service(r) == "sts" {
+			m.ServeSTS(w, r)
+			return
+		}
+		caller, ok := s.authenticate(w, r, m)
+		if !ok {
+			return
+		}
+		if caller.Role != "" {
+			if !IsDeleteObjects(r) && !permits(m, caller, r) {
+				writeS3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied")
+				return
+			}
+			// DeleteObjects is authorized key by key.
+			deny = func(bucket, key, action string) bool {
+				return s.policies.denies(bucket, key, action) ||
+					!m.allows(caller, access{action: action, resource: "arn:aws:s3:::" + bucket + "/" + key})
+			}
+		}
+	}
+	if s.servePolicy(w, r, deny) {
 		return
 	}
 	s.inner.ServeHTTP(w, r)

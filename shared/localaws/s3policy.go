@@ -174,9 +174,10 @@ func splitPath(r *http.Request) (bucket, key string) {
 	return bucket, key
 }
 
-// servePolicy answers the ?policy subresource and applies Deny statements
-// to deletes; false when the request is the backend's to serve.
-func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request) bool {
+// servePolicy answers the ?policy subresource and applies deny (the
+// bucket policy's Deny statements, and what the caller may not do) to
+// deletes; false when the request is the backend's to serve.
+func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request, deny func(bucket, key, action string) bool) bool {
 	bucket, key := splitPath(r)
 	if _, ok := r.URL.Query()["policy"]; ok && key == "" {
 		switch r.Method {
@@ -210,12 +211,12 @@ func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request) bool {
 	}
 	switch {
 	case r.Method == http.MethodDelete && key != "" && len(r.URL.Query()) == 0:
-		if s.policies.denies(bucket, key, "s3:DeleteObject") {
+		if deny(bucket, key, "s3:DeleteObject") {
 			writeS3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied")
 			return true
 		}
 	case IsDeleteObjects(r):
-		return s.deleteObjectsWithPolicy(w, r, bucket)
+		return s.deleteObjectsWithPolicy(w, r, bucket, deny)
 	}
 	return false
 }
@@ -224,7 +225,7 @@ func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request) bool {
 // AccessDenied errors (as S3 reports them) and the rest reach the backend.
 // It also refuses more than 1000 keys (S3's MalformedXML), which gofakes3
 // accepts.
-func (s *S3) deleteObjectsWithPolicy(w http.ResponseWriter, r *http.Request, bucket string) bool {
+func (s *S3) deleteObjectsWithPolicy(w http.ResponseWriter, r *http.Request, bucket string, deny func(bucket, key, action string) bool) bool {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeS3Error(w, http.StatusBadRequest, "IncompleteBody", err.Error())
@@ -244,7 +245,7 @@ func (s *S3) deleteObjectsWithPolicy(w http.ResponseWriter, r *http.Request, buc
 	allowed := in
 	allowed.Objects = nil
 	for _, o := range in.Objects {
-		if s.policies.denies(bucket, o.Key, "s3:DeleteObject") {
+		if deny(bucket, o.Key, "s3:DeleteObject") {
 			denied = append(denied, gofakes3.ErrorResult{Key: o.Key, Code: "AccessDenied", Message: "Access Denied"})
 		} else {
 			allowed.Objects = append(allowed.Objects, o)

@@ -24,6 +24,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/localaws"
 	"github.com/icehold/icehold/shared/objects"
@@ -153,6 +154,8 @@ type Server struct {
 	// The emulators themselves, for fault injection in tests.
 	S3Emulator *localaws.S3
 	Queues     *localaws.SQS
+	// DynamoDB is the embedded DynamoDB (nil when external).
+	DynamoDB *localaws.DynamoDB
 	// RouterConfig is what Handler was built from (tests swap Authenticate
 	// to run the Lambda path over the same store).
 	RouterConfig router.Config
@@ -162,6 +165,12 @@ type Server struct {
 	// reload serializes refreshTokens and guards stamp.
 	reload sync.Mutex
 	stamp  tokensStamp
+
+	// The local account (SigV4 and vended credentials).
+	iam    *localaws.IAM
+	users  *users
+	vendor *credentials.Vendor
+	now    func() time.Time
 
 	servers []*http.Server
 	dynamo  *localaws.DynamoDB
@@ -223,7 +232,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Catalog == "" {
 		o.Catalog = DefaultCatalog
 	}
-	s := &Server{dir: o.Dir, tokens: map[string]string{}}
+	s := &Server{dir: o.Dir, tokens: map[string]string{}, now: o.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if o.Dir != "" {
 		// Before anything opens the journal: a second server on the folder
 		// stops here and names the first.
@@ -260,6 +272,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if s.dynamo, err = localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt}); err != nil {
 			return nil, fmt.Errorf("dynamodb emulator: %w", err)
 		}
+		s.DynamoDB = s.dynamo
 		if ep.DynamoDB, err = s.serveAt(o.DynamoAddr, s.dynamo); err != nil {
 			return nil, err
 		}
@@ -338,6 +351,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.startIAM(cfg, ep.S3, o.Bucket); err != nil {
+		return nil, fmt.Errorf("local IAM: %w", err)
+	}
 	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
 	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
@@ -347,6 +363,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Partitions:     s.Partitions,
 		Authz:          az,
 		Authenticate:   s.authenticate,
+		AuthError:      authError,
+		Vendor:         s.vendor,
 		DefaultCatalog: o.Catalog,
 		ClientDefaults: map[string]string{
 			"s3.endpoint":                 ep.S3,
@@ -358,7 +376,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			"client.region":               Region,
 		},
 	}
-	s.Handler = router.New(s.RouterConfig)
+	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
 	served := s.Handler
 	if o.Wrap != nil {
 		served = o.Wrap(served)
@@ -466,6 +484,9 @@ func (s *Server) refreshTokens() error {
 }
 
 func (s *Server) authenticate(r *http.Request) string {
+	if p, ok := sigv4Principal(r); ok {
+		return p
+	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {

@@ -8,11 +8,16 @@ import (
 	"syscall"
 )
 
-// lockTokens takes an exclusive flock on <dir>/tokens.json.lock. flock locks
-// belong to the open file, so it excludes other goroutines of this process
-// as well as other processes, and the kernel drops it when a holder dies.
+// lockTokens takes an exclusive flock on <dir>/tokens.json.lock.
 func lockTokens(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, TokensFileName+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	return lockPath(filepath.Join(dir, TokensFileName+".lock"))
+}
+
+// lockPath takes an exclusive flock on a lock file. flock locks belong to
+// the open file, so it excludes other goroutines of this process as well
+// as other processes, and the kernel drops it when a holder dies.
+func lockPath(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}

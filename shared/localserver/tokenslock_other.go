@@ -12,3 +12,9 @@ func lockTokens(string) (unlock func(), err error) {
 	tokensMu.Lock()
 	return tokensMu.Unlock, nil
 }
+
+// lockPath, where flock is missing, is lockTokens's process-wide mutex.
+func lockPath(string) (unlock func(), err error) {
+	tokensMu.Lock()
+	return tokensMu.Unlock, nil
+}

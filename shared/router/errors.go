@@ -9,8 +9,10 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/sigv4"
 	"github.com/icehold/icehold/shared/softdelete"
 )
 
@@ -51,6 +53,16 @@ func statusOf(err error) (int, string) {
 		{authz.ErrUnauthenticated, http.StatusUnauthorized, "NotAuthorizedException"},
 		{authz.ErrForbidden, http.StatusForbidden, "ForbiddenException"},
 		{authz.ErrTooManyPatterns, http.StatusBadRequest, "BadRequestException"},
+		// A SigV4 signature refused (locally; in AWS API Gateway answers
+		// these with the stack's gateway responses, the same shape).
+		{sigv4.ErrNotSigned, http.StatusForbidden, "NotAuthorizedException"},
+		{sigv4.ErrMalformed, http.StatusForbidden, "NotAuthorizedException"},
+		{sigv4.ErrUnknownKey, http.StatusForbidden, "NotAuthorizedException"},
+		{sigv4.ErrSignature, http.StatusForbidden, "NotAuthorizedException"},
+		{sigv4.ErrSkew, http.StatusForbidden, "NotAuthorizedException"},
+		{sigv4.ErrExpired, http.StatusForbidden, "NotAuthorizedException"},
+		{errNoVending, http.StatusBadRequest, "BadRequestException"},
+		{credentials.ErrTooLong, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
 		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException"},
 		{errNoRoute, http.StatusNotFound, "NotFoundException"},
 		{errMethodNotAllowed, http.StatusMethodNotAllowed, "MethodNotAllowedException"},

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
+	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/softdelete"
 )
 
@@ -27,6 +28,8 @@ var endpoints = []string{
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"POST /v1/{prefix}/namespaces/{namespace}/register",
+	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
+	"GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
 	"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 	"POST /v1/{prefix}/tables/rename",
 	"POST /v1/{prefix}/transactions/commit",
@@ -46,9 +49,10 @@ func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	defaults := maps.Clone(s.ClientDefaults)
-	if defaults == nil {
-		defaults = map[string]string{}
+	defaults := s.clientConfig(r)
+	if catalog.Vending(catalogInfo(r).Properties) == catalog.VendingRequired {
+		// Java, PyIceberg and iceberg-go send header.* properties as headers.
+		defaults["header."+delegationHeader] = "vended-credentials"
 	}
 	// Engines must not delete files behind the catalog's back: soft delete
 	// and the purge pipeline own deletion.
@@ -187,16 +191,33 @@ func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"identifiers": ids, "next-page-token": nullable(next)})
 }
 
-// tableResult is the REST spec's LoadTableResult.
-func (s *server) writeTable(w http.ResponseWriter, res catalog.TableResult) {
-	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.ClientDefaults}
+// writeTable answers the REST spec's LoadTableResult, tagged (a staged
+// create, which has no metadata location yet, has no tag), with the
+// storage credentials vended for it (nil: none).
+func (s *server) writeTable(w http.ResponseWriter, r *http.Request, res catalog.TableResult, snapshots string, v *credentials.Vended) {
+	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.clientConfig(r)}
 	if res.MetadataLocation != "" {
 		out["metadata-location"] = res.MetadataLocation
+		w.Header().Set("ETag", tableTag(res.MetadataLocation, snapshots, tagOf(v)))
 	}
-	if s.ClientDefaults == nil {
-		out["config"] = map[string]string{}
+	if v != nil {
+		out["storage-credentials"] = storageCredentials(v)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// writeTableVended is writeTable with the credentials the request gets.
+func (s *server) writeTableVended(w http.ResponseWriter, r *http.Request, res catalog.TableResult, snapshots string) {
+	var v *credentials.Vended
+	vend, err := s.vends(r)
+	if err == nil && vend && res.MetadataLocation != "" {
+		v, err = s.vend(r, res.Entry)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeTable(w, r, res, snapshots, v)
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +235,7 @@ func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	s.writeTableVended(w, r, res, "all")
 }
 
 // withTable parses namespace and table.
@@ -241,12 +262,37 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: snapshots must be all or refs", catalog.ErrBadRequest))
 		return
 	}
-	res, err := s.Catalog.LoadTable(r.Context(), cat, id, mode == "refs")
+	e, err := s.Catalog.Entry(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	vend, err := s.vends(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// A revalidation is answered from the entry alone: no metadata read,
+	// no credentials vended.
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if tag, ok := revalidates(inm, e.MetadataLocation, mode, vend, func() bool { return s.mayWrite(r) }, time.Now()); ok {
+			notModified(w, tag)
+			return
+		}
+	}
+	res, err := s.Catalog.LoadEntry(r.Context(), id, e, mode == "refs")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var v *credentials.Vended
+	if vend {
+		if v, err = s.vend(r, e); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	s.writeTable(w, r, res, mode, v)
 }
 
 func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
@@ -276,6 +322,7 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	w.Header().Set("ETag", tableTag(res.MetadataLocation, "all", tagCreds{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
@@ -337,7 +384,23 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeTable(w, res)
+	s.writeTableVended(w, r, res, "all")
+}
+
+// unregisterTable forgets a table and keeps its files (the spec's
+// unregisterTable, an empty POST): 200 with the last metadata location and
+// metadata, which a register (here or elsewhere) takes back.
+func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
+	cat, id, ok := s.withTable(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
 func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {

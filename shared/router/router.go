@@ -16,6 +16,7 @@ import (
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -57,6 +58,12 @@ type Config struct {
 	Authz      *authz.Authorizer
 	// Authenticate returns the caller's principal, "" for none.
 	Authenticate func(*http.Request) string
+	// AuthError, when set, says why Authenticate found no principal (a
+	// refused SigV4 signature, locally); nil falls back to the default.
+	AuthError func(*http.Request) error
+	// Vendor vends table-scoped credentials (nil: this deployment has no
+	// vending role, and vends none).
+	Vendor *credentials.Vendor
 	// ClientDefaults are handed to clients in /v1/config (locally: the S3
 	// endpoint and keys of the embedded S3).
 	ClientDefaults map[string]string
@@ -95,7 +102,13 @@ func (s *server) serve(w *bufferedWriter, r *http.Request) {
 	}
 	principal := s.Authenticate(r)
 	if principal == "" {
-		writeError(w, unauthenticated(r))
+		err := unauthenticated(r)
+		if s.AuthError != nil {
+			if e := s.AuthError(r); e != nil {
+				err = e
+			}
+		}
+		writeError(w, err)
 		return
 	}
 	r = r.WithContext(authz.WithPrincipal(r.Context(), principal))
@@ -222,11 +235,13 @@ func (b *bufferedWriter) flushTo(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Add("Vary", "Accept-Encoding")
 	}
-	if r.Method != http.MethodHead {
+	// HEAD and 304 answers carry no body (nor its length).
+	bodyless := r.Method == http.MethodHead || status == http.StatusNotModified
+	if !bodyless {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
+	if !bodyless {
 		_, _ = w.Write(body)
 	}
 	return nil

@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -88,6 +89,8 @@ func (s *server) table() []route {
 		{method: "HEAD", path: tbl, privs: p(authz.TableRead), h: s.tableExists},
 		{method: "POST", path: tbl, privs: p(authz.TableWrite), variants: []variant{create, commitHold}, h: s.commitTable},
 		{method: "DELETE", path: tbl, privs: p(authz.TableDrop), variants: []variant{purge}, h: s.dropTable},
+		{method: "POST", path: tbl + "/unregister", privs: p(authz.TableDrop), h: s.unregisterTable},
+		{method: "GET", path: tbl + "/credentials", privs: p(authz.TableRead), h: s.loadCredentials},
 		{method: "POST", path: ns + "/register", privs: p(authz.TableCreate), variants: []variant{overwrite}, h: s.registerTable},
 		{method: "POST", path: tbl + "/metrics", privs: p(authz.TableRead), h: s.reportMetrics},
 		{method: "POST", path: "/v1/{prefix}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), h: s.renameTable},
@@ -179,10 +182,12 @@ func (s *server) guard(rt route) http.HandlerFunc {
 			return
 		}
 		if !rt.system && !(cat == authz.SystemCatalog && isGrantRoute(rt.path)) {
-			if _, err := s.Catalog.GetCatalog(r.Context(), cat); err != nil {
+			info, err := s.Catalog.GetCatalog(r.Context(), cat)
+			if err != nil {
 				writeError(w, err)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), catalogKey{}, info))
 		}
 		if key := r.Header.Get("Idempotency-Key"); key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			s.idempotent(w, r, key, rt.canonical, rt.h)
@@ -193,6 +198,15 @@ func (s *server) guard(rt route) http.HandlerFunc {
 }
 
 func isGrantRoute(path string) bool { return strings.Contains(path, "/grants/") }
+
+type catalogKey struct{}
+
+// catalogInfo is the catalog the guard read for the request (its
+// properties decide answers, e.g. vended credentials).
+func catalogInfo(r *http.Request) catalog.CatalogInfo {
+	info, _ := r.Context().Value(catalogKey{}).(catalog.CatalogInfo)
+	return info
+}
 
 // catalogOf names the catalog a request acts on: the {prefix} or {c} path
 // parameter, or for /v1/config the warehouse query (or the default).

@@ -79,6 +79,9 @@ type Owner struct {
 	Location  string   `dynamodbav:"location"`
 	// SoftDeleted: the table is soft-deleted (it can still be undropped).
 	SoftDeleted bool `dynamodbav:"soft_deleted"`
+	// Unregistered: the catalog forgot the table and keeps its files; a
+	// register of its metadata takes the claim back.
+	Unregistered bool `dynamodbav:"unregistered"`
 }
 
 func (o Owner) String() string {
@@ -91,6 +94,8 @@ func (o Owner) String() string {
 		return fmt.Sprintf("the warehouse of catalog %s (%s)", o.Catalog, o.Location)
 	case o.JobID != "":
 		return fmt.Sprintf("%s %s.%s of catalog %s, being purged by job %s (%s)", what, strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.JobID, o.Location)
+	case o.Unregistered:
+		return fmt.Sprintf("unregistered table %s.%s of catalog %s, whose files are kept until its metadata is registered again (%s)", strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 	case o.SoftDeleted:
 		return fmt.Sprintf("soft-deleted %s %s.%s of catalog %s, which can still be undropped (%s)", what, strings.Join(o.Namespace, "."), o.Name, o.Catalog, o.Location)
 	}
@@ -389,6 +394,9 @@ func ownerSet(o Owner, vals map[string]ddbtypes.AttributeValue, names map[string
 	names["#o_soft"] = "soft_deleted"
 	vals[":o_soft"] = &ddbtypes.AttributeValueMemberBOOL{Value: o.SoftDeleted}
 	*set = append(*set, "#o_soft = :o_soft")
+	names["#o_unreg"] = "unregistered"
+	vals[":o_unreg"] = &ddbtypes.AttributeValueMemberBOOL{Value: o.Unregistered}
+	*set = append(*set, "#o_unreg = :o_unreg")
 	if len(o.Namespace) == 0 {
 		return nil // a warehouse: the kind says the namespace means nothing
 	}

@@ -1,0 +1,35 @@
+package infra
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/icehold/icehold/shared/lambdaenv"
+)
+
+// vendingRole is the role the api function assumes for vended credentials
+// (X-Iceberg-Access-Delegation: vended-credentials). Only the api
+// function's role may assume it; it holds the engine policy's storage
+// statements (read and write objects, list, never delete, never write a
+// metadata file), and each session is narrowed further by a session policy
+// to one table's prefixes (shared/credentials). Sessions last up to 12
+// hours, each catalog's vended-credentials.duration within that.
+func (s *Stack) vendingRole(scope constructs.Construct) {
+	role := awsiam.NewRole(scope, jsii.String("VendingRole"), &awsiam.RoleProps{
+		Description:        jsii.String("icehold vended credentials: engines' table-scoped sessions, assumed by the api function only"),
+		AssumedBy:          awsiam.NewArnPrincipal(s.APIFn.Role().RoleArn()),
+		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(12)),
+	})
+	statements := *s.engineStatements()
+	for _, st := range statements[1:] { // all but execute-api:Invoke
+		role.AddToPolicy(st)
+	}
+	s.APIFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sts:AssumeRole"),
+		Resources: jsii.Strings(*role.RoleArn()),
+	}))
+	s.APIFn.AddEnvironment(jsii.String(lambdaenv.EnvVendingRole), role.RoleArn(), nil)
+	s.VendingRole = role
+}

@@ -1,0 +1,168 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+
+	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/credentials"
+	"github.com/icehold/icehold/shared/objects"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Vended credentials (the spec's X-Iceberg-Access-Delegation:
+// vended-credentials, storage-credentials and loadCredentials): the
+// catalog's vended-credentials property says whether engines may have them
+// (allowed: when they ask) or must (required: every table answer carries
+// them); the session reads and writes the table's own location, reads the
+// old locations it still owns, and deletes nothing (shared/credentials).
+
+const delegationHeader = "X-Iceberg-Access-Delegation"
+
+// errNoVending: credentials asked of a catalog or deployment that vends none.
+var errNoVending = errors.New("vended credentials unavailable")
+
+// asks reports whether the request asks for vended credentials (the
+// header is a comma-separated list of mechanisms).
+func asks(r *http.Request) bool {
+	for _, h := range r.Header.Values(delegationHeader) {
+		for _, m := range strings.Split(h, ",") {
+			if strings.TrimSpace(m) == "vended-credentials" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// vends decides whether a table answer carries credentials: the catalog
+// allows it and the client asks, or the catalog requires it.
+func (s *server) vends(r *http.Request) (bool, error) {
+	cat := catalogInfo(r)
+	switch catalog.Vending(cat.Properties) {
+	case catalog.VendingRequired:
+	case catalog.VendingAllowed:
+		if !asks(r) {
+			return false, nil
+		}
+	default:
+		return false, nil
+	}
+	if s.Vendor == nil {
+		if catalog.Vending(cat.Properties) == catalog.VendingRequired {
+			return false, fmt.Errorf("%w: catalog %s requires vended credentials and this deployment has no vending role", errNoVending, cat.Name)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// mayWrite: the caller holds TABLE_WRITE (its credentials then write).
+func (s *server) mayWrite(r *http.Request) bool {
+	return s.Authz.Check(r.Context(), catalogInfo(r).Name, authz.TableWrite) == nil
+}
+
+// vend assumes a session for the caller on the table's owned prefixes. nil
+// (and no error) when the table owns none it can be scoped to, or its
+// location makes a session policy STS refuses, unless the catalog requires
+// credentials: the client then uses what it has (the engine policy).
+func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended, error) {
+	cat := catalogInfo(r)
+	required := catalog.Vending(cat.Properties) == catalog.VendingRequired
+	var scope credentials.Scope
+	write := s.mayWrite(r)
+	for i, h := range e.Holds() {
+		l := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
+		if h.Prefix == "" {
+			continue // never the whole bucket
+		}
+		if i == 0 && e.Hold != nil && write {
+			scope.Write = append(scope.Write, l)
+		} else {
+			scope.Read = append(scope.Read, l)
+		}
+	}
+	if len(scope.Write)+len(scope.Read) == 0 {
+		if required {
+			return nil, fmt.Errorf("%w: table %s owns no location to scope credentials to", errNoVending, strings.Join(append(e.Namespace, e.Name), "."))
+		}
+		return nil, nil
+	}
+	d, err := catalog.VendingDuration(cat.Properties)
+	if err != nil {
+		d = credentials.DefaultDuration // a value stored before the check
+	}
+	v, err := s.Vendor.Vend(r.Context(), scope, credentials.SessionName(e.TableUUID, authz.Principal(r.Context())), d)
+	if errors.Is(err, credentials.ErrTooLong) && !required {
+		slog.Info("no vended credentials", "table", e.Name, "reason", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// storageCredentials is the spec's storage-credentials list.
+func storageCredentials(v *credentials.Vended) []map[string]any {
+	out := make([]map[string]any, 0, len(v.Prefixes))
+	for _, p := range v.Prefixes {
+		out = append(out, map[string]any{"prefix": p, "config": v.Config})
+	}
+	return out
+}
+
+// staticKeys are the client defaults that hand out the deployment's own S3
+// keys (locally, the embedded S3's): a catalog that requires vended
+// credentials gives engines no other keys.
+var staticKeys = []string{"s3.access-key-id", "s3.secret-access-key", "s3.session-token"}
+
+// clientConfig is the config of a table answer or /v1/config's defaults.
+func (s *server) clientConfig(r *http.Request) map[string]string {
+	out := maps.Clone(s.ClientDefaults)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if catalog.Vending(catalogInfo(r).Properties) == catalog.VendingRequired {
+		for _, k := range staticKeys {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// loadCredentials answers GET …/tables/{t}/credentials: a fresh session for
+// the table (engines refresh before expiry), when the catalog vends any.
+func (s *server) loadCredentials(w http.ResponseWriter, r *http.Request) {
+	cat, id, ok := s.withTable(w, r)
+	if !ok {
+		return
+	}
+	if catalog.Vending(catalogInfo(r).Properties) == catalog.VendingOff {
+		writeError(w, fmt.Errorf("%w: catalog %s vends no credentials (%s is off)", errNoVending, cat, catalog.PropVending))
+		return
+	}
+	if s.Vendor == nil {
+		writeError(w, fmt.Errorf("%w: this deployment has no vending role", errNoVending))
+		return
+	}
+	e, err := s.Catalog.Entry(r.Context(), cat, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	v, err := s.vend(r, e)
+	if err == nil && v == nil {
+		err = fmt.Errorf("%w: table %s: no session policy can be scoped to its location", errNoVending, id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"storage-credentials": storageCredentials(v)})
+}
