@@ -105,6 +105,7 @@ type Model struct {
 	forged     []string            // metadata files the simulation forged
 	policies   map[string]policy   // retention policies by identifier
 	grants     map[string][]string // principal → privileges (admins hold all)
+	views      map[string]*View    // by view uuid (views_test.go)
 }
 
 func newModel(legalPriv bool) *Model {
@@ -112,7 +113,7 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {

@@ -58,6 +58,7 @@ var opWeights = []struct {
 	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
+	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -134,6 +135,14 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opRename()
 	case "register":
 		return s.opRegister()
+	case "view-create":
+		return s.opViewCreate()
+	case "view-drop":
+		return s.opViewDrop()
+	case "view-undrop":
+		return s.opViewUndrop()
+	case "view-purge-now":
+		return s.opViewPurgeNow()
 	}
 	return nil
 }
@@ -246,6 +255,11 @@ func (s *Sim) opNSDrop() *Op {
 }
 
 func (s *Sim) liveIn(ns string) bool {
+	for _, v := range s.m.viewsIn(live) {
+		if v.ns == ns {
+			return true
+		}
+	}
 	for _, g := range s.m.inState(live) {
 		if g.ns == ns {
 			return true

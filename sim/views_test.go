@@ -1,0 +1,340 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Views share the tables' name space (an identifier is a table's or a
+// view's, never both) and their lifecycle (soft drop, undrop, purge-now,
+// hold expiry). The model knows the views its accepted operations made and
+// what the catalog's setting makes of a drop; the observation after every
+// round holds it against the catalog: no identifier both a table and a
+// view, nothing of a live or soft-deleted view gone, a soft-deleted view
+// gone only once its purge-at passed or a purge-now was accepted.
+
+// View is one view the simulation created.
+type View struct {
+	uuid, ns, name string
+	location       string
+	meta           string // its metadata file (views are not replaced here)
+	state          state  // live, soft, purging (purge-now accepted) or gone
+	purgeAt        time.Time
+}
+
+func (v *View) ident() string { return v.ns + "." + v.name }
+
+func (v *View) String() string { return fmt.Sprintf("view(%s %s %s)", v.ident(), short(v.uuid), v.state) }
+
+
+func viewPath(ns, name string) string {
+	return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/views/" + url.PathEscape(name)
+}
+
+func viewLifecyclePath(ns, name string) string {
+	return "/lifecycle/v1/catalogs/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/views/" + url.PathEscape(name)
+}
+
+// viewAt is the model's live view at an identifier.
+func (m *Model) viewAt(ns, name string) *View {
+	for _, v := range m.views {
+		if v.state == live && v.ns == ns && v.name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+func (m *Model) viewsIn(st state) []*View {
+	var out []*View
+	for _, v := range m.views {
+		if v.state == st {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b *View) int { return strings.Compare(a.uuid, b.uuid) })
+	return out
+}
+
+// viewHeld: one of the op's identifiers is a live view's (a table op there
+// is refused: 409 for what would take the name, 404 for what reads it).
+func (s *Sim) viewHeld(op *Op) bool {
+	for _, k := range op.keys {
+		if id, ok := strings.CutPrefix(k, "id:"); ok {
+			if ns, name, ok := strings.Cut(id, "."); ok && s.m.viewAt(ns, name) != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Sim) opViewCreate() *Op {
+	ns, name := pick(s, namespaces), pick(s, tableNames)
+	body := map[string]any{
+		"name": name, "schema": json.RawMessage(schemaJSON), "properties": map[string]string{},
+		"view-version": map[string]any{
+			"version-id": 1, "schema-id": 0, "timestamp-ms": s.w.clock.Now().UnixMilli(), "summary": map[string]string{"engine-name": "sim"},
+			"representations":   []any{map[string]string{"type": "sql", "sql": "SELECT id, d FROM " + ns + ".t", "dialect": "spark"}},
+			"default-namespace": []string{ns},
+		},
+	}
+	op := &Op{desc: fmt.Sprintf("admin creates view %s.%s", ns, name), keys: tableKeys(ns, name)}
+	_, nsOK := s.m.namespaces[ns]
+	switch {
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(ns, name) != nil || s.m.viewAt(ns, name) != nil:
+		op.want, op.why = []int{409}, "a table or a view holds the name"
+	default:
+		op.want = []int{200, 409} // 409: a purging table's tombstone holds it
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(ns)+"/views", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res struct {
+			MetadataLocation string `json:"metadata-location"`
+			Metadata         struct {
+				UUID     string `json:"view-uuid"`
+				Location string `json:"location"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil || res.Metadata.UUID == "" {
+			return s.violatef("create view answer %s: %v", o, err)
+		}
+		v := &View{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, meta: res.MetadataLocation, state: live}
+		s.m.views[v.uuid] = v
+		s.logf("   %s created at %s", v, v.location)
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opViewDrop() *Op {
+	lives := s.m.viewsIn(live)
+	if len(lives) == 0 {
+		return nil
+	}
+	v := pick(s, lives)
+	op := &Op{desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
+	op.run = func() Outcome { return s.w.call(s.ctx, admin, "DELETE", viewPath(v.ns, v.name), nil) }
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 204 {
+			return nil
+		}
+		if s.m.catProps["soft-delete.enabled"] == "false" {
+			v.state = gone // dropped for good; its files stay (as a table's without purge)
+		} else {
+			v.state = soft
+		}
+		s.logf("   %s dropped", v)
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opViewUndrop() *Op {
+	softs := s.m.viewsIn(soft)
+	if len(softs) == 0 {
+		return nil
+	}
+	v := pick(s, softs)
+	body := map[string]any{"view-uuid": v.uuid}
+	op := &Op{desc: fmt.Sprintf("admin undrops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid)}
+	_, nsOK := s.m.namespaces[v.ns]
+	switch {
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(v.ns, v.name) != nil || s.m.viewAt(v.ns, v.name) != nil:
+		op.want, op.why = []int{409}, "a table or a view holds the name"
+	default:
+		op.want = []int{200, 404, 409} // 404: its hold ended meanwhile; 409: a purging table's tombstone
+	}
+	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/undrop", body) }
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			v.state = live
+			s.logf("   %s undropped", v)
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opViewPurgeNow() *Op {
+	softs := s.m.viewsIn(soft)
+	if len(softs) == 0 {
+		return nil
+	}
+	v := pick(s, softs)
+	op := &Op{desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/purge-now", map[string]any{"view-uuid": v.uuid})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 202 {
+			v.state = purging
+			s.logf("   %s: its permanent delete was accepted", v)
+		}
+		return nil
+	}
+	return op
+}
+
+type viewObs struct {
+	ns, name, uuid, meta string
+}
+
+// observeViews lists every namespace's views and the soft-deleted ones.
+func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
+	lives := map[string]viewObs{}
+	for ns := range s.m.namespaces {
+		token := ""
+		for {
+			path := "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/views"
+			if token != "" {
+				path += "?pageToken=" + url.QueryEscape(token)
+			}
+			o := s.w.call(s.ctx, admin, "GET", path, nil)
+			if o.Status == 404 { // the namespace was dropped in the round
+				break
+			}
+			if o.Status != 200 {
+				return nil, nil, s.violatef("list views of %s: %s", ns, o)
+			}
+			var res struct {
+				Identifiers []struct {
+					Name string `json:"name"`
+				} `json:"identifiers"`
+				Next *string `json:"next-page-token"`
+			}
+			if err := json.Unmarshal(o.Body, &res); err != nil {
+				return nil, nil, err
+			}
+			for _, id := range res.Identifiers {
+				lo := s.w.call(s.ctx, admin, "GET", viewPath(ns, id.Name), nil)
+				if lo.Status != 200 {
+					return nil, nil, s.violatef("view %s.%s is listed but loads %s", ns, id.Name, lo)
+				}
+				var v struct {
+					MetadataLocation string `json:"metadata-location"`
+					Metadata         struct {
+						UUID string `json:"view-uuid"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(lo.Body, &v); err != nil {
+					return nil, nil, err
+				}
+				lives[v.Metadata.UUID] = viewObs{ns: ns, name: id.Name, uuid: v.Metadata.UUID, meta: v.MetadataLocation}
+			}
+			if res.Next == nil || *res.Next == "" {
+				break
+			}
+			token = *res.Next
+		}
+	}
+	softs := map[string]softObs{}
+	token := ""
+	for {
+		path := "/lifecycle/v1/catalogs/" + catalogName + "/soft-deleted-tables?kind=view"
+		if token != "" {
+			path += "&pageToken=" + url.QueryEscape(token)
+		}
+		o := s.w.call(s.ctx, admin, "GET", path, nil)
+		if o.Status != 200 {
+			return nil, nil, s.violatef("list soft-deleted views: %s", o)
+		}
+		var res struct {
+			Tables []struct {
+				softObs
+				ViewUUID string `json:"view-uuid"`
+				Kind     string `json:"kind"`
+			} `json:"tables"`
+			Next *string `json:"next-page-token"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return nil, nil, err
+		}
+		for _, r := range res.Tables {
+			if r.Kind != "view" || r.ViewUUID == "" {
+				return nil, nil, s.violatef("the soft-deleted views' listing holds %+v", r)
+			}
+			r.softObs.UUID = r.ViewUUID
+			softs[r.ViewUUID] = r.softObs
+		}
+		if res.Next == nil || *res.Next == "" {
+			break
+		}
+		token = *res.Next
+	}
+	return lives, softs, nil
+}
+
+// checkViews holds the views against the model and the tables observed.
+func (s *Sim) checkViews(tables []liveObs) error {
+	lives, softs, err := s.observeViews()
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		for _, v := range lives {
+			if v.ns == t.ns && v.name == t.name {
+				return s.violatef("%s.%s is both table %s and view %s", t.ns, t.name, short(t.uuid), short(v.uuid))
+			}
+		}
+	}
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range s.m.views {
+		lo, isLive := lives[v.uuid]
+		so, isSoft := softs[v.uuid]
+		contended := s.touched["uuid:"+v.uuid] > 1 || s.touched["id:"+v.ident()] > 1
+		switch {
+		case isLive:
+			v.state, v.ns, v.name = live, lo.ns, lo.name
+		case isSoft:
+			if v.state == live && !contended {
+				return s.violatef("%s is soft-deleted, but no drop of it was accepted", v)
+			}
+			v.state = soft
+			if at, err := time.Parse(time.RFC3339, so.PurgeAt); err == nil {
+				v.purgeAt = at
+			}
+		case v.state == live && !contended:
+			return s.violatef("%s is gone, but no drop of it was accepted", v)
+		case v.state == soft && s.w.clock.Now().Before(v.purgeAt):
+			return s.violatef("%s is gone before its purge-at %s (now %s), no purge-now accepted", v, v.purgeAt.Format(time.RFC3339), s.w.clock.Now().Format(time.RFC3339))
+		case v.state == live || v.state == soft:
+			v.state = purging // its hold ended: the sweep ends it
+		}
+		if v.state == live || v.state == soft {
+			if k, ok := keyOf(v.meta); ok {
+				if _, there := objs[k]; !there {
+					return s.violatef("%s: its metadata file %s is gone", v, v.meta)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// underView: a key under the location of a view the simulation made (its
+// metadata files are no table's).
+func (s *Sim) underView(key string) bool {
+	for _, v := range s.m.views {
+		if p, ok := keyOf(strings.TrimRight(v.location, "/")); ok && strings.HasPrefix(key, p+"/") {
+			return true
+		}
+	}
+	return false
+}
