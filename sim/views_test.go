@@ -28,8 +28,9 @@ type View struct {
 
 func (v *View) ident() string { return v.ns + "." + v.name }
 
-func (v *View) String() string { return fmt.Sprintf("view(%s %s %s)", v.ident(), short(v.uuid), v.state) }
-
+func (v *View) String() string {
+	return fmt.Sprintf("view(%s %s %s)", v.ident(), short(v.uuid), v.state)
+}
 
 func viewPath(ns, name string) string {
 	return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/views/" + url.PathEscape(name)
