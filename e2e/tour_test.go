@@ -170,7 +170,7 @@ func newTour(t *testing.T) *tour {
 			"echo \"tour test: no shim for go $*\" >&2; exit 2\n",
 		"make": "#!/bin/sh\n# the tour test's make: make run (go run ./cmd/icehold local) on free ports\n" +
 			"[ \"$*\" = run ] && exec " + fmt.Sprintf("%q", cli) + " local" +
-			" --addr 127.0.0.1:0 --s3-addr 127.0.0.1:0 --dynamodb-addr 127.0.0.1:0 --sqs-addr 127.0.0.1:0 --stepfunctions-addr 127.0.0.1:0\n" +
+			" --ports 0\n" +
 			"echo \"tour test: no shim for make $*\" >&2; exit 2\n",
 	}
 	for name, text := range shims {

@@ -188,6 +188,11 @@ func tableClient(cmd *cobra.Command, conn *connOpts, ident string) (*client, str
 		"/tables/" + url.PathEscape(name), nil
 }
 
+// restTablePath is a table's Iceberg REST route (the catalog is the prefix).
+func restTablePath(c *client, levels []string, name string) string {
+	return "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
+}
+
 // dropCmd drops a table through the Iceberg REST route, as clients do; with
 // --purge the answer's Icehold-Purge-Job header names the purge job, which
 // --watch follows.
@@ -210,7 +215,7 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
+			path := restTablePath(c, levels, name)
 			if purge {
 				path += "?purgeRequested=true"
 			}
