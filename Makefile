@@ -13,11 +13,20 @@ export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: run test test-moto vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth localstack-up localstack-deploy clean
+.PHONY: install run test test-moto vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth localstack-up localstack-deploy clean
 
-## run: the whole product on this machine, state in .icehold/
+## install: the icehold CLI into $(go env GOBIN), else $(go env GOPATH)/bin; the first
+## build compiles iceberg-go, Arrow and the AWS SDK (minutes, see the README), later ones seconds
+install:
+	$(GO) install ./cmd/icehold
+	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH)/bin}; echo "installed $$bin/icehold"; \
+	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "$$bin is not on your PATH: export PATH=\"$$bin:\$$PATH\"";; esac
+
+## run: the whole product on this machine, state in .icehold/, on ports 8180-8185
+## (PORTS=9680: on 9680-9685)
+PORTS ?= 8180
 run:
-	$(GO) run ./cmd/icehold local
+	$(GO) run ./cmd/icehold local --ports $(PORTS)
 
 ## test: vet, cfn-lint on the synthesized template, every package's tests with the race detector (the
 ## e2e suite last: about 10 minutes on 2 cores), then each fuzz target briefly, then test-moto
