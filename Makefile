@@ -13,7 +13,7 @@ export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: install run test test-moto vet lint-cfn fuzz bench e2e invoke invoke-seed invoke-all lambdas synth localstack-up localstack-deploy clean
+.PHONY: install run test test-moto vet lint-cfn fuzz bench e2e sim soak mutate invoke invoke-seed invoke-all lambdas synth preflight localstack-up localstack-deploy clean
 
 ## install: the icehold CLI into $(go env GOBIN), else $(go env GOPATH)/bin; the first
 ## build compiles iceberg-go, Arrow and the AWS SDK (minutes, see the README), later ones seconds
@@ -29,12 +29,36 @@ run:
 	$(GO) run ./cmd/icehold local --ports $(PORTS)
 
 ## test: vet, cfn-lint on the synthesized template, every package's tests with the race detector (the
-## e2e suite last: about 10 minutes on 2 cores), then each fuzz target briefly, then test-moto
+## e2e suite last: about 10 minutes on 2 cores), the lifecycle simulation (about 2 minutes), then
+## each fuzz target briefly, then test-moto
 test: vet lint-cfn
-	$(GO) test -race -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -race -count=1 -timeout 40m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/sim$$')
 	$(GO) test -race -count=1 -timeout 40m ./e2e/
+	$(MAKE) sim
 	$(MAKE) fuzz
 	$(MAKE) test-moto
+
+# The lifecycle simulation's CI budget (docs/design.md, "Lifecycle simulation").
+SIM_SEEDS ?= 1+6
+SIM_STEPS ?= 150
+
+## sim: the lifecycle simulation (SIM_SEEDS x SIM_STEPS) and its regression tests, without the
+## race detector (it drives the whole composition, as e2e does, which runs under it)
+sim:
+	$(GO) test -count=1 -timeout 20m ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS)
+
+SEEDS ?= 1000+20
+STEPS ?= 400
+
+## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (stops at the first failing
+## seed and prints its replay command)
+soak:
+	$(GO) test -count=1 -timeout 0 -run TestLifecycleSimulation ./sim/ -sim.seeds=$(SEEDS) -sim.steps=$(STEPS)
+
+## mutate: M=duration|generations|backfill reintroduces that defect of issue 18 (sim/mutations/) in
+## a temporary worktree of the committed tree and shows the simulation catch it within make test's budget
+mutate:
+	bash sim/mutate.sh $(M) $(SIM_SEEDS) $(SIM_STEPS)
 
 ## test-moto: the store contract, purge adapter and an e2e subset against moto_server
 ## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except
@@ -98,10 +122,18 @@ $(NPM_TOOLS)/cdk: .npm/package.json .npm/package-lock.json
 	cd .npm && npm ci --no-audit --no-fund
 	touch $@
 
-## synth: the CloudFormation template of the stack (cdk deploy deploys the same)
+## synth: the CloudFormation template of the stack (cdk deploy deploys the same), and a line naming
+## its stateful resources; CDK_ARGS='-c icehold:kms-key=…' passes context values (docs/operations.md)
 synth: lambdas $(NPM_TOOLS)/cdk
-	CDK_HOME=$(CURDIR)/.npm/cdk-home $(NPM_TOOLS)/cdk synth --no-notices -o cdk.out > /dev/null
+	rm -f cdk.out/*.template.json
+	CDK_HOME=$(CURDIR)/.npm/cdk-home $(NPM_TOOLS)/cdk synth --no-notices -o cdk.out $(CDK_ARGS) > /dev/null
 	@ls cdk.out/*.template.json
+	@for t in cdk.out/*.template.json; do $(GO) run ./infra/stateful $$t || exit 1; done
+
+## preflight: before a deploy, does the synthesized stack fit the account's Lambda concurrency, and
+## what to raise (AWS credentials: AWS_PROFILE, AWS_REGION)
+preflight: synth
+	@for t in cdk.out/*.template.json; do $(GO) run ./cmd/icehold preflight --template $$t --stack $$(basename $$t .template.json) || exit 1; done
 
 CFN_LINT ?= cfn-lint
 

@@ -111,18 +111,31 @@ const metadataFolders = "*/metadata/*"
 // legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
 const legacyGzipMetadata = "*.metadata.json.gz"
 
-// Delete function concurrency. The event source mapping runs at most
-// deleteMaxConcurrency batches at once (SPEC §3: it bounds the deleters on
-// one prefix); the reserved concurrency adds room for the state machine's
-// finalize and mark-failed invocations of the same function, so that the
-// mapping is never throttled by its own function (a throttled SQS
-// invocation counts a receive and could dead-letter a healthy batch), and
-// caps the function so a large purge cannot take the account's concurrency.
+// Delete function concurrency (docs/design.md, Delete function
+// concurrency). The event source mapping runs at most deleteMaxConcurrency
+// batches at once (SPEC §3: it bounds the deleters on one prefix). By
+// default the function reserves nothing: Lambda refuses a reservation that
+// leaves the account less than 100 unreserved, which a new account's quota
+// cannot give. A reservation, where an account wants one (to cap the purge's
+// share of the account, or to guarantee it), must leave room for the state
+// machine's finalize and mark-failed invocations of the same function
+// (finalizeHeadroom) beside the mapping's, so that the mapping is never
+// throttled by its own function (a throttled SQS invocation counts a receive
+// and could dead-letter a healthy batch): the mapping's maximum shrinks to
+// fit a small one.
 const (
-	deleteMaxConcurrency      = 50
-	finalizeHeadroom          = 10
-	deleteReservedConcurrency = deleteMaxConcurrency + finalizeHeadroom
+	deleteMaxConcurrency = 50
+	finalizeHeadroom     = 10
 )
+
+// deleteConcurrency is the delete function's reserved concurrency (0: none)
+// and its event source mapping's maximum concurrency.
+func deleteConcurrency(reserved int) (int, int) {
+	if reserved == 0 {
+		return 0, deleteMaxConcurrency
+	}
+	return reserved, min(deleteMaxConcurrency, reserved-finalizeHeadroom)
+}
 
 func actions(service string, names ...string) *[]*string {
 	out := make([]*string, len(names))
@@ -148,38 +161,108 @@ func (s *Stack) grantTable(fn awslambda.Function, acts []string, leadingKeys []s
 	}
 }
 
+// KMS (with a customer managed key, Props.KMSKeyARN): the services whose
+// calls use the key on a role's behalf, each held to its service by
+// kms:ViaService. DynamoDB decrypts the table key with the caller's
+// authority on every read or write of the table or its stream (it encrypts
+// items with that key itself: no kms:Encrypt); S3 decrypts an object read
+// (and the parts of a multipart upload) and generates a data key for an
+// object written; SQS generates a data key for a message sent and decrypts
+// one received or sent (its data key is reused for a while). Deleting an
+// object or a message, listing and queue attributes use no key.
+const (
+	viaDynamoDB = "dynamodb"
+	viaS3       = "s3"
+	viaSQS      = "sqs"
+)
+
+// grantKey gives fn the KMS actions its calls through those services need;
+// nothing without a customer managed key.
+func (s *Stack) grantKey(fn awslambda.Function, decryptVia, generateVia []string) {
+	for _, st := range s.keyStatements(decryptVia, generateVia) {
+		fn.AddToRolePolicy(st)
+	}
+}
+
+func (s *Stack) keyStatements(decryptVia, generateVia []string) []awsiam.PolicyStatement {
+	if s.Key == nil {
+		return nil
+	}
+	var out []awsiam.PolicyStatement
+	for _, g := range []struct {
+		action string
+		via    []string
+	}{{"Decrypt", decryptVia}, {"GenerateDataKey", generateVia}} {
+		if len(g.via) == 0 {
+			continue
+		}
+		services := make([]string, len(g.via))
+		for i, v := range g.via {
+			services[i] = v + "." + *s.Stack.Region() + ".amazonaws.com"
+		}
+		st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: actions("kms", g.action), Resources: jsii.Strings(*s.Key.KeyArn())})
+		st.AddCondition(jsii.String("StringEquals"), map[string]any{"kms:ViaService": services})
+		out = append(out, st)
+	}
+	return out
+}
+
+func via(services ...string) []string { return services }
+
+// objects are the ARNs of the warehouse buckets' objects matching pattern.
+func (s *Stack) objects(pattern string) []string {
+	out := make([]string, len(s.Buckets))
+	for i, b := range s.Buckets {
+		out[i] = *b.ArnForObjects(jsii.String(pattern))
+	}
+	return out
+}
+
+// bucketArns are the warehouse buckets' ARNs.
+func (s *Stack) bucketArns() []string {
+	out := make([]string, len(s.Buckets))
+	for i, b := range s.Buckets {
+		out[i] = *b.BucketArn()
+	}
+	return out
+}
+
 // grantAccess is every function's role.
 func (s *Stack) grantAccess() {
-	objects := *s.Warehouse.ArnForObjects(jsii.String("*"))
-	bucket := *s.Warehouse.BucketArn()
+	objects := s.objects("*")
+	buckets := s.bucketArns()
 
 	// api: the catalog. Reads and writes metadata files only (load, commit,
 	// register); never a data file, manifest or manifest list, and never
 	// deletes. ListBucket makes a missing metadata file a 404 (register
 	// answers 400) instead of a 403.
-	metadata := *s.Warehouse.ArnForObjects(jsii.String(metadataObjects))
+	metadata := s.objects(metadataObjects)
 	s.grantTable(s.APIFn, routerTableActions, nil)
-	allow(s.APIFn, actions("s3", "GetObject"), metadata, *s.Warehouse.ArnForObjects(jsii.String(legacyGzipMetadata)))
+	allow(s.APIFn, actions("s3", "GetObject"), append(s.objects(metadataObjects), s.objects(legacyGzipMetadata)...)...)
 	// AbortMultipartUpload: the SDK's uploader writes a file over 5 MB in
 	// parts and aborts the upload when a part fails; without it the parts
 	// stay (and are billed) until a lifecycle rule clears them.
-	allow(s.APIFn, actions("s3", "PutObject", "AbortMultipartUpload"), metadata)
-	allow(s.APIFn, actions("s3", "ListBucket"), bucket)
+	allow(s.APIFn, actions("s3", "PutObject", "AbortMultipartUpload"), metadata...)
+	allow(s.APIFn, actions("s3", "ListBucket"), buckets...)
+	s.grantKey(s.APIFn, via(viaDynamoDB, viaS3), via(viaS3))
 
 	// drop: one transaction (with its two events), a StartExecution. No S3.
 	s.grantTable(s.DropFn, routerTableActions, nil)
 	s.PurgeMachine.GrantStartExecution(s.DropFn)
+	s.grantKey(s.DropFn, via(viaDynamoDB), nil)
 
 	// purge-plan: reads the metadata and manifest lists (ListBucket: a
 	// missing metadata file fails the job at once, not after retries).
 	s.grantTable(s.PlanFn, planTableActions, planKeys)
-	allow(s.PlanFn, actions("s3", "GetObject"), objects)
-	allow(s.PlanFn, actions("s3", "ListBucket"), bucket)
+	allow(s.PlanFn, actions("s3", "GetObject"), objects...)
+	allow(s.PlanFn, actions("s3", "ListBucket"), buckets...)
 	// It enqueues the batches (SendMessageBatch is authorized as SendMessage).
 	allow(s.PlanFn, actions("sqs", "SendMessage"), *s.DeleteQueue.QueueArn())
+	s.grantKey(s.PlanFn, via(viaDynamoDB, viaS3, viaSQS), via(viaSQS))
 
 	// purge-progress (the WaitForBatches task): stores the callback token.
 	s.grantTable(s.ProgressFn, progressTableActions, progressKeys)
+	s.grantKey(s.ProgressFn, via(viaDynamoDB), nil)
 
 	// delete: the only role that deletes objects. Reads manifests and
 	// metadata, deletes with DeleteObjects (authorized per key as
@@ -187,15 +270,16 @@ func (s *Stack) grantAccess() {
 	// mapping polls with the function's role (ReceiveMessage,
 	// DeleteMessage, GetQueueAttributes).
 	s.grantTable(s.DeleteFn, deleteTableActions, deleteKeys)
-	allow(s.DeleteFn, actions("s3", "GetObject", "DeleteObject"), objects)
+	allow(s.DeleteFn, actions("s3", "GetObject", "DeleteObject"), objects...)
 	// ListBucket: finalize lists a purged table's location and deletes
 	// what no metadata reached (SPEC §3: SUCCEEDED means nothing is left).
-	allow(s.DeleteFn, actions("s3", "ListBucket"), bucket)
+	allow(s.DeleteFn, actions("s3", "ListBucket"), buckets...)
 	// SendMessage: a batch stopped before the function's deadline continues
 	// in a new message. SendTaskSuccess: the invocation that completes the
 	// last batch returns the waiting workflow's token.
 	allow(s.DeleteFn, actions("sqs", "ReceiveMessage", "DeleteMessage", "GetQueueAttributes", "ChangeMessageVisibility", "SendMessage"), *s.DeleteQueue.QueueArn())
 	allow(s.DeleteFn, actions("states", taskResponses...), s.purgeMachineARN())
+	s.grantKey(s.DeleteFn, via(viaDynamoDB, viaS3, viaSQS), via(viaSQS))
 
 	// reconcile: starts and inspects executions of the purge state machine
 	// only (execution:<machine name>:*), fails jobs past their attempts.
@@ -205,15 +289,18 @@ func (s *Stack) grantAccess() {
 	// Heartbeats for a waiting execution, and a lost callback sent again.
 	allow(s.ReconcileFn, actions("states", taskResponses...), s.purgeMachineARN())
 	s.Bus.GrantPutEventsTo(s.ReconcileFn, nil) // the outbox backstop
+	s.grantKey(s.ReconcileFn, via(viaDynamoDB), nil)
 
 	// undrop: the router on the soft-delete routes (undrop puts the entry
 	// back, purge-now makes a job and starts it). No S3 at all.
 	s.grantTable(s.UndropFn, routerTableActions, nil)
 	s.PurgeMachine.GrantStartExecution(s.UndropFn)
+	s.grantKey(s.UndropFn, via(viaDynamoDB), nil)
 
 	// hold-expiry: ends expired records and starts their purge jobs. No S3.
 	s.grantTable(s.HoldExpiryFn, holdExpiryTableActions, expiryKeys)
 	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
+	s.grantKey(s.HoldExpiryFn, via(viaDynamoDB), nil)
 
 	// partition-drop: the router on the partition routes. Reads the
 	// metadata, manifest list and manifests and writes new manifests, a
@@ -221,9 +308,10 @@ func (s *Stack) grantAccess() {
 	// folder, where Iceberg writers put them: IAM as well as the code keeps
 	// it from every data and delete file. Never deletes.
 	s.grantTable(s.PartitionDropFn, routerTableActions, nil)
-	tableMetadata := *s.Warehouse.ArnForObjects(jsii.String(metadataFolders))
-	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata)
-	allow(s.PartitionDropFn, actions("s3", "ListBucket"), bucket)
+	tableMetadata := s.objects(metadataFolders)
+	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata...)
+	allow(s.PartitionDropFn, actions("s3", "ListBucket"), buckets...)
+	s.grantKey(s.PartitionDropFn, via(viaDynamoDB, viaS3), via(viaS3))
 
 	// retention: walks the policies (a query, its cursor), reads each
 	// table's entry (and its namespace when the entry is gone) and drops
@@ -233,16 +321,21 @@ func (s *Stack) grantAccess() {
 	// job of kind expire and starts the purge machine on it, whose plan
 	// step enqueues the batches and whose delete function deletes.
 	s.grantTable(s.RetentionFn, retentionTableActions, retentionKeys)
-	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata)
-	allow(s.RetentionFn, actions("s3", "ListBucket"), bucket)
+	allow(s.RetentionFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata...)
+	allow(s.RetentionFn, actions("s3", "ListBucket"), buckets...)
 	s.PurgeMachine.GrantStartExecution(s.RetentionFn)
+	s.grantKey(s.RetentionFn, via(viaDynamoDB, viaS3), via(viaS3))
 
 	// outbox: woken by the table's stream, publishes pending events and
 	// deletes each once sent. The only role besides reconcile that may put
 	// events on the bus: every other function records them in DynamoDB.
+	// The stream's actions are Table.grantStreamRead's, without the
+	// unconditioned kms:Decrypt it adds for an encrypted table.
 	s.grantTable(s.OutboxFn, outboxTableActions, outboxKeys)
-	s.Table.GrantStreamRead(s.OutboxFn)
+	allow(s.OutboxFn, actions("dynamodb", "ListStreams"), "*")
+	allow(s.OutboxFn, actions("dynamodb", "DescribeStream", "GetRecords", "GetShardIterator"), *s.Table.TableStreamArn())
 	s.Bus.GrantPutEventsTo(s.OutboxFn, nil)
+	s.grantKey(s.OutboxFn, via(viaDynamoDB), nil)
 
 	// The state machine invokes the three step functions (the plan function
 	// enqueues the batches itself: the workflow's role sends nothing).
@@ -268,24 +361,24 @@ func (s *Stack) purgeMachineARN() string {
 // metadata files (a commit is a REST call), and nothing but the delete
 // function deletes.
 func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
-	objects := *s.Warehouse.ArnForObjects(jsii.String("*"))
-	return &[]awsiam.PolicyStatement{
+	objects := s.objects("*")
+	out := []awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("execute-api:Invoke"),
 			Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
-			Resources: jsii.Strings(objects),
+			Resources: jsii.Strings(objects...),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:ListBucket", "s3:GetBucketLocation"),
-			Resources: jsii.Strings(*s.Warehouse.BucketArn()),
+			Resources: jsii.Strings(s.bucketArns()...),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Effect:    awsiam.Effect_DENY,
 			Actions:   jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
-			Resources: jsii.Strings(objects),
+			Resources: jsii.Strings(objects...),
 		}),
 		// A metadata file is the table: overwriting one would change a
 		// table behind the catalog's compare-and-swap and its grants.
@@ -293,7 +386,10 @@ func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Effect:    awsiam.Effect_DENY,
 			Actions:   jsii.Strings("s3:PutObject"),
-			Resources: jsii.Strings(*s.Warehouse.ArnForObjects(jsii.String(metadataObjects))),
+			Resources: jsii.Strings(s.objects(metadataObjects)...),
 		}),
 	}
+	// Engines read and write objects under the key (SSE-KMS).
+	out = append(out, s.keyStatements(via(viaS3), via(viaS3))...)
+	return &out
 }

@@ -58,6 +58,7 @@ const (
 type iamRequest struct {
 	Action, Resource string
 	LeadingKey       string // the item's partition key (DynamoDB), "" otherwise
+	ViaService       string // the service a KMS request comes through (kms:ViaService)
 	Call             string // the API call it came from
 }
 
@@ -66,7 +67,49 @@ func (r iamRequest) String() string {
 	if r.LeadingKey != "" {
 		s += " (pk " + r.LeadingKey + ")"
 	}
+	if r.ViaService != "" {
+		s += " (via " + r.ViaService + ")"
+	}
 	return s + " [" + r.Call + "]"
+}
+
+// kmsRequests are the KMS authorizations the calls need when the table,
+// the buckets' objects and the queues are encrypted with a customer managed
+// key (docs/design.md, "Bring your own storage"): DynamoDB decrypts the
+// table key with the caller's authority on every data call; S3 decrypts an
+// object read (GET; a HEAD reads no data) and a multipart upload's parts
+// (UploadPart, Complete), and generates a data key for an object written
+// (PUT, CreateMultipartUpload); SQS generates and decrypts a data key for a
+// message sent and decrypts one received. Deletes, lists and queue
+// attributes use no key.
+func kmsRequests(reqs []iamRequest, key string) []iamRequest {
+	var out []iamRequest
+	need := func(r iamRequest, service string, actions ...string) {
+		for _, a := range actions {
+			out = append(out, iamRequest{Action: "kms:" + a, Resource: key, ViaService: service + "." + oracleRegion + ".amazonaws.com", Call: r.Call})
+		}
+	}
+	for _, r := range reqs {
+		service, action, _ := strings.Cut(r.Action, ":")
+		method, uri, _ := strings.Cut(r.Call, " ")
+		switch {
+		case service == "dynamodb":
+			need(r, "dynamodb", "Decrypt")
+		case r.Action == "s3:GetObject" && method == http.MethodGet:
+			need(r, "s3", "Decrypt")
+		case r.Action == "s3:PutObject" && strings.Contains(uri, "uploadId="):
+			need(r, "s3", "Decrypt")
+		case r.Action == "s3:PutObject":
+			need(r, "s3", "GenerateDataKey")
+		case r.Action == "sqs:SendMessage":
+			need(r, "sqs", "GenerateDataKey", "Decrypt")
+		case r.Action == "sqs:ReceiveMessage":
+			need(r, "sqs", "Decrypt")
+		case service == "kms":
+			panic("kms request recorded: " + action)
+		}
+	}
+	return out
 }
 
 // fakeSFN answers StartExecution and DescribeExecution (the local engine
@@ -337,7 +380,10 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 		switch x := v.(type) {
 		case string:
 			// The purge machine named by its fixed name (<stack>-purge).
-			return strings.ReplaceAll(x, ":stateMachine:Test-purge", ":stateMachine:"+localserver.PurgeMachine)
+			for _, stack := range []string{"Test", "Byo"} {
+				x = strings.ReplaceAll(x, ":stateMachine:"+stack+"-purge", ":stateMachine:"+localserver.PurgeMachine)
+			}
+			return x
 		case map[string]any:
 			if ref, ok := x["Ref"].(string); ok {
 				if v, ok := byPrefix[ref]; ok {
@@ -387,6 +433,16 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 			res = append(res, resolve(st["Resource"]))
 		}
 		c["Resource"] = res
+		if cond, ok := st["Condition"].(map[string]any); ok {
+			if eq, ok := cond["StringEquals"].(map[string]any); ok {
+				vs := eq["kms:ViaService"]
+				var services []any
+				for _, v := range vs.([]any) {
+					services = append(services, resolve(v))
+				}
+				c["Condition"] = map[string]any{"StringEquals": map[string]any{"kms:ViaService": services}}
+			}
+		}
 		out = append(out, c)
 	}
 	return out
@@ -411,6 +467,12 @@ func (p policy) matches(st map[string]any, r iamRequest) (bool, error) {
 	}
 	for op, kv := range cond {
 		for k, v := range kv.(map[string]any) {
+			if op == "StringEquals" && k == "kms:ViaService" {
+				if !slices.Contains(strs(v), r.ViaService) {
+					return false, nil
+				}
+				continue
+			}
 			if op != "ForAllValues:StringLike" || k != "dynamodb:LeadingKeys" {
 				return false, fmt.Errorf("the oracle does not evaluate %s %s", op, k)
 			}
@@ -498,10 +560,12 @@ func functionEnv(info localserver.Info, at string) lambdaenv.Env {
 }
 
 // enginePolicy is the managed policy engines attach.
-func enginePolicy(t *testing.T) []map[string]any {
+func enginePolicy(t *testing.T) []map[string]any { return enginePolicyIn(t, resources) }
+
+func enginePolicyIn(t *testing.T, of func(string) map[string]map[string]any) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, p := range resources("AWS::IAM::ManagedPolicy") {
+	for _, p := range of("AWS::IAM::ManagedPolicy") {
 		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
 			out = append(out, st.(map[string]any))
 		}
@@ -546,6 +610,33 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00002-a.metadata.json")}, false},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:DeleteObject", Resource: obj("demo/t/data/x.parquet")}, false},
+	}
+	// With a customer managed key: each KMS action through its services only.
+	via := func(service string) string { return service + "." + oracleRegion + ".amazonaws.com" }
+	otherKey := strings.Replace(byoKey, "1234abcd", "99999999", 1)
+	for _, c := range []struct {
+		who   string
+		req   iamRequest
+		allow bool
+	}{
+		{"ApiFn", iamRequest{Action: "kms:Decrypt", Resource: byoKey, ViaService: via("dynamodb")}, true},
+		{"ApiFn", iamRequest{Action: "kms:GenerateDataKey", Resource: byoKey, ViaService: via("s3")}, true},
+		{"ApiFn", iamRequest{Action: "kms:Decrypt", Resource: byoKey}, false}, // directly, not through a service
+		{"ApiFn", iamRequest{Action: "kms:Decrypt", Resource: otherKey, ViaService: via("s3")}, false},
+		{"ApiFn", iamRequest{Action: "kms:Decrypt", Resource: byoKey, ViaService: via("sqs")}, false},
+		{"DropFn", iamRequest{Action: "kms:Decrypt", Resource: byoKey, ViaService: via("s3")}, false},
+		{"DeleteFn", iamRequest{Action: "kms:GenerateDataKey", Resource: byoKey, ViaService: via("s3")}, false}, // it writes no object
+		{"DeleteFn", iamRequest{Action: "kms:GenerateDataKey", Resource: byoKey, ViaService: via("sqs")}, true},
+		{"PurgeProgressFn", iamRequest{Action: "kms:Encrypt", Resource: byoKey, ViaService: via("dynamodb")}, false},
+		{"DeleteFn", iamRequest{Action: "s3:DeleteObject", Resource: "arn:aws:s3:::team-lake/t/data/x.parquet"}, true},
+		{"DeleteFn", iamRequest{Action: "s3:DeleteObject", Resource: "arn:aws:s3:::team-lake-2/t/data/x.parquet"}, false},
+	} {
+		cases = append(cases, struct {
+			who   string
+			pol   []map[string]any
+			req   iamRequest
+			allow bool
+		}{c.who, roleStatementsIn(t, byoResources, c.who), c.req, c.allow})
 	}
 	for _, c := range cases {
 		stmts := c.pol
@@ -688,6 +779,9 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		"source":      map[string]any{"namespace": []string{"lp"}, "name": "t3"},
 		"destination": map[string]any{"namespace": []string{"lp"}, "name": "t3b"}}, 204)
 	call(api, "POST", "/v1/demo/namespaces/lp/register", map[string]any{"name": "r", "metadata-location": loc + "/metadata/99999-missing.metadata.json"}, 400)
+	// A catalog in a bucket no role covers is refused, with no AWS call
+	// beyond its authorization.
+	call(api, "POST", "/lifecycle/v1/catalogs", map[string]any{"name": "elsewhere", "warehouse": "s3://team-lake-not-covered/x"}, 400)
 
 	// drop: DELETE …/tables/{t} is the drop function's, with or without purge.
 	call(drop, "DELETE", "/v1/demo/namespaces/lp/tables/t3b", nil, 204)
@@ -994,14 +1088,18 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		t.Fatalf("expire job ended %+v, want SUCCEEDED with 4 files deleted", job)
 	}
 
-	// Every call of every function, against its role.
+	// Every call of every function, against its role: in the stack that
+	// made its bucket, and in the one over existing buckets (the local
+	// server's among them) with a customer managed key, where each call
+	// also needs the KMS actions its service asks for on its behalf.
 	for fn, r := range recs {
 		reqs, errs := r.take()
-		stmts := enginePolicy(t)
+		stmts, byoStmts := enginePolicy(t), enginePolicyIn(t, byoResources)
 		if fn != "engine" {
-			stmts = roleStatements(t, fn)
+			stmts, byoStmts = roleStatements(t, fn), roleStatementsIn(t, byoResources, fn)
 		}
 		localPolicy(t, stmts).check(t, fn, reqs, errs)
+		localPolicy(t, byoStmts).check(t, fn+" (existing buckets, customer managed key)", append(reqs, kmsRequests(reqs, byoKey)...), errs)
 	}
 	// And the run reached what the narrowed grants are about.
 	for fn, actions := range map[string][]string{

@@ -50,16 +50,22 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 		EventBusName: jsii.String(*st.StackName() + "-lifecycle"),
 	})
 	env = withEnv(env, map[string]*string{lambdaenv.EnvEventBus: s.Bus.EventBusName()})
-	s.DeleteDLQ = awssqs.NewQueue(st, jsii.String("DeleteDLQ"), &awssqs.QueueProps{
+	// The queues: SQS-managed encryption, or the customer managed key.
+	encrypt := func(q *awssqs.QueueProps) *awssqs.QueueProps {
+		q.Encryption = awssqs.QueueEncryption_SQS_MANAGED
+		if s.Key != nil {
+			q.Encryption, q.EncryptionMasterKey = awssqs.QueueEncryption_KMS, s.Key
+		}
+		return q
+	}
+	s.DeleteDLQ = awssqs.NewQueue(st, jsii.String("DeleteDLQ"), encrypt(&awssqs.QueueProps{
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-	})
-	s.DeleteQueue = awssqs.NewQueue(st, jsii.String("DeleteQueue"), &awssqs.QueueProps{
+	}))
+	s.DeleteQueue = awssqs.NewQueue(st, jsii.String("DeleteQueue"), encrypt(&awssqs.QueueProps{
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(deleteVisibilitySec)),
 		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DeleteDLQ, MaxReceiveCount: jsii.Number(maxReceiveCount)},
-	})
+	}))
 
 	queueEnv := map[string]*string{
 		lambdaenv.EnvDeleteQueue: s.DeleteQueue.QueueUrl(),
@@ -70,8 +76,11 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 	// the workflow's history does not grow per batch.
 	s.PlanFn = goFunction(st, "PurgePlanFn", filepath.Join(p.AssetsDir, "purge-plan"), withEnv(env, queueEnv), 1024, 900)
 	s.ProgressFn = goFunction(st, "PurgeProgressFn", filepath.Join(p.AssetsDir, "purge-progress"), env, 256, 30)
+	reserved, mapping := deleteConcurrency(p.DeleteReservedConcurrency)
 	s.DeleteFn = goFunction(st, "DeleteFn", filepath.Join(p.AssetsDir, "delete"), withEnv(env, queueEnv), 1024, deleteTimeoutSec, func(p *awslambda.FunctionProps) {
-		p.ReservedConcurrentExecutions = jsii.Number(deleteReservedConcurrency)
+		if reserved > 0 {
+			p.ReservedConcurrentExecutions = jsii.Number(reserved)
+		}
 	})
 	// The mapping keeps the construct id SqsEventSource gave it (no
 	// replacement on upgrade); unlike SqsEventSource it grants nothing by
@@ -80,7 +89,7 @@ func (s *Stack) purgePipeline(st awscdk.Stack, p Props, env map[string]*string) 
 		EventSourceArn:          s.DeleteQueue.QueueArn(),
 		BatchSize:               jsii.Number(1),
 		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(deleteMaxConcurrency),
+		MaxConcurrency:          jsii.Number(mapping),
 	})
 
 	s.PurgeMachine = awsstepfunctions.NewStateMachine(st, jsii.String("PurgeMachine"), &awsstepfunctions.StateMachineProps{

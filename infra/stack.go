@@ -3,6 +3,7 @@ package infra
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -11,7 +12,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -32,16 +35,53 @@ type Props struct {
 	Admins []string
 	// DefaultCatalog answers /v1/config without a warehouse.
 	DefaultCatalog string
+	// DeleteReservedConcurrency reserves that many concurrent executions
+	// for the delete function; 0 reserves none (the event source mapping's
+	// maximum concurrency bounds the deleters either way).
+	DeleteReservedConcurrency int
+	// WarehouseBuckets are existing buckets (names or ARNs) the catalogs'
+	// warehouses lie in; none: the stack makes its own bucket.
+	WarehouseBuckets []string
+	// KMSKeyARN is a customer managed key: the SSE-KMS key of the bucket
+	// the stack makes (existing buckets keep their own settings: their
+	// default encryption should name it), of the table and of the queues;
+	// every role gets the KMS actions its calls need on it.
+	KMSKeyARN string
+	// APIRate and APIBurst throttle the API stage (0: the defaults).
+	APIRate, APIBurst int
+	// AccessLogDays is the retention of the API's access logs (0: default).
+	AccessLogDays int
+}
+
+// withDefaults fills the settings left zero.
+func (p Props) withDefaults() Props {
+	if p.APIRate == 0 {
+		p.APIRate = DefaultAPIRate
+	}
+	if p.APIBurst == 0 {
+		p.APIBurst = DefaultAPIBurst
+	}
+	if p.AccessLogDays == 0 {
+		p.AccessLogDays = DefaultAccessLogDays
+	}
+	return p
 }
 
 // Stack is the deployed product; its parts are exported for tests and for
 // the lifecycle constructs that build on them.
 type Stack struct {
 	awscdk.Stack
-	Table     awsdynamodb.Table
+	Table awsdynamodb.Table
+	// Warehouse is the bucket the stack made (nil with WarehouseBuckets);
+	// Buckets are every bucket the catalogs may use.
 	Warehouse awss3.Bucket
-	API       awsapigateway.RestApi
-	APIFn     awslambda.Function
+	Buckets   []awss3.IBucket
+	// Key is the customer managed key (nil: AWS-owned keys).
+	Key awskms.IKey
+	// AccessLogs receives the API's JSON access log.
+	AccessLogs awslogs.LogGroup
+	API        awsapigateway.RestApi
+	APIFn      awslambda.Function
 	// The purge pipeline.
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
 	// OutboxFn relays the lifecycle events the other functions record.
@@ -62,12 +102,19 @@ type Stack struct {
 	EnginePolicy awsiam.ManagedPolicy
 }
 
-// NewStack defines the stack.
+// NewStack defines the stack; p must pass Validate (FromContext checks it).
 func NewStack(scope constructs.Construct, id string, p Props) *Stack {
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		panic(err)
+	}
 	st := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: st}
+	if p.KMSKeyARN != "" {
+		s.Key = awskms.Key_FromKeyArn(st, jsii.String("Key"), jsii.String(p.KMSKeyARN))
+	}
 
-	s.Table = awsdynamodb.NewTable(st, jsii.String("Catalog"), &awsdynamodb.TableProps{
+	tableProps := &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:             &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
@@ -79,27 +126,28 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
-	})
+	}
+	if s.Key != nil {
+		tableProps.Encryption, tableProps.EncryptionKey = awsdynamodb.TableEncryption_CUSTOMER_MANAGED, s.Key
+	}
+	// Its construct id (and so its logical id) is in infra/stateful.json:
+	// a new one would replace the table on upgrade.
+	s.Table = awsdynamodb.NewTable(st, jsii.String("Catalog"), tableProps)
 
-	s.Warehouse = awss3.NewBucket(st, jsii.String("Warehouse"), &awss3.BucketProps{
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		EnforceSSL:        jsii.Bool(true),
-		Encryption:        awss3.BucketEncryption_S3_MANAGED,
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-		// Unversioned, by choice: a purge must remove the bytes it reports
-		// deleted. In a versioned bucket DeleteObjects only adds delete
-		// markers and the data stays as noncurrent versions; recovery is
-		// the catalog's (soft delete, SPEC §4), not S3's (docs/design.md).
-		Versioned: jsii.Bool(false),
-	})
+	s.warehouseBuckets(st, p)
 
 	env := map[string]*string{
-		lambdaenv.EnvTable:          s.Table.TableName(),
-		lambdaenv.EnvAdmins:         jsii.String(strings.Join(p.Admins, ",")),
-		lambdaenv.EnvDefaultCatalog: jsii.String(p.DefaultCatalog),
+		lambdaenv.EnvTable:            s.Table.TableName(),
+		lambdaenv.EnvAdmins:           jsii.String(strings.Join(p.Admins, ",")),
+		lambdaenv.EnvDefaultCatalog:   jsii.String(p.DefaultCatalog),
+		lambdaenv.EnvWarehouseBuckets: jsii.String(strings.Join(s.bucketNames(), ",")),
 	}
 	s.APIFn = goFunction(st, "ApiFn", filepath.Join(p.AssetsDir, "api"), env, 1024, 29)
 
+	s.AccessLogs = awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention:     retention(p.AccessLogDays),
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN, // who called what outlives the stack
+	})
 	s.API = awsapigateway.NewLambdaRestApi(st, jsii.String("Api"), &awsapigateway.LambdaRestApiProps{
 		Handler: s.APIFn,
 		// Routes are explicit so the lifecycle operations can have their own
@@ -110,8 +158,20 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		DefaultMethodOptions: &awsapigateway.MethodOptions{
 			AuthorizationType: awsapigateway.AuthorizationType_IAM,
 		},
-		DeployOptions: &awsapigateway.StageOptions{StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true)},
+		DeployOptions: &awsapigateway.StageOptions{
+			StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true),
+			// Every method of the stage: a runaway client gets 429s (the
+			// Throttled gateway response) before it takes the account's
+			// Lambda concurrency.
+			ThrottlingRateLimit:  jsii.Number(p.APIRate),
+			ThrottlingBurstLimit: jsii.Number(p.APIBurst),
+			AccessLogDestination: awsapigateway.NewLogGroupLogDestination(s.AccessLogs),
+			AccessLogFormat:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat())),
+		},
 	})
+	// One name for the URL everywhere: the output CatalogUri, not also
+	// the Endpoint<hash> output LambdaRestApi adds.
+	s.API.Node().TryRemoveChild(jsii.String("Endpoint"))
 	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
 	gatewayErrors(s.API)
 	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
@@ -127,12 +187,92 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.partitions(st, p, env)
 	s.grantAccess()
 
-	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url()})
+	// The outputs the docs and the CLI name (docs/operations.md, Deploy).
+	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url(), Description: jsii.String("the Iceberg REST catalog (SigV4, service execute-api): engines' uri, the CLI's --url")})
 	awscdk.NewCfnOutput(st, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: s.Table.TableName(), Description: jsii.String("the DynamoDB table (icehold migrate --table)")})
-	awscdk.NewCfnOutput(st, jsii.String("WarehouseBucket"), &awscdk.CfnOutputProps{Value: s.Warehouse.BucketName()})
+	awscdk.NewCfnOutput(st, jsii.String("WarehouseBuckets"), &awscdk.CfnOutputProps{Value: jsii.String(strings.Join(s.bucketNames(), ",")), Description: jsii.String("the buckets catalogs' warehouses may lie in")})
 	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
 	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: s.AlarmTopic.TopicArn(), Description: jsii.String("the SNS topic the alarms notify: subscribe the on-call to it")})
+	awscdk.NewCfnOutput(st, jsii.String("AccessLogGroup"), &awscdk.CfnOutputProps{Value: s.AccessLogs.LogGroupName(), Description: jsii.String("the API's access log: one JSON line per request, with the caller's IAM ARN")})
 	return s
+}
+
+// warehouseBuckets makes the warehouse bucket, or imports the existing ones.
+func (s *Stack) warehouseBuckets(st awscdk.Stack, p Props) {
+	if len(p.WarehouseBuckets) == 0 {
+		props := &awss3.BucketProps{
+			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			EnforceSSL:        jsii.Bool(true),
+			Encryption:        awss3.BucketEncryption_S3_MANAGED,
+			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+			// Unversioned, by choice: a purge must remove the bytes it reports
+			// deleted. In a versioned bucket DeleteObjects only adds delete
+			// markers and the data stays as noncurrent versions; recovery is
+			// the catalog's (soft delete, SPEC §4), not S3's (docs/design.md).
+			Versioned: jsii.Bool(false),
+		}
+		if s.Key != nil {
+			// A bucket key: S3 asks KMS for a data key per bucket and period,
+			// not per object (cost and KMS request quotas).
+			props.Encryption, props.EncryptionKey, props.BucketKeyEnabled = awss3.BucketEncryption_KMS, s.Key, jsii.Bool(true)
+		}
+		s.Warehouse = awss3.NewBucket(st, jsii.String("Warehouse"), props)
+		s.Buckets = []awss3.IBucket{s.Warehouse}
+		return
+	}
+	for i, b := range p.WarehouseBuckets {
+		name, _ := BucketName(b) // Validate checked it
+		s.Buckets = append(s.Buckets, awss3.Bucket_FromBucketName(st, jsii.String(fmt.Sprintf("ExistingWarehouse%d", i)), jsii.String(name)))
+	}
+}
+
+// bucketNames are the names of the warehouse buckets.
+func (s *Stack) bucketNames() []string {
+	out := make([]string, len(s.Buckets))
+	for i, b := range s.Buckets {
+		out[i] = *b.BucketName()
+	}
+	return out
+}
+
+// accessLogFormat is one JSON object per request: who (the IAM ARN API
+// Gateway authenticated), what (method, path, resource), the answer (status,
+// bytes, latency, API Gateway's own error). Every value is a string, so a
+// field API Gateway leaves empty ("-") keeps the line valid JSON.
+func accessLogFormat() string {
+	fields := map[string]string{
+		"requestId": "$context.requestId", "time": "$context.requestTime", "ip": "$context.identity.sourceIp",
+		"caller": "$context.identity.userArn", "method": "$context.httpMethod", "path": "$context.path",
+		"resource": "$context.resourcePath", "status": "$context.status", "bytes": "$context.responseLength",
+		"latencyMs": "$context.responseLatency", "integrationStatus": "$context.integrationStatus",
+		"error": "$context.error.messageString",
+	}
+	raw, _ := json.Marshal(fields) // sorted keys: a stable template
+	// messageString is quoted and escaped by API Gateway itself.
+	return strings.Replace(string(raw), `"$context.error.messageString"`, `$context.error.messageString`, 1)
+}
+
+// retention is the log retention of that many days, rounded up to one
+// CloudWatch Logs offers.
+func retention(days int) awslogs.RetentionDays {
+	for _, d := range []struct {
+		n int
+		r awslogs.RetentionDays
+	}{
+		{1, awslogs.RetentionDays_ONE_DAY}, {3, awslogs.RetentionDays_THREE_DAYS}, {5, awslogs.RetentionDays_FIVE_DAYS},
+		{7, awslogs.RetentionDays_ONE_WEEK}, {14, awslogs.RetentionDays_TWO_WEEKS}, {30, awslogs.RetentionDays_ONE_MONTH},
+		{60, awslogs.RetentionDays_TWO_MONTHS}, {90, awslogs.RetentionDays_THREE_MONTHS}, {120, awslogs.RetentionDays_FOUR_MONTHS},
+		{150, awslogs.RetentionDays_FIVE_MONTHS}, {180, awslogs.RetentionDays_SIX_MONTHS}, {365, awslogs.RetentionDays_ONE_YEAR},
+		{400, awslogs.RetentionDays_THIRTEEN_MONTHS}, {545, awslogs.RetentionDays_EIGHTEEN_MONTHS}, {731, awslogs.RetentionDays_TWO_YEARS},
+		{1096, awslogs.RetentionDays_THREE_YEARS}, {1827, awslogs.RetentionDays_FIVE_YEARS}, {2192, awslogs.RetentionDays_SIX_YEARS},
+		{2557, awslogs.RetentionDays_SEVEN_YEARS}, {2922, awslogs.RetentionDays_EIGHT_YEARS}, {3288, awslogs.RetentionDays_NINE_YEARS},
+		{3653, awslogs.RetentionDays_TEN_YEARS},
+	} {
+		if days <= d.n {
+			return d.r
+		}
+	}
+	return awslogs.RetentionDays_INFINITE
 }
 
 // gatewayErrors shapes the errors API Gateway answers itself (before or

@@ -3,6 +3,7 @@ package infra_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,12 +18,31 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/icehold/icehold/infra"
+	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/purge"
 )
 
-var template assertions.Template
+// template is the stack as `make synth` makes it with no context values;
+// byoTemplate the one with every context value set: existing buckets (the
+// local server's, so the IAM oracle runs against it, and another), a
+// customer managed key, a reservation, throttling and log retention.
+var template, byoTemplate assertions.Template
 
-// TestMain synthesizes the stack once: the jsii kernel starts once per binary.
+// byoKey is the customer managed key of byoTemplate.
+const byoKey = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+// byoContext are byoTemplate's context values, as -c key=value gives them
+// (strings) or cdk.json may (numbers).
+var byoContext = map[string]any{
+	infra.CtxWarehouseBuckets: localserver.DefaultBucket + ", arn:aws:s3:::team-lake",
+	infra.CtxKMSKey:           byoKey,
+	infra.CtxDeleteReserved:   "30",
+	infra.CtxAPIRate:          float64(50),
+	infra.CtxAPIBurst:         "80",
+	infra.CtxAccessLogDays:    "30",
+}
+
+// TestMain synthesizes the stacks once: the jsii kernel starts once per binary.
 func TestMain(m *testing.M) {
 	assets, err := os.MkdirTemp("", "icehold-assets-")
 	if err != nil {
@@ -38,6 +58,16 @@ func TestMain(m *testing.M) {
 	app := awscdk.NewApp(nil)
 	s := infra.NewStack(app, "Test", infra.Props{AssetsDir: assets, Admins: []string{"arn:aws:iam::111122223333:role/Admin"}})
 	template = assertions.Template_FromStack(s.Stack, nil)
+
+	ctx := map[string]any{infra.CtxAssets: assets, infra.CtxAdmins: "arn:aws:iam::111122223333:role/Admin"}
+	maps.Copy(ctx, byoContext)
+	byoApp := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+	props, err := infra.FromContext(byoApp.Node())
+	if err != nil {
+		panic(err)
+	}
+	byo := infra.NewStack(byoApp, "Byo", props)
+	byoTemplate = assertions.Template_FromStack(byo.Stack, nil)
 	code := m.Run()
 	jsii.Close()
 	os.RemoveAll(assets)
@@ -164,9 +194,14 @@ func TestLifecycleEventBus(t *testing.T) {
 }
 
 // resources returns the template's resources of one type, by logical id.
-func resources(typ string) map[string]map[string]any {
+func resources(typ string) map[string]map[string]any { return resourcesIn(template, typ) }
+
+// byoResources are byoTemplate's.
+func byoResources(typ string) map[string]map[string]any { return resourcesIn(byoTemplate, typ) }
+
+func resourcesIn(tmpl assertions.Template, typ string) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	for id, r := range *template.FindResources(jsii.String(typ), nil) {
+	for id, r := range *tmpl.FindResources(jsii.String(typ), nil) {
 		out[id] = *r
 	}
 	return out
@@ -174,9 +209,13 @@ func resources(typ string) map[string]map[string]any {
 
 // logicalID is the one resource of a type whose logical id starts with prefix.
 func logicalID(t *testing.T, typ, prefix string) string {
+	return logicalIDIn(t, resources, typ, prefix)
+}
+
+func logicalIDIn(t *testing.T, of func(string) map[string]map[string]any, typ, prefix string) string {
 	t.Helper()
 	var found []string
-	for id := range resources(typ) {
+	for id := range of(typ) {
 		if strings.HasPrefix(id, prefix) {
 			found = append(found, id)
 		}
@@ -252,11 +291,15 @@ func strs(v any) []string {
 // roleStatements are the statements of the inline policies on the role of
 // the function whose logical id starts with fn.
 func roleStatements(t *testing.T, fn string) []map[string]any {
+	return roleStatementsIn(t, resources, fn)
+}
+
+func roleStatementsIn(t *testing.T, of func(string) map[string]map[string]any, fn string) []map[string]any {
 	t.Helper()
-	fnID := logicalID(t, "AWS::Lambda::Function", fn)
-	role := resources("AWS::Lambda::Function")[fnID]["Properties"].(map[string]any)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	fnID := logicalIDIn(t, of, "AWS::Lambda::Function", fn)
+	role := of("AWS::Lambda::Function")[fnID]["Properties"].(map[string]any)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
 	var out []map[string]any
-	for _, p := range resources("AWS::IAM::Policy") {
+	for _, p := range of("AWS::IAM::Policy") {
 		props := p["Properties"].(map[string]any)
 		for _, r := range props["Roles"].([]any) {
 			if r.(map[string]any)["Ref"] == role {
@@ -273,22 +316,35 @@ func roleStatements(t *testing.T, fn string) []map[string]any {
 }
 
 // grants is a role's allowed actions: action → "resource" (plus " if
-// LeadingKeys ⊆ [...]" where a condition holds it to some partition keys).
+// LeadingKeys ⊆ [...]" where a condition holds it to some partition keys,
+// " if ViaService ∈ [...]" where it holds a KMS action to some services).
 func grants(t *testing.T, fn string) map[string][]string {
+	return grantsOf(t, fn, roleStatements(t, fn))
+}
+
+func grantsOf(t *testing.T, fn string, statements []map[string]any) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	for _, st := range roleStatements(t, fn) {
+	for _, st := range statements {
 		if st["Effect"] != "Allow" {
 			t.Errorf("%s: a %v statement", fn, st["Effect"])
 			continue
 		}
 		cond := ""
-		if c, ok := st["Condition"]; ok {
-			lk, ok := c.(map[string]any)["ForAllValues:StringLike"].(map[string]any)["dynamodb:LeadingKeys"]
-			if !ok || len(c.(map[string]any)) != 1 {
+		if c, ok := st["Condition"].(map[string]any); ok {
+			like, _ := c["ForAllValues:StringLike"].(map[string]any)
+			eq, _ := c["StringEquals"].(map[string]any)
+			if lk, ok := like["dynamodb:LeadingKeys"]; ok && len(c) == 1 {
+				cond = " if LeadingKeys ⊆ [" + strings.Join(strs(lk), " ") + "]"
+			} else if vs, ok := eq["kms:ViaService"]; ok && len(c) == 1 {
+				var services []string
+				for _, v := range asList(vs) {
+					services = append(services, render(v))
+				}
+				cond = " if ViaService ∈ [" + strings.Join(services, " ") + "]"
+			} else {
 				t.Errorf("%s: unexpected condition %v", fn, c)
 			}
-			cond = " if LeadingKeys ⊆ [" + strings.Join(strs(lk), " ") + "]"
 		}
 		res := []string{}
 		if list, ok := st["Resource"].([]any); ok {
@@ -342,81 +398,145 @@ func merge(ms ...map[string][]string) map[string][]string {
 	return out
 }
 
-// Each function's role grants exactly what its code calls (docs/design.md,
-// "Least privilege"); infra/oracle_test.go checks the calls themselves.
+// variant is one synthesized stack as the grants see it: its warehouse
+// buckets' ARNs, its key (none: ""), its name.
+type variant struct {
+	name    string
+	of      func(string) map[string]map[string]any
+	buckets []string
+	key     string
+}
+
+var variants = []variant{
+	{"Test", resources, []string{bucketArn}, ""},
+	{"Byo", byoResources, []string{"arn:${Partition}:s3:::" + localserver.DefaultBucket, "arn:${Partition}:s3:::team-lake"}, byoKey},
+}
+
+// objects are the variant's object ARNs matching pattern, one per bucket.
+func (v variant) objects(pattern string) []string {
+	out := []string{}
+	for _, b := range v.buckets {
+		out = append(out, b+"/"+pattern)
+	}
+	return out
+}
+
+// kms are the KMS grants of a role whose calls go through the decrypt
+// services (kms:Decrypt) and the generate ones (kms:GenerateDataKey):
+// none without a key.
+func (v variant) kms(decrypt, generate []string) map[string][]string {
+	out := map[string][]string{}
+	if v.key == "" {
+		return out
+	}
+	via := func(services []string) string {
+		parts := make([]string, len(services))
+		for i, s := range services {
+			parts[i] = s + ".${Region}.amazonaws.com"
+		}
+		return " if ViaService ∈ [" + strings.Join(parts, " ") + "]"
+	}
+	if len(decrypt) > 0 {
+		out["kms:Decrypt"] = []string{v.key + via(decrypt)}
+	}
+	if len(generate) > 0 {
+		out["kms:GenerateDataKey"] = []string{v.key + via(generate)}
+	}
+	return out
+}
+
 // namedMachineArn: the purge machine by its fixed name (a reference to it
 // from the delete function's role would be a dependency cycle).
-const namedMachineArn = "arn:${Partition}:states:${Region}:${AccountId}:stateMachine:Test-purge"
+func (v variant) namedMachineArn() string {
+	return "arn:${Partition}:states:${Region}:${AccountId}:stateMachine:" + v.name + "-purge"
+}
 
+// Each function's role grants exactly what its code calls (docs/design.md,
+// "Least privilege"), on every warehouse bucket, and with a customer
+// managed key exactly the KMS actions its DynamoDB, S3 and SQS calls need
+// through those services; infra/oracle_test.go checks the calls themselves.
 func TestRoleGrantsPerFunction(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { roleGrantsPerFunction(t, v) })
+	}
+}
+
+func roleGrantsPerFunction(t *testing.T, v variant) {
+	const d, s3, q = "dynamodb", "s3", "sqs"
 	router := tableGrants("", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem")
+	metadata := v.objects("*/metadata/*")
 	want := map[string]map[string][]string{
-		"ApiFn": merge(router, map[string][]string{
-			"s3:GetObject":            {"${Warehouse.Arn}/*.metadata.json", "${Warehouse.Arn}/*.metadata.json.gz"},
-			"s3:PutObject":            {"${Warehouse.Arn}/*.metadata.json"},
-			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*.metadata.json"},
-			"s3:ListBucket":           {bucketArn},
+		"ApiFn": merge(router, v.kms([]string{d, s3}, []string{s3}), map[string][]string{
+			"s3:GetObject":            append(v.objects("*.metadata.json"), v.objects("*.metadata.json.gz")...),
+			"s3:PutObject":            v.objects("*.metadata.json"),
+			"s3:AbortMultipartUpload": v.objects("*.metadata.json"),
+			"s3:ListBucket":           v.buckets,
 		}),
-		"DropFn": merge(router, map[string][]string{
+		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
 		}),
-		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
-			"s3:GetObject":    {objectsArn},
-			"s3:ListBucket":   {bucketArn},
-			"sqs:SendMessage": {queueArn}, // it enqueues the batches
-		}),
-		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem")),
-		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
-			"s3:GetObject":                {objectsArn},
-			"s3:DeleteObject":             {objectsArn},
-			"s3:ListBucket":               {bucketArn}, // the purge's final listing
-			"sqs:ReceiveMessage":          {queueArn},
-			"sqs:DeleteMessage":           {queueArn},
-			"sqs:GetQueueAttributes":      {queueArn},
-			"sqs:ChangeMessageVisibility": {queueArn},
-			"sqs:SendMessage":             {queueArn},
-			"states:SendTaskSuccess":      {namedMachineArn},
-			"states:SendTaskFailure":      {namedMachineArn},
-			"states:SendTaskHeartbeat":    {namedMachineArn},
-		}),
-		"UndropFn": merge(router, map[string][]string{
+		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
+				"s3:GetObject":    v.objects("*"),
+				"s3:ListBucket":   v.buckets,
+				"sqs:SendMessage": {queueArn}, // it enqueues the batches
+			}),
+		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem"), v.kms([]string{d}, nil)),
+		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
+				"s3:GetObject":                v.objects("*"),
+				"s3:DeleteObject":             v.objects("*"),
+				"s3:ListBucket":               v.buckets, // the purge's final listing
+				"sqs:ReceiveMessage":          {queueArn},
+				"sqs:DeleteMessage":           {queueArn},
+				"sqs:GetQueueAttributes":      {queueArn},
+				"sqs:ChangeMessageVisibility": {queueArn},
+				"sqs:SendMessage":             {queueArn},
+				"states:SendTaskSuccess":      {v.namedMachineArn()},
+				"states:SendTaskFailure":      {v.namedMachineArn()},
+				"states:SendTaskHeartbeat":    {v.namedMachineArn()},
+			}),
+		"UndropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
 		}),
-		"PartitionDropFn": merge(router, map[string][]string{
-			"s3:GetObject":            {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":            {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket":           {bucketArn},
+		"PartitionDropFn": merge(router, v.kms([]string{d, s3}, []string{s3}), map[string][]string{
+			"s3:GetObject":            metadata,
+			"s3:PutObject":            metadata,
+			"s3:AbortMultipartUpload": metadata,
+			"s3:ListBucket":           v.buckets,
 		}),
-		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* JOB#* BATCH#* ACTIVEJOB CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"), map[string][]string{
-			"s3:GetObject":            {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:PutObject":            {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:AbortMultipartUpload": {"${Warehouse.Arn}/*/metadata/*"},
-			"s3:ListBucket":           {bucketArn},
-			"states:StartExecution":   {machineArn}, // snapshot expiry's job: the machine's plan step enqueues it
-		}),
-		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
-			"states:StartExecution": {machineArn},
-		}),
+		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* JOB#* BATCH#* ACTIVEJOB CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"),
+			v.kms([]string{d, s3}, []string{s3}), map[string][]string{
+				"s3:GetObject":            metadata,
+				"s3:PutObject":            metadata,
+				"s3:AbortMultipartUpload": metadata,
+				"s3:ListBucket":           v.buckets,
+				"states:StartExecution":   {machineArn}, // snapshot expiry's job: the machine's plan step enqueues it
+			}),
+		"HoldExpiryFn": merge(tableGrants("SOFT#* SOFTEXP JOB#* ACTIVEJOB LOC#* CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			v.kms([]string{d}, nil), map[string][]string{
+				"states:StartExecution": {machineArn},
+			}),
 		// The relay: the only role besides reconcile that puts events.
-		"OutboxFn": merge(tableGrants("OUTBOX", "Query", "DeleteItem"), map[string][]string{
+		"OutboxFn": merge(tableGrants("OUTBOX", "Query", "DeleteItem"), v.kms([]string{d}, nil), map[string][]string{
 			"dynamodb:ListStreams":      {"*"},
 			"dynamodb:DescribeStream":   {streamArn},
 			"dynamodb:GetRecords":       {streamArn},
 			"dynamodb:GetShardIterator": {streamArn},
 			"events:PutEvents":          {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"), map[string][]string{
-			"states:StartExecution":    {machineArn},
-			"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
-			"states:SendTaskSuccess":   {namedMachineArn},
-			"states:SendTaskFailure":   {namedMachineArn},
-			"states:SendTaskHeartbeat": {namedMachineArn},
-			"events:PutEvents":         {busArn},
-		}),
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			v.kms([]string{d}, nil), map[string][]string{
+				"states:StartExecution":    {machineArn},
+				"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
+				"states:SendTaskSuccess":   {v.namedMachineArn()},
+				"states:SendTaskFailure":   {v.namedMachineArn()},
+				"states:SendTaskHeartbeat": {v.namedMachineArn()},
+				"events:PutEvents":         {busArn},
+			}),
 	}
 	for fn, w := range want {
-		got := grants(t, fn)
+		got := grantsOf(t, fn, roleStatementsIn(t, v.of, fn))
 		for a := range w {
 			sort.Strings(w[a])
 		}
@@ -424,6 +544,33 @@ func TestRoleGrantsPerFunction(t *testing.T) {
 			g, _ := json.MarshalIndent(got, "", "  ")
 			t.Errorf("%s grants:\n%s", fn, g)
 		}
+	}
+	// Engines: the objects of every bucket, and the key through S3 only.
+	engine := map[string][]string{}
+	for _, p := range v.of("AWS::IAM::ManagedPolicy") {
+		for _, st := range p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			if st["Effect"] != "Allow" || !strings.HasPrefix(strs(st["Action"])[0], "kms:") && !strings.HasPrefix(strs(st["Action"])[0], "s3:") {
+				continue
+			}
+			for a, r := range grantsOf(t, "engine", []map[string]any{st}) {
+				engine[a] = append(engine[a], r...)
+			}
+		}
+	}
+	wantEngine := merge(v.kms([]string{s3}, []string{s3}), map[string][]string{
+		"s3:GetObject": v.objects("*"), "s3:PutObject": v.objects("*"), "s3:AbortMultipartUpload": v.objects("*"),
+		"s3:ListBucket": v.buckets, "s3:GetBucketLocation": v.buckets,
+	})
+	delete(wantEngine, "xray:PutTelemetryRecords")
+	delete(wantEngine, "xray:PutTraceSegments")
+	for a := range wantEngine {
+		sort.Strings(wantEngine[a])
+		sort.Strings(engine[a])
+	}
+	if !reflect.DeepEqual(engine, wantEngine) {
+		g, _ := json.MarshalIndent(engine, "", "  ")
+		t.Errorf("engine policy grants:\n%s", g)
 	}
 }
 
@@ -531,26 +678,6 @@ func TestAlarmsNotifyTopic(t *testing.T) {
 		}
 	}
 	template.HasOutput(jsii.String("AlarmTopicArn"), map[string]any{"Value": map[string]any{"Ref": topic}})
-}
-
-// The delete function has reserved concurrency above the mapping's maximum.
-func TestDeleteReservedConcurrency(t *testing.T) {
-	fn := resources("AWS::Lambda::Function")[logicalID(t, "AWS::Lambda::Function", "DeleteFn")]
-	reserved, _ := fn["Properties"].(map[string]any)["ReservedConcurrentExecutions"].(float64)
-	var max float64
-	for _, m := range resources("AWS::Lambda::EventSourceMapping") {
-		if sc, ok := m["Properties"].(map[string]any)["ScalingConfig"].(map[string]any); ok {
-			max, _ = sc["MaximumConcurrency"].(float64)
-		}
-	}
-	if max != 50 || reserved != 60 {
-		t.Errorf("delete function: reserved %v, mapping maximum %v; want 60 = 50 + 10 for finalize", reserved, max)
-	}
-	for id, f := range resources("AWS::Lambda::Function") {
-		if _, ok := f["Properties"].(map[string]any)["ReservedConcurrentExecutions"]; ok && !strings.HasPrefix(id, "DeleteFn") {
-			t.Errorf("%s has reserved concurrency", id)
-		}
-	}
 }
 
 // Soft delete in AWS: the undrop function serves the four soft-delete

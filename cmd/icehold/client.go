@@ -118,7 +118,7 @@ func (o *connOpts) connect(ctx context.Context) (*client, error) {
 		http: &http.Client{Timeout: 30 * time.Second}}
 	if c.url == "" {
 		if info == nil {
-			return nil, fmt.Errorf("no icehold to talk to: pass --url (or set ICEHOLD_URL) to a deployed stack's ApiUrl, or start one here with `make run` (no local.json in %s)", o.stateDir())
+			return nil, fmt.Errorf("no icehold to talk to: pass --url (or set ICEHOLD_URL) to a deployed stack's CatalogUri output, or start one here with `make run` (no local.json in %s)", o.stateDir())
 		}
 		c.url = info.RESTURL
 	}

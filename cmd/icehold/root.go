@@ -100,6 +100,7 @@ Shell completion: icehold completion bash|zsh|fish --help.`,
 		grantsCmd(conn),
 		invokeCmd(conn),
 		migrateCmd(conn),
+		preflightCmd(conn),
 	)
 	return root
 }

@@ -1,9 +1,10 @@
 // Command app is the CDK app (cdk.json runs it): `cdk deploy` after `make lambdas`.
+// Its settings are context values (infra/context.go; docs/operations.md, Deploy).
 package main
 
 import (
+	"fmt"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -14,22 +15,12 @@ import (
 func main() {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	ctxString := func(key, def string) string {
-		if v, ok := app.Node().TryGetContext(jsii.String(key)).(string); ok && v != "" {
-			return v
-		}
-		return def
+	props, err := infra.FromContext(app.Node())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "icehold:", err)
+		jsii.Close()
+		os.Exit(1)
 	}
-	var admins []string
-	for _, a := range strings.Split(ctxString("icehold:admins", os.Getenv("ICEHOLD_ADMINS")), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			admins = append(admins, a)
-		}
-	}
-	infra.NewStack(app, ctxString("icehold:stack-name", "Icehold"), infra.Props{
-		AssetsDir:      ctxString("icehold:assets", "dist"),
-		Admins:         admins,
-		DefaultCatalog: ctxString("icehold:default-catalog", ""),
-	})
+	infra.NewStack(app, infra.StackName(app.Node()), props)
 	app.Synth(nil)
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,8 @@ type Service struct {
 	store   *store.Store
 	objects *objects.Store
 	authz   Authorizer
+	// buckets a new catalog's warehouse may lie in (none: any).
+	buckets []string
 }
 
 // New returns the catalog service.
@@ -46,6 +49,21 @@ func New(s *store.Store, o *objects.Store) *Service {
 
 // Store exposes the record store to the packages built on the catalog.
 func (s *Service) Store() *store.Store { return s.store }
+
+// SetWarehouseBuckets limits new catalogs to warehouses in these buckets:
+// the ones the deployment's roles may read, write and delete in (the
+// stack's icehold:warehouse-buckets, the local server's bucket). None: any.
+func (s *Service) SetWarehouseBuckets(buckets []string) { s.buckets = buckets }
+
+// checkCovered refuses a warehouse in a bucket no role could use.
+func (s *Service) checkCovered(warehouse string) error {
+	bucket := strings.SplitN(strings.TrimPrefix(warehouse, "s3://"), "/", 2)[0]
+	if len(s.buckets) == 0 || slices.Contains(s.buckets, bucket) {
+		return nil
+	}
+	return fmt.Errorf("%w: warehouse %q lies in bucket %q, which this deployment does not cover (its roles could not read, write or delete there); covered buckets: %s",
+		ErrBadRequest, warehouse, bucket, strings.Join(s.buckets, ", "))
+}
 
 // CatalogInfo is a catalog as the lifecycle API shows it.
 type CatalogInfo struct {
@@ -122,6 +140,9 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 		return CatalogInfo{}, fmt.Errorf("%w: %q is reserved", ErrBadRequest, name)
 	}
 	if err := ValidateWarehouse(warehouse); err != nil {
+		return CatalogInfo{}, err
+	}
+	if err := s.checkCovered(warehouse); err != nil {
 		return CatalogInfo{}, err
 	}
 	if err := validateCatalogProperties(props); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -326,6 +327,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		}
 	}
 	var base table.Metadata
+	var baseRaw []byte
 	var current store.TableEntry
 	if !creating {
 		e, err := s.entry(ctx, cat, id)
@@ -336,7 +338,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		if ch.Base != "" && e.MetadataLocation != ch.Base {
 			return staged{}, fmt.Errorf("commit %s: the metadata moved from %s to %s: %w", id, ch.Base, e.MetadataLocation, ErrCommitFailed)
 		}
-		if base, _, err = s.readMetadata(ctx, e.MetadataLocation); err != nil {
+		if base, baseRaw, err = s.readMetadata(ctx, e.MetadataLocation); err != nil {
 			return staged{}, fmt.Errorf("commit %s: %w", id, err)
 		}
 	} else {
@@ -352,7 +354,7 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			return staged{}, fmt.Errorf("commit %s: %v: %w", id, err, ErrCommitFailed)
 		}
 	}
-	meta, err := applyUpdates(base, current.MetadataLocation, ch.Updates)
+	meta, changed, err := applyUpdates(base, current.MetadataLocation, ch.Updates)
 	if err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w: %v", id, ErrBadRequest, err)
 	}
@@ -386,9 +388,14 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 			plan = &p
 		}
 	}
-	metaLoc, raw, err := s.writeMetadata(ctx, meta, current.MetadataLocation, in)
-	if err != nil {
-		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	// A change that changes nothing keeps the current file: a new one
+	// would leave it out of the metadata log (iceberg-go logs the previous
+	// file only when something changed), where no purge would find it.
+	metaLoc, raw := current.MetadataLocation, baseRaw
+	if changed {
+		if metaLoc, raw, err = s.writeMetadata(ctx, meta, current.MetadataLocation, in); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
 	}
 	next := current
 	if creating {
@@ -418,21 +425,24 @@ func snapshotsRemoved(base, meta table.Metadata) bool {
 	return false
 }
 
-func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (table.Metadata, error) {
-	if base != nil {
-		return table.UpdateTableMetadata(base, updates, baseLoc)
-	}
-	// A staged create: build the first metadata from the updates alone.
+// applyUpdates applies updates to base (a staged create: to nothing) and
+// says whether they changed anything.
+func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (table.Metadata, bool, error) {
 	b, err := table.NewMetadataBuilder(1)
+	if base != nil {
+		b, err = table.MetadataBuilderFromBase(base, baseLoc)
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, u := range updates {
 		if err := u.Apply(b); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return b.Build()
+	changed := base == nil || b.HasChanges()
+	meta, err := b.Build()
+	return meta, changed, err
 }
 
 // CommitTable applies one table's change: a compare-and-swap of its metadata
@@ -561,6 +571,11 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	e, err := s.entry(ctx, cat, from)
 	if err != nil {
 		return err
+	}
+	if slices.Equal(from.Namespace, to.Namespace) && from.Name == to.Name {
+		// The name is taken (by the table itself), as Iceberg's catalogs
+		// answer; one transaction cannot move an item onto itself.
+		return tableErr("rename to", to, store.ErrExists)
 	}
 	moved := e
 	moved.Namespace, moved.Name = to.Namespace, to.Name

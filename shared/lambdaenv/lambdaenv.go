@@ -32,6 +32,9 @@ const (
 	EnvAdmins         = "ICEHOLD_ADMINS"          // comma-separated principal patterns
 	EnvDefaultCatalog = "ICEHOLD_DEFAULT_CATALOG" // /v1/config without warehouse
 	EnvClientDefaults = "ICEHOLD_CLIENT_DEFAULTS" // k=v,k=v handed to clients
+	// EnvWarehouseBuckets: the buckets (comma-separated names) the roles
+	// may use; a catalog elsewhere is refused at create. Unset: any.
+	EnvWarehouseBuckets = "ICEHOLD_WAREHOUSE_BUCKETS"
 	// Local endpoints (make invoke, LocalStack); unset in AWS.
 	EnvDynamoDBEndpoint = "ICEHOLD_DYNAMODB_ENDPOINT"
 	EnvS3Endpoint       = "ICEHOLD_S3_ENDPOINT"
@@ -54,10 +57,12 @@ type Env struct {
 	Table, DefaultCatalog string
 	Admins                []string
 	ClientDefaults        map[string]string
-	Endpoints             awsconfig.Endpoints
-	StateMachineARN       string
-	Queue                 purge.QueueConfig
-	EventBus              string
+	// WarehouseBuckets: where new catalogs' warehouses may lie (none: anywhere).
+	WarehouseBuckets []string
+	Endpoints        awsconfig.Endpoints
+	StateMachineARN  string
+	Queue            purge.QueueConfig
+	EventBus         string
 	// IOProps configure iceberg-go's FileIO (locally: S3 endpoint and keys).
 	IOProps map[string]string
 	// DeletePace: the per-prefix key deletion rate shared by the delete
@@ -69,10 +74,11 @@ type Env struct {
 // FromEnv reads the configuration; the table name is required.
 func FromEnv() (Env, error) {
 	e := Env{
-		Table:          os.Getenv(EnvTable),
-		DefaultCatalog: os.Getenv(EnvDefaultCatalog),
-		Admins:         splitList(os.Getenv(EnvAdmins)),
-		ClientDefaults: map[string]string{},
+		Table:            os.Getenv(EnvTable),
+		DefaultCatalog:   os.Getenv(EnvDefaultCatalog),
+		Admins:           splitList(os.Getenv(EnvAdmins)),
+		WarehouseBuckets: splitList(os.Getenv(EnvWarehouseBuckets)),
+		ClientDefaults:   map[string]string{},
 		Endpoints: awsconfig.Endpoints{
 			DynamoDB: os.Getenv(EnvDynamoDBEndpoint),
 			S3:       os.Getenv(EnvS3Endpoint),
@@ -142,6 +148,7 @@ func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, er
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
+	cat.SetWarehouseBuckets(e.WarehouseBuckets)
 	az := authz.New(st, e.Admins)
 	cat.SetAuthorizer(az)
 	rc := router.Config{

@@ -286,7 +286,7 @@ func (i Info) FunctionEnv() lambdaenv.Env {
 	return lambdaenv.Env{
 		EventBus: bus,
 		Table:    cmp.Or(i.Table, TableName), DefaultCatalog: i.Catalog,
-		Admins: []string{AdminPrincipal, LocalAccountAdmins},
+		Admins: []string{AdminPrincipal, LocalAccountAdmins}, WarehouseBuckets: []string{i.Bucket},
 		ClientDefaults: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region,
 			"s3.access-key-id": i.AccessKey, "s3.secret-access-key": i.SecretKey, "s3.path-style-access": "true"},
 		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns, Events: i.Events,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"time"
 
@@ -186,6 +187,7 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 		return fmt.Errorf("file io: %w", err)
 	}
 	g := newGuard(s.Store, j)
+	listed := listedBy(j)
 	cp := [2]int{b.Manifest, b.Entry}
 	var chunk []object
 	skipped := int64(0)
@@ -240,9 +242,16 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 			if err != nil {
 				return err
 			}
-			if !ok {
+			switch {
+			case !ok:
 				skipped++
-			} else {
+			case e.Status() == iceberg.EntryStatusDELETED && listed(obj):
+				// A file a snapshot removed: gone with its adding snapshot's
+				// expiry, or (its adding entry elsewhere) deleted there. The
+				// final listing deletes it if it is still there, counted
+				// once, as unreferenced: a purge never counts a file that was
+				// gone before it.
+			default:
 				kind := kindData
 				if df.ContentType() != iceberg.EntryContentData {
 					kind = kindDeletes
@@ -299,6 +308,12 @@ func (s *Service) nearDeadline(ctx context.Context) bool {
 // holding the manifest's entries in memory.
 func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start int, fn func(int, iceberg.ManifestEntry) error) error {
 	f, err := fs.Open(ref.Path)
+	if errors.Is(err, iofs.ErrNotExist) {
+		// Gone already (a lender's manifest its purge deleted, or this
+		// purge's own finalize of an earlier run): nothing more to reach.
+		slog.Warn("purge: a manifest is gone", "path", ref.Path)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("open manifest %s: %w", ref.Path, err)
 	}

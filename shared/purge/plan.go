@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	iofs "io/fs"
+	"log/slog"
 	"strconv"
 
 	"github.com/apache/iceberg-go"
@@ -209,6 +211,14 @@ func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([
 				return gctx.Err()
 			}
 			mfs, err := sn.Manifests(fs)
+			if errors.Is(err, iofs.ErrNotExist) {
+				// Gone already (a registered copy's lender was purged, or
+				// an earlier run deleted it): it reaches nothing more, and
+				// what lies under the table's own location goes in the
+				// final listing.
+				slog.Warn("purge plan: a manifest list is gone", "path", sn.ManifestList)
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("manifest list %s: %w", sn.ManifestList, err)
 			}

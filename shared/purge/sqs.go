@@ -77,6 +77,16 @@ func (s *Service) handleRecord(ctx context.Context, lease Lease, q QueueConfig, 
 		if err := s.Store.ForgetInFlight(context.WithoutCancel(ctx), m.JobID, m.Batch, rec.MessageId); err != nil {
 			return fmt.Errorf("continue batch %d: %w", m.Batch, err)
 		}
+		return err
+	}
+	if err == nil {
+		// Done (by this delivery, whose last step deleted the record, or
+		// before it: a late duplicate): nothing of this delivery stays in
+		// flight, not even a lease refresh that raced the last step.
+		stop()
+		if err := s.Store.ForgetInFlight(context.WithoutCancel(ctx), m.JobID, m.Batch, rec.MessageId); err != nil {
+			slog.Warn("forget a finished delivery", "job", m.JobID, "batch", m.Batch, "error", err)
+		}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -49,6 +50,23 @@ func swept(j store.Job) []store.Hold {
 		}
 	}
 	return out
+}
+
+// listedBy reports, for a job, whether an object lies in what its final
+// listing covers (nothing when it lists nothing).
+func listedBy(j store.Job) func(objects.Location) bool {
+	var holds []store.Hold
+	if sweeps(j) {
+		holds = swept(j)
+	}
+	return func(o objects.Location) bool {
+		for _, h := range holds {
+			if o.Bucket == h.Bucket && strings.HasPrefix(o.Key, h.Prefix+"/") {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // sweep runs pages of the final listing, at most finalizeChunksPerCall per

@@ -1,0 +1,941 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// The checks after every round: observe what the catalog shows (live
+// tables, soft-deleted records), hold it against the model, and require
+// every object the model protects to exist.
+
+type liveObs struct{ ns, name, uuid, meta string }
+
+type softObs struct {
+	Namespace []string `json:"namespace"`
+	Name      string   `json:"name"`
+	UUID      string   `json:"table-uuid"`
+	Meta      string   `json:"metadata-location"`
+	PurgeAt   string   `json:"purge-at"`
+	LegalHold bool     `json:"legal-hold"`
+	// PurgeOnExpiry: the catalog's setting when it was dropped.
+	PurgeOnExpiry bool `json:"purge-on-expiry"`
+}
+
+func (o softObs) ident() string { return strings.Join(o.Namespace, ".") + "." + o.Name }
+
+func (s *Sim) observe() ([]liveObs, []softObs, error) {
+	var lives []liveObs
+	for _, ns := range namespaces {
+		token := ""
+		for {
+			path := "/v1/" + catalogName + "/namespaces/" + ns + "/tables"
+			if token != "" {
+				path += "?pageToken=" + url.QueryEscape(token)
+			}
+			o := s.w.call(s.ctx, admin, "GET", path, nil)
+			if o.Status == 404 {
+				break
+			}
+			if o.Status != 200 {
+				return nil, nil, s.violatef("list tables of %s: %s", ns, o)
+			}
+			var res struct {
+				Identifiers []struct {
+					Namespace []string `json:"namespace"`
+					Name      string   `json:"name"`
+				} `json:"identifiers"`
+				Next *string `json:"next-page-token"`
+			}
+			if err := json.Unmarshal(o.Body, &res); err != nil {
+				return nil, nil, err
+			}
+			for _, id := range res.Identifiers {
+				lo := s.w.call(s.ctx, admin, "GET", tablePath(ns, id.Name), nil)
+				if lo.Status == 404 {
+					continue
+				}
+				if lo.Status != 200 {
+					return nil, nil, s.violatef("load %s.%s: %s", ns, id.Name, lo)
+				}
+				var t createResult
+				if err := json.Unmarshal(lo.Body, &t); err != nil {
+					return nil, nil, err
+				}
+				lives = append(lives, liveObs{ns: ns, name: id.Name, uuid: t.Metadata.UUID, meta: t.MetadataLocation})
+			}
+			if res.Next == nil || *res.Next == "" {
+				break
+			}
+			token = *res.Next
+		}
+	}
+	var softs []softObs
+	token := ""
+	for {
+		path := "/lifecycle/v1/catalogs/" + catalogName + "/soft-deleted-tables"
+		if token != "" {
+			path += "?pageToken=" + url.QueryEscape(token)
+		}
+		o := s.w.call(s.ctx, admin, "GET", path, nil)
+		if o.Status != 200 {
+			return nil, nil, s.violatef("list soft-deleted tables: %s", o)
+		}
+		var res struct {
+			Tables []softObs `json:"tables"`
+			Next   *string   `json:"next-page-token"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return nil, nil, err
+		}
+		softs = append(softs, res.Tables...)
+		if res.Next == nil || *res.Next == "" {
+			break
+		}
+		token = *res.Next
+	}
+	return lives, softs, nil
+}
+
+// touchedGen: an op of this round named g (its identifier or its uuid).
+func (s *Sim) touchedGen(g *Gen) bool {
+	return s.touched["uuid:"+g.uuid] > 0 || s.touched["id:"+g.ident()] > 0
+}
+
+// check observes the catalog, reconciles the model with what the round's
+// order made of it, and checks the invariants.
+func (s *Sim) check() error {
+	lives, softs, err := s.observe()
+	if err != nil {
+		return err
+	}
+	if err := s.reconcile(lives, softs); err != nil {
+		return err
+	}
+	if err := s.checkProtected(); err != nil {
+		return err
+	}
+	return s.checkPurges(false)
+}
+
+func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
+	usedL, usedS := map[int]bool{}, map[int]bool{}
+	findLive := func(g *Gen) int {
+		at := -1
+		for i, o := range lives {
+			if usedL[i] || o.uuid != g.uuid {
+				continue
+			}
+			if o.ns == g.ns && o.name == g.name {
+				return i
+			}
+			if at < 0 {
+				at = i
+			}
+		}
+		return at
+	}
+	findSoft := func(g *Gen) int {
+		at := -1
+		for i, o := range softs {
+			if usedS[i] || o.UUID != g.uuid {
+				continue
+			}
+			if o.ident() == g.ident() {
+				return i
+			}
+			if at < 0 {
+				at = i
+			}
+		}
+		return at
+	}
+	// Live generations first, then soft ones (a uuid may be both: a
+	// registered copy); each as the model had it before this settling.
+	softGens := s.m.inState(soft)
+	for _, g := range s.m.inState(live) {
+		if i := findLive(g); i >= 0 {
+			usedL[i] = true
+			o := lives[i]
+			if o.ns != g.ns || o.name != g.name {
+				if !s.touchedGen(g) {
+					return s.violatef("%s is live as %s.%s, and no operation moved it", g, o.ns, o.name)
+				}
+				g.ns, g.name = o.ns, o.name
+			}
+			if err := s.pointer(g, o.meta); err != nil {
+				return err
+			}
+			continue
+		}
+		if j := findSoft(g); j >= 0 && s.touchedGen(g) {
+			usedS[j] = true
+			// A drop of it in this round the model put on another generation.
+			s.softDropped(g, nil, nil)
+			if err := s.softMatches(g, softs[j], true); err != nil {
+				return err
+			}
+			continue
+		}
+		if s.hardDrops[g.ident()] > 0 && s.touchedGen(g) {
+			s.hardDrops[g.ident()]--
+			g.state = released
+			s.logf("   %s was the one dropped without purge", g)
+			continue
+		}
+		return s.violatef("%s vanished: it is neither live nor soft-deleted, and no operation purged it", g)
+	}
+	for _, g := range softGens {
+		if j := findSoft(g); j >= 0 {
+			usedS[j] = true
+			g.mayRelease = false
+			if err := s.softMatches(g, softs[j], s.touchedGen(g)); err != nil {
+				return err
+			}
+			continue
+		}
+		if i := findLive(g); i >= 0 && s.touchedGen(g) {
+			usedL[i] = true
+			g.state, g.ns, g.name = live, lives[i].ns, lives[i].name
+			if err := s.pointer(g, lives[i].meta); err != nil {
+				return err
+			}
+			continue
+		}
+		if g.mayRelease {
+			g.state = released
+			s.logf("   %s was dropped hard (its drop raced soft-delete.enabled=false)", g)
+			continue
+		}
+		return s.violatef("soft-deleted %s vanished (purge-at %s, now %s, legal hold %v): nothing the model did allowed its permanent delete",
+			g, g.purgeAt.Format(time.RFC3339), s.w.clock.Now().Format(time.RFC3339), g.legalHold)
+	}
+	for i, o := range lives {
+		if !usedL[i] {
+			return s.violatef("live table %s.%s (uuid %s) is not one the model made", o.ns, o.name, o.uuid)
+		}
+	}
+	for j, o := range softs {
+		if !usedS[j] {
+			return s.violatef("soft-deleted table %s (uuid %s) is not one the model dropped", o.ident(), o.UUID)
+		}
+	}
+	return nil
+}
+
+// pointer: the catalog's metadata pointer of g is meta; it moves only by a
+// commit the model made (or a sweep that commits) and never back.
+func (s *Sim) pointer(g *Gen, meta string) error {
+	if meta == g.meta {
+		return nil
+	}
+	switch {
+	case metaVersion(meta) < metaVersion(g.meta):
+		return s.violatef("%s: its metadata pointer went back from %s to %s", g, g.meta, meta)
+	case !s.touchedGen(g) && !s.sweeping:
+		return s.violatef("%s: its metadata pointer moved from %s to %s, and no operation committed", g, g.meta, meta)
+	}
+	s.advanceMeta(g, meta)
+	return nil
+}
+
+// softMatches compares a soft-deleted record with the model's.
+func (s *Sim) softMatches(g *Gen, o softObs, touched bool) error {
+	if o.ident() != g.ident() {
+		if !touched {
+			return s.violatef("soft-deleted %s is listed as %s", g, o.ident())
+		}
+		g.ns, g.name = strings.Join(o.Namespace, "."), o.Name
+	}
+	at, err := time.Parse(time.RFC3339, o.PurgeAt)
+	if err != nil {
+		return s.violatef("soft-deleted %s: purge-at %q: %v", g, o.PurgeAt, err)
+	}
+	if !at.Equal(g.purgeAt) {
+		if !touched {
+			return s.violatef("soft-deleted %s: purge-at %s, the model says %s (dropped %s, hold %v)", g, o.PurgeAt,
+				g.purgeAt.Format(time.RFC3339), g.droppedAt.Format(time.RFC3339), g.purgeAt.Sub(g.droppedAt))
+		}
+		// The drop raced a change of the hold period: either is right.
+		g.purgeAt = at
+	}
+	if o.LegalHold != g.legalHold {
+		if !touched && !g.holdUnsure {
+			return s.violatef("soft-deleted %s: legal hold %v, the model says %v", g, o.LegalHold, g.legalHold)
+		}
+		g.legalHold = o.LegalHold
+	}
+	g.holdUnsure = false
+	if o.Meta != g.meta {
+		if !touched {
+			return s.violatef("soft-deleted %s: metadata %s, the model says %s", g, o.Meta, g.meta)
+		}
+		s.advanceMeta(g, o.Meta)
+	}
+	if o.PurgeOnExpiry != g.purgeOnExpiry && !g.poeUnsure {
+		return s.violatef("soft-deleted %s: purge-on-expiry %v, the catalog said %v at its drop", g, o.PurgeOnExpiry, g.purgeOnExpiry)
+	}
+	g.purgeOnExpiry, g.poeUnsure = o.PurgeOnExpiry, false
+	return nil
+}
+
+// checkProtected: every object reachable from the metadata of a live or
+// soft-deleted generation exists.
+func (s *Sim) checkProtected() error {
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range s.m.inState(live, soft) {
+		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+		if err != nil {
+			return s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
+		}
+		// A forgery borrowed another table's files: it protects only what
+		// lies under its own location.
+		own, _ := keyOf(strings.TrimRight(g.location, "/"))
+		var missing []string
+		for k := range r.keys {
+			if g.forged && !strings.HasPrefix(k, own+"/") {
+				continue
+			}
+			if _, ok := objs[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return s.violatef("%s (legal hold %v, purge-at %s): %d objects its metadata reaches are gone, e.g. %s",
+				g, g.legalHold, g.purgeAt.Format(time.RFC3339), len(missing), strings.Join(missing[:min(3, len(missing))], ", "))
+		}
+	}
+	return nil
+}
+
+// checkRows scans g and compares its rows with the model's.
+func (s *Sim) checkRows(g *Gen, why string) error {
+	cat, _, err := s.w.client(s.ctx, admin)
+	if err != nil {
+		return err
+	}
+	ns, name := g.ns, g.name
+	tbl, err := cat.LoadTable(s.ctx, table.Identifier{ns, name})
+	if err != nil {
+		return s.violatef("%s (%s): load: %v", g, why, err)
+	}
+	res, err := tbl.Scan().ToArrowTable(s.ctx)
+	if err != nil {
+		return s.violatef("%s (%s): scan: %v", g, why, err)
+	}
+	defer res.Release()
+	got := map[int64]bool{}
+	col := res.Column(0)
+	for _, ch := range col.Data().Chunks() {
+		raw, _ := json.Marshal(ch)
+		var ids []*int64
+		_ = json.Unmarshal(raw, &ids)
+		for _, id := range ids {
+			if id != nil {
+				got[*id] = true
+			}
+		}
+	}
+	var lost, extra []int64
+	for id := range g.rows {
+		if !got[id] {
+			lost = append(lost, id)
+		}
+	}
+	for id := range got {
+		if _, ok := g.rows[id]; !ok {
+			if _, maybe := g.maybe[id]; !maybe {
+				extra = append(extra, id)
+			}
+		}
+	}
+	if len(lost) > 0 || len(extra) > 0 {
+		slices.Sort(lost)
+		slices.Sort(extra)
+		return s.violatef("%s (%s): scanned %d rows; lost %v, unexpected %v", g, why, len(got), lost, extra)
+	}
+	for id, d := range g.maybe {
+		if got[id] {
+			g.rows[id] = d
+		}
+		delete(g.maybe, id)
+	}
+	return nil
+}
+
+// --- barriers: steps that run alone ---
+
+type barrier struct {
+	desc string
+	run  func() error
+}
+
+var barrierWeights = []struct {
+	kind string
+	w    int
+}{
+	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
+	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 1},
+	{"retention-sweep", 4}, {"fault", 3},
+}
+
+func (s *Sim) pickBarrier() *barrier {
+	if !s.chance(0.2) {
+		return nil
+	}
+	total := 0
+	for _, b := range barrierWeights {
+		if !s.without[b.kind] {
+			total += b.w
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	n := s.rng.IntN(total)
+	for _, b := range barrierWeights {
+		if s.without[b.kind] {
+			continue
+		}
+		if n < b.w {
+			return s.makeBarrier(b.kind)
+		}
+		n -= b.w
+	}
+	return nil
+}
+
+// clock jumps, up to the extreme (a century and more at once).
+var jumps = []time.Duration{time.Minute, 30 * time.Minute, 61 * time.Minute, 6 * time.Hour, 24 * time.Hour, 49 * time.Hour,
+	3 * 24 * time.Hour, 8 * 24 * time.Hour, 31 * 24 * time.Hour, 400 * 24 * time.Hour}
+
+var extremeJumps = []time.Duration{3650 * 24 * time.Hour, 36600 * 24 * time.Hour, 106000 * 24 * time.Hour}
+
+func (s *Sim) makeBarrier(kind string) *barrier {
+	switch kind {
+	case "clock":
+		d := pick(s, jumps)
+		if s.chance(0.08) {
+			d = pick(s, extremeJumps)
+		}
+		// The clock stays before 2200: nanosecond timestamps (intents are
+		// stamped so) end in 2262, and a century of hold must fit after it.
+		for s.w.clock.Now().Add(d).Year() >= 2200 && d > time.Minute {
+			d /= 16
+		}
+		return &barrier{desc: "clock +" + d.String(), run: func() error {
+			s.w.clock.Advance(d)
+			s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+			return nil
+		}}
+	case "hold-expiry":
+		return &barrier{desc: "hold-expiry sweep", run: s.sweepHoldExpiry}
+	case "quiesce":
+		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
+	case "restart":
+		return &barrier{desc: "crash and restart from the state folder", run: func() error {
+			s.faulty = false // the faults were the old process's
+			return s.w.restart(s.ctx)
+		}}
+	case "fault":
+		return s.faultBarrier()
+	case "retention-sweep":
+		return &barrier{desc: "retention sweep (partition drops, snapshot expiry)", run: s.sweepRetention}
+	case "backfill":
+		return &barrier{desc: "the ownership backfill on a state from before the index", run: s.backfill}
+	case "stale-sweep":
+		return s.staleSweep()
+	case "stale-undrop":
+		return s.staleUndrop()
+	case "stale-hold":
+		return s.staleLegalHold()
+	}
+	return nil
+}
+
+// sweepHoldExpiry runs the hold-expiry sweep at the clock's time: exactly
+// the soft-deleted generations whose purge-at has passed and that are not
+// legal-held end (into a purge, or released where the catalog does not
+// purge on expiry).
+func (s *Sim) sweepHoldExpiry() error {
+	now := s.w.clock.Now()
+	var err error
+	if s.pre, err = s.w.objects(s.ctx); err != nil {
+		return err
+	}
+	rep, err := s.w.srv.SoftDelete.Expire(s.ctx, 0)
+	if err != nil {
+		return s.violatef("hold-expiry sweep: %v", err)
+	}
+	s.logf("   report %+v", rep)
+	return s.expireModel(now)
+}
+
+// expireModel: what a complete hold-expiry sweep at now ends.
+func (s *Sim) expireModel(now time.Time) error {
+	for _, g := range s.m.inState(soft) {
+		if g.legalHold || !g.purgeAt.Before(now) {
+			continue
+		}
+		if g.purgeOnExpiry {
+			s.startPurging(g, "", false)
+		} else {
+			g.state = released
+			s.logf("   %s released (its files stay)", g)
+		}
+	}
+	return nil
+}
+
+// --- quiescence ---
+
+// quiesce lets the pipeline finish (reconcile runs, dead letters are
+// redriven), moves the clock past the intent lifetime and runs the orphan
+// sweep, then checks what only holds at rest: each finished purge left
+// nothing under its prefix and counted what went, every live table reads
+// its rows, no orphan metadata file is left, no index item lacks its record.
+func (s *Sim) quiesce(final bool) error {
+	if err := s.drain(); err != nil {
+		return err
+	}
+	s.w.clock.Advance(purge.IntentTTL + time.Minute)
+	s.logf("   clock +%v (past the intent lifetime): %s", purge.IntentTTL+time.Minute, s.w.clock.Now().Format(time.RFC3339))
+	if err := s.drain(); err != nil {
+		return err
+	}
+	if err := s.checkPurges(true); err != nil {
+		return err
+	}
+	for _, g := range s.m.inState(live) {
+		if s.skip["rows"] {
+			break
+		}
+		if g.forged {
+			continue // its rows are another table's, borrowed
+		}
+		if err := s.checkRows(g, "at rest"); err != nil {
+			return err
+		}
+	}
+	if !s.skip["orphans"] {
+		if err := s.checkOrphans(); err != nil {
+			return err
+		}
+	}
+	if !s.skip["index"] {
+		if err := s.checkIndex(); err != nil {
+			return err
+		}
+	}
+	if final {
+		s.logf("== quiescent: %s", s.census())
+	}
+	return nil
+}
+
+// drain runs reconcile until no job is active (about two minutes at most).
+func (s *Sim) drain() error {
+	if s.faulty {
+		s.logf("   healing the faults to come to rest")
+	}
+	s.heal()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		rep, err := s.w.srv.Purge.Reconcile(s.ctx)
+		if err != nil {
+			return s.violatef("reconcile: %v", err)
+		}
+		if len(rep.Orphans.Jobs) > 0 {
+			s.logf("   orphan sweep: %d jobs", len(rep.Orphans.Jobs))
+		}
+		active, err := s.w.activeJobs(s.ctx)
+		if err != nil {
+			return err
+		}
+		active = slices.DeleteFunc(active, func(a store.ActiveJob) bool { return s.borrowerStuck(a.ID) })
+		if len(active) == 0 {
+			return nil
+		}
+		if n, err := s.w.srv.QueueDepth(s.ctx, true); err == nil && n > 0 && !s.faulty {
+			_ = s.w.srv.Redrive(s.ctx)
+		}
+		if time.Now().After(deadline) {
+			var ids []string
+			for _, a := range active {
+				j, _ := s.job(a.ID)
+				ids = append(ids, fmt.Sprintf("%s %v", a.ID, j.Raw))
+			}
+			dlq, _ := s.w.srv.QueueDepth(s.ctx, true)
+			q, _ := s.w.srv.QueueDepth(s.ctx, false)
+			return s.violatef("purge jobs still active after 3 minutes at rest (delete queue %d, DLQ %d): %v", q, dlq, ids)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// borrowerStuck: a job purging a forgery waits dead-lettered on manifests
+// its lender's purge deleted (TestBorrowerPurgesAfterItsLender, open).
+func (s *Sim) borrowerStuck(id string) bool {
+	j, err := s.job(id)
+	if err != nil || j.State != "DEAD_LETTERED" {
+		return false
+	}
+	for _, g := range s.m.gens {
+		if g.forged && g.uuid == j.TableUUID {
+			s.stuck[id] = true
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sim) allJobs() ([]jobView, error) {
+	var out []jobView
+	token := ""
+	for {
+		path := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs"
+		if token != "" {
+			path += "?pageToken=" + url.QueryEscape(token)
+		}
+		o := s.w.call(s.ctx, admin, "GET", path, nil)
+		if o.Status != 200 {
+			return nil, s.violatef("list jobs: %s", o)
+		}
+		var res struct {
+			Jobs []json.RawMessage `json:"jobs"`
+			Next *string           `json:"next-page-token"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return nil, err
+		}
+		for _, raw := range res.Jobs {
+			var j jobView
+			_ = json.Unmarshal(raw, &j)
+			_ = json.Unmarshal(raw, &j.Raw)
+			out = append(out, j)
+		}
+		if res.Next == nil || *res.Next == "" {
+			return out, nil
+		}
+		token = *res.Next
+	}
+}
+
+func num(raw map[string]any, k string) (int64, bool) {
+	v, ok := raw[k].(float64)
+	return int64(v), ok
+}
+
+// checkPurges: every accepted purge ended SUCCEEDED with nothing left under
+// the prefix its table owned, and counted the objects that went.
+func (s *Sim) checkPurges(atRest bool) error {
+	var jobs []jobView
+	var err error
+	if atRest {
+		if jobs, err = s.allJobs(); err != nil {
+			return err
+		}
+	} else {
+		// After a round: the purges with a known job that have ended.
+		for _, g := range s.m.inState(purging) {
+			if g.job == "" {
+				continue
+			}
+			j, err := s.job(g.job)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, j)
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+	}
+	byID := map[string]jobView{}
+	taken := map[string]bool{}
+	for _, g := range s.m.gens {
+		if g.job != "" {
+			taken[g.job] = true
+		}
+	}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range s.m.inState(purging) {
+		if g.job == "" { // the hold-expiry sweep's: find it by its table
+			for _, j := range jobs {
+				if j.TableUUID == g.uuid && (j.Kind == "" || j.Kind == "purge") && !taken[j.ID] {
+					g.job, taken[j.ID] = j.ID, true
+					break
+				}
+			}
+		}
+		j, ok := byID[g.job]
+		if !atRest && (!ok || (j.State != "SUCCEEDED" && j.State != "FAILED")) {
+			continue // still running: at rest it must have ended
+		}
+		if !ok {
+			return s.violatef("%s: no purge job deletes it", g)
+		}
+		if j.State != "SUCCEEDED" && g.forged && (j.State == "FAILED" || j.State == "DEAD_LETTERED") {
+			// A forgery's metadata reaches another table's files; once
+			// that table is purged its purge cannot read them (SPEC §3:
+			// metadata unreadable is FAILED).
+			g.state = gone
+			s.logf("   %s: purge job %s FAILED: %v", g, j.ID, j.Raw["last-error"])
+			continue
+		}
+		if le, _ := j.Raw["last-error"].(string); j.State == "FAILED" && strings.Contains(le, "injected fault") {
+			// The S3 outage the generator injected outlasted the step's
+			// retries: FAILED, attempts exhausted (SPEC §3); what is left
+			// stays (nobody owns it any more).
+			g.state = released
+			s.logf("   %s: purge job %s FAILED under an injected S3 fault", g, j.ID)
+			continue
+		}
+		if j.State != "SUCCEEDED" {
+			return s.violatef("%s: purge job %s ended %s: %v", g, j.ID, j.State, j.Raw["last-error"])
+		}
+		prefix, _ := keyOf(strings.TrimRight(g.location, "/"))
+		others := s.othersAt(g)
+		var left []string
+		for k := range objs {
+			if strings.HasPrefix(k, prefix+"/") && !others(k) {
+				left = append(left, k)
+			}
+		}
+		if len(left) > 0 && !s.skip["leftovers"] {
+			slices.Sort(left)
+			return s.violatef("%s: purge job %s SUCCEEDED with %d objects left under %s, e.g. %s (job %v)", g, j.ID, len(left), prefix,
+				strings.Join(left[:min(3, len(left))], ", "), j.Raw)
+		}
+		if !g.contendedPurge && len(g.oldLocs) == 0 && !g.forged && !s.skip["counters"] {
+			deleted, _ := num(j.Raw, "files-deleted")
+			unref, hasUnref := num(j.Raw, "files-unreferenced")
+			n := int64(len(g.before))
+			// After snapshot expiry the purge counts again what expiry
+			// deleted, and an expire job may still be deleting when the
+			// purge starts (TestPurgeAfterExpiryCountsEachObjectOnce, open).
+			if deleted != n && !(hasUnref && deleted+unref == n) && !g.expired {
+				return s.violatef("%s: purge job %s deleted %d objects (files-unreferenced %d), its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
+			}
+		}
+		g.state = gone
+		s.logf("   %s purged by %s: %d objects", g, j.ID, len(g.before))
+	}
+	return nil
+}
+
+// checkOrphans: no metadata file icehold wrote is left unreachable past the
+// intent lifetime, except under the locations of tables ended without a
+// purge (their files are left by design) and the simulation's forgeries.
+func (s *Sim) checkOrphans() error {
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	reached := map[string]bool{}
+	for _, g := range s.m.inState(live, soft) {
+		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+		if err != nil {
+			return s.violatef("%s: %v", g, err)
+		}
+		for k := range r.keys {
+			reached[k] = true
+		}
+	}
+	var left []string
+	for k := range objs {
+		if !strings.HasSuffix(k, ".metadata.json") || reached[k] || s.leftByDesign(k) {
+			continue
+		}
+		left = append(left, k)
+	}
+	if len(left) > 0 {
+		slices.Sort(left)
+		var why []string
+		for _, k := range left[:min(3, len(left))] {
+			for _, g := range s.m.gens {
+				for _, m := range g.metas {
+					if mk, _ := keyOf(m); mk == k {
+						why = append(why, fmt.Sprintf("%s was %s's (now at %s)", k, g, g.meta))
+					}
+				}
+			}
+		}
+		return s.violatef("%d metadata files no table reaches are left past the intent lifetime, e.g. %s\n%s", len(left), strings.Join(left[:min(3, len(left))], ", "), strings.Join(why, "\n"))
+	}
+	return nil
+}
+
+// othersAt: whether a key lies under the location of a table other than g
+// that took g's prefix after g's purge (a create or set-location there).
+func (s *Sim) othersAt(g *Gen) func(string) bool {
+	var prefixes []string
+	for _, o := range s.m.gens {
+		// Tables that still own their files, and any made after g (a
+		// create, register or set-location there once g's purge ended).
+		if o == g || (o.id < g.id && o.state != live && o.state != soft && o.state != purging) {
+			continue
+		}
+		for _, l := range append([]string{o.location}, o.oldLocs...) {
+			if p, ok := keyOf(strings.TrimRight(l, "/")); ok {
+				prefixes = append(prefixes, p+"/")
+			}
+		}
+	}
+	return func(k string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func (s *Sim) leftByDesign(key string) bool {
+	for _, g := range s.m.inState(released) {
+		if p, ok := keyOf(strings.TrimRight(g.location, "/")); ok && strings.HasPrefix(key, p+"/") {
+			return true
+		}
+	}
+	// A set-location releases the old prefix once no retained snapshot
+	// reaches it (SPEC §2), and a purge never deletes outside what its table
+	// owns: the metadata files written there before the move stay.
+	for _, g := range s.m.gens {
+		for _, l := range g.oldLocs {
+			if p, ok := keyOf(strings.TrimRight(l, "/")); ok && strings.HasPrefix(key, p+"/") {
+				return true
+			}
+		}
+	}
+	for _, g := range s.m.gens {
+		// A forgery's purge ends FAILED once its lender is purged.
+		if p, ok := keyOf(strings.TrimRight(g.location, "/")); ok && g.forged && g.state == gone && strings.HasPrefix(key, p+"/") {
+			return true
+		}
+	}
+	for _, f := range s.m.forged {
+		if k, _ := keyOf(f); k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// checkIndex: no index item lacks its record: expiry items, claims,
+// active-job markers, in-flight markers and tombstones.
+func (s *Sim) checkIndex() error {
+	type item = map[string]ddbtypes.AttributeValue
+	records := map[string]item{}
+	var all []item
+	err := s.w.scan(s.ctx, func(it item) error {
+		records[str(it, "pk")+"|"+str(it, "sk")] = it
+		all = append(all, it)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Every claim id a record holds: its location's (hold) and its former
+	// locations' (extra_holds), on entries, soft-deleted records' entries,
+	// jobs and catalogs.
+	holds := map[string]bool{}
+	var collect func(m map[string]ddbtypes.AttributeValue)
+	collect = func(m map[string]ddbtypes.AttributeValue) {
+		if h, ok := m["hold"].(*ddbtypes.AttributeValueMemberM); ok {
+			if id := str(h.Value, "id"); id != "" {
+				holds[id] = true
+			}
+		}
+		if l, ok := m["extra_holds"].(*ddbtypes.AttributeValueMemberL); ok {
+			for _, v := range l.Value {
+				if h, ok := v.(*ddbtypes.AttributeValueMemberM); ok {
+					if id := str(h.Value, "id"); id != "" {
+						holds[id] = true
+					}
+				}
+			}
+		}
+		if e, ok := m["entry"].(*ddbtypes.AttributeValueMemberM); ok {
+			collect(e.Value)
+		}
+	}
+	for _, it := range all {
+		collect(it)
+	}
+	for _, it := range all {
+		pk, sk := str(it, "pk"), str(it, "sk")
+		switch {
+		case pk == "SOFTEXP":
+			// <purge-at>#<catalog>#<uuid>[#<generation>]
+			parts := strings.SplitN(sk, "#", 4)
+			if len(parts) < 3 {
+				return s.violatef("expiry index item %q is malformed", sk)
+			}
+			id := parts[2]
+			if len(parts) == 4 {
+				id += "\x1e" + parts[3]
+			}
+			rec, ok := records["SOFT#"+parts[1]+"|U#"+id]
+			if !ok {
+				return s.violatef("expiry index item %q has no soft-deleted record", sk)
+			}
+			if b, ok := rec["legal_hold"].(*ddbtypes.AttributeValueMemberBOOL); ok && b.Value {
+				return s.violatef("expiry index item %q names a legal-held record", sk)
+			}
+			if pa := str(rec, "purge_at"); !strings.HasPrefix(sk, pa+"#") {
+				return s.violatef("expiry index item %q does not match its record's purge-at %s", sk, pa)
+			}
+		case strings.HasPrefix(pk, "SOFT#") && strings.HasPrefix(sk, "N#"):
+			// N#<namespace>␞<name>␞<uuid>[␞<generation>]: the record is U#<the rest>.
+			parts := strings.SplitN(sk, "\x1e", 3)
+			if len(parts) != 3 {
+				return s.violatef("soft-deleted name item %q is malformed", sk)
+			}
+			if _, ok := records[pk+"|U#"+parts[2]]; !ok {
+				return s.violatef("soft-deleted name item %q has no record", sk)
+			}
+		case pk == "ACTIVEJOB" && !s.stuck[sk]:
+			return s.violatef("job %s is still marked active at rest", sk)
+		case strings.HasPrefix(pk, "INFLIGHT#") && !s.stuck[strings.TrimPrefix(pk, "INFLIGHT#")]:
+			j, err := s.job(strings.TrimPrefix(pk, "INFLIGHT#"))
+			if err == nil && (j.State == "SUCCEEDED" || j.State == "FAILED" || j.State == "CANCELLED") {
+				// A late duplicate delivery of a done batch records it again
+				// (TestLateDuplicateDeliveryLeavesNoInFlightRecord, open).
+				continue
+			}
+			return s.violatef("batch %s of %s is still in flight at rest (job %v)", sk, pk, j.Raw)
+		case strings.HasPrefix(pk, "TBL#") && strings.HasPrefix(sk, "X#") && !s.stuck[str(it, "job_id")]:
+			return s.violatef("tombstone %s %s is left at rest", pk, sk)
+		case strings.HasPrefix(pk, "LOC#"):
+			if owner := str(it, "owner_id"); owner != "" && !holds[owner] {
+				return s.violatef("claim %s %s (owner %s) names no record that holds it", pk, sk, owner)
+			}
+		}
+	}
+	return nil
+}
+
+var _ = strconv.Itoa
+var _ = fmt.Sprint

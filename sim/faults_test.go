@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/icehold/icehold/shared/localaws"
+)
+
+// Faults the generator turns on and off (barriers): delete calls that fail
+// (every batch then dead-letters, its job DEAD_LETTERED, until the fault
+// heals and the DLQ is redriven), every queue message delivered twice, a
+// pipeline step that dies once at a named point (as a crashed Lambda), and
+// grants and catalog settings that change under the actors.
+
+// crashPoints are the purge pipeline's named points (purge.Service.SetCrash).
+var crashPoints = []string{"drop.before-start", "start", "plan.start", "plan.batches-written", "delete.start",
+	"delete.before-checkpoint", "finalize.start", "finalize.before-checkpoint", "finalize.metadata-deleted"}
+
+func (s *Sim) faultBarrier() *barrier {
+	switch s.rng.IntN(4) {
+	case 0:
+		code := pick(s, []struct {
+			status int
+			code   string
+		}{{500, "InternalError"}, {503, "SlowDown"}})
+		return &barrier{desc: fmt.Sprintf("fault: every DeleteObjects answers %d %s until healed", code.status, code.code), run: func() error {
+			s.w.srv.S3Emulator.SetFault(&localaws.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
+				return r.Method == http.MethodPost && r.URL.Query().Has("delete")
+			}})
+			s.faulty = true
+			return nil
+		}}
+	case 1:
+		return &barrier{desc: "fault: every delete-queue message delivered twice", run: func() error {
+			s.w.srv.Queues.SetDuplicates(true)
+			s.faulty = true
+			return nil
+		}}
+	case 2:
+		point := pick(s, crashPoints)
+		return &barrier{desc: "fault: the pipeline dies once at " + point, run: func() error {
+			var n atomic.Int32
+			s.w.srv.Purge.SetCrash(func(p string) error {
+				if p == point && n.Add(1) == 1 {
+					return fmt.Errorf("simulated crash at %s", p)
+				}
+				return nil
+			})
+			return nil
+		}}
+	}
+	return &barrier{desc: "heal: faults off, the DLQ redriven", run: func() error {
+		s.heal()
+		return nil
+	}}
+}
+
+// heal clears every fault and redrives the DLQ (an operator's console).
+func (s *Sim) heal() {
+	s.w.srv.S3Emulator.SetFault(nil)
+	s.w.srv.Queues.SetDuplicates(false)
+	s.w.srv.Purge.SetCrash(nil)
+	s.faulty = false
+	_ = s.w.srv.Redrive(s.ctx)
+}
+
+// --- grants and catalog settings ---
+
+func (s *Sim) opGrant() *Op {
+	p := pick(s, []string{writer, holder})
+	base := writerPrivileges
+	if p == holder {
+		base = holderPrivileges
+		if !s.m.legalPriv {
+			base = base[1:]
+		}
+	}
+	privs := slices.Clone(base)
+	if s.chance(0.6) && len(privs) > 1 {
+		i := s.rng.IntN(len(privs))
+		privs = slices.Delete(privs, i, i+1)
+	}
+	body, bad := s.lifecycleBody(map[string]any{"privileges": privs}, "privileges")
+	op := &Op{desc: fmt.Sprintf("admin sets the grant of %s: %s", p, trunc(body, 200)), keys: []string{"grants"}}
+	if bad != "" {
+		op.invalid, op.why = true, bad
+	} else {
+		op.want = []int{200}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+p, body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.grants[p] = privs
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opCatalogSetting() *Op {
+	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled"})
+	v := pick(s, []string{"true", "false"})
+	if key == "soft-delete.enabled" && v == "false" && s.chance(0.5) {
+		v = "true" // mostly on: soft delete is what is under test
+	}
+	body, bad := s.lifecycleBody(map[string]any{"updates": map[string]string{key: v}}, "")
+	op := &Op{desc: "admin sets the catalog's properties " + trunc(body, 100), keys: []string{"props"}}
+	if bad != "" {
+		op.invalid, op.why = true, bad
+	} else {
+		op.want = []int{200}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.catProps[key] = v
+		}
+		return nil
+	}
+	return op
+}
+
+// softOn: the catalog soft-deletes (in the model's view).
+func (s *Sim) softOn(props map[string]string) bool {
+	return !strings.EqualFold(props["soft-delete.enabled"], "false")
+}

@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
+
+	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/localserver"
+)
+
+// Locations, registration, renames and the ownership backfill: the
+// operations whose harm is to another table's files.
+
+// explicit locations: a small space of prefixes under the warehouse, with
+// the spellings that name the same or a nested prefix (scheme, trailing
+// slash) and the characters FileIOs write differently.
+var (
+	locNames  = []string{"x", "x/y", "x2", "X", "v%C3%BC", "vü", "a b", "a+b", "a#b"}
+	plainLocs = map[string]bool{"x": true, "x/y": true, "x2": true, "X": true}
+)
+
+// normLoc is the model's own normal form of a location: s3 scheme, no
+// trailing slash.
+func normLoc(l string) string {
+	for _, sch := range []string{"s3a://", "s3n://"} {
+		if rest, ok := strings.CutPrefix(l, sch); ok {
+			l = "s3://" + rest
+		}
+	}
+	return strings.TrimRight(l, "/")
+}
+
+// overlaps: a and b are the same prefix or one holds the other.
+func overlaps(a, b string) bool {
+	a, b = normLoc(a), normLoc(b)
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
+// owner is the generation whose location overlaps loc and that still owns
+// it (live, soft-deleted, or being purged).
+func (s *Sim) owner(loc string) *Gen {
+	for _, g := range s.m.inState(live, soft, purging) {
+		if !g.forged && overlaps(g.location, loc) {
+			return g
+		}
+	}
+	return nil
+}
+
+// location picks an explicit location for a create: "" (the default)
+// mostly; an existing generation's; a fresh one from the small space; one
+// outside the warehouse. plain says whether the model can judge it.
+func (s *Sim) location() (loc string, plain bool, outside bool) {
+	if s.sinceBackfill > 0 && s.chance(0.5) {
+		// Right after a backfill: the locations it should have claimed.
+		if gs := s.m.inState(soft, live); len(gs) > 0 {
+			return s.spell(pick(s, gs).location), true, false
+		}
+	}
+	switch n := s.rng.IntN(20); {
+	case n < 11:
+		return "", true, false
+	case n < 14:
+		if gs := s.m.inState(live, soft, purging, released, gone); len(gs) > 0 {
+			g := pick(s, gs)
+			return s.spell(g.location), true, false
+		}
+	case n < 19:
+		name := pick(s, locNames)
+		return s.spell(warehouse + "/L/" + name), plainLocs[name], false
+	}
+	return pick(s, []string{"s3://" + bucket + "/elsewhere/x", "s3://other-bucket/x", warehouse, warehouse + "/", "s3://" + bucket + "/" + catalogName + "/L/../x"}), true, true
+}
+
+// spell writes a location one of the ways that name the same prefix.
+func (s *Sim) spell(loc string) string {
+	switch s.rng.IntN(5) {
+	case 0:
+		return "s3a://" + strings.TrimPrefix(loc, "s3://")
+	case 1:
+		return loc + "/"
+	}
+	return loc
+}
+
+// --- rename ---
+
+func (s *Sim) opRename() *Op {
+	ns, name, g := s.target()
+	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	op := &Op{desc: fmt.Sprintf("admin renames %s.%s to %s.%s", ns, name, toNS, toName), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
+	_, nsOK := s.m.namespaces[toNS]
+	switch {
+	case g == nil:
+		op.want = []int{404}
+	case ns == toNS && name == toName:
+		op.want = []int{204, 409}
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(toNS, toName) != nil:
+		op.want = []int{409}
+	default:
+		op.want = []int{204, 409} // 409: a purge job's tombstone holds the name
+	}
+	if g != nil {
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/tables/rename", map[string]any{
+			"source":      map[string]any{"namespace": []string{ns}, "name": name},
+			"destination": map[string]any{"namespace": []string{toNS}, "name": toName},
+		})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 204 && o.Status != 200 {
+			return nil
+		}
+		if g := s.m.liveAt(ns, name); g != nil {
+			g.ns, g.name = toNS, toName
+		}
+		return nil
+	}
+	return op
+}
+
+// --- register ---
+
+// registerSource picks a metadata file to register: a live or soft-deleted
+// table's (current or older), a purged one's, one of a table ended without
+// purge, or a forgery.
+func (s *Sim) registerSource() (meta string, from *Gen, forged bool) {
+	gens := s.m.inState(live, soft, purging, released, gone)
+	if len(gens) == 0 || s.chance(0.2) {
+		return "", nil, true
+	}
+	g := pick(s, gens)
+	if len(g.metas) > 0 && s.chance(0.3) {
+		return pick(s, g.metas), g, false
+	}
+	return g.meta, g, false
+}
+
+func (s *Sim) opRegister() *Op {
+	ns, name := pick(s, namespaces), pick(s, tableNames)
+	meta, from, forge := s.registerSource()
+	if forge && (!s.allow("forge") || len(s.m.inState(live, soft)) == 0) {
+		return nil
+	}
+	op := &Op{keys: tableKeys(ns, name)}
+	var forgedLoc string
+	if forge {
+		forgedLoc = warehouse + "/F/" + uuid.NewString()[:8]
+		op.desc = fmt.Sprintf("admin registers %s.%s from a forged metadata file at %s", ns, name, forgedLoc)
+		op.want = []int{200, 400, 409}
+		if _, nsOK := s.m.namespaces[ns]; !nsOK {
+			op.want = []int{404}
+		}
+	} else {
+		op.desc = fmt.Sprintf("admin registers %s.%s from %s's %s", ns, name, from, meta)
+		op.keys = append(op.keys, "uuid:"+from.uuid)
+		// Every refusal that applies may be the one answered.
+		_, nsOK := s.m.namespaces[ns]
+		if !nsOK {
+			op.want = append(op.want, 404)
+		}
+		if s.m.liveAt(ns, name) != nil {
+			op.want = append(op.want, 409)
+		}
+		refused := len(op.want) > 0
+		switch from.state {
+		case live, soft:
+			op.want = append(op.want, 409) // its location is owned
+		case gone:
+			op.want = append(op.want, 400, 404, 409) // its files are gone
+		case purging: // its files may be going; recovery while PENDING
+			op.want = append(op.want, 400, 409)
+			if !refused {
+				op.want = append(op.want, 200)
+			}
+		case released: // its files stay until a later owner of the prefix purges
+			op.want = append(op.want, 400)
+			if !refused {
+				op.want = append(op.want, 200, 409)
+			}
+		}
+	}
+	op.run = func() Outcome {
+		if forge {
+			var err error
+			if meta, err = s.forge(forgedLoc); err != nil {
+				return Outcome{Err: err}
+			}
+		}
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register", map[string]any{"name": name, "metadata-location": meta})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if forge && meta != "" {
+			s.m.forged = append(s.m.forged, meta) // left in the bucket by design
+		}
+		if o.Status != 200 {
+			return nil
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("register answer: %v", err)
+		}
+		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
+			// Register as recovery of a PENDING purge: the table is back.
+			from.state, from.ns, from.name, from.job = live, ns, name, ""
+			s.logf("   %s recovered from its pending purge", from)
+			return nil
+		}
+		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
+			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge,
+			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
+		if from != nil {
+			for id, d := range from.rows {
+				g.maybe[id] = d // an older version holds some of them
+			}
+		}
+		s.logf("   %s registered at %s", g, g.location)
+		return nil
+	}
+	return op
+}
+
+// forge writes a metadata file at loc/metadata/ that claims loc as its
+// location but whose snapshots are another table's (the issue's forged
+// metadata listing keys no claim of its own covers), under a new uuid.
+func (s *Sim) forge(loc string) (string, error) {
+	var raw []byte
+	victims := s.m.inState(live, soft)
+	if len(victims) > 0 {
+		v := victims[0]
+		k, _ := keyOf(v.meta)
+		out, err := s.w.s3.GetObject(s.ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+		if err != nil {
+			return "", err
+		}
+		defer out.Body.Close()
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(out.Body); err != nil {
+			return "", err
+		}
+		raw = buf.Bytes()
+	}
+	var md map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &md) != nil {
+		return "", fmt.Errorf("no metadata to forge from")
+	}
+	md["location"] = loc
+	md["table-uuid"] = uuid.NewString()
+	b, _ := json.Marshal(md)
+	path := loc + "/metadata/00000-" + uuid.NewString() + ".metadata.json"
+	k, _ := keyOf(path)
+	_, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(b)})
+	return path, err
+}
+
+func entryOf(it map[string]ddbtypes.AttributeValue) map[string]ddbtypes.AttributeValue {
+	if e, ok := it["entry"].(*ddbtypes.AttributeValueMemberM); ok {
+		return e.Value
+	}
+	return nil
+}
+
+// --- the ownership backfill on a state from before the index ---
+
+// backfill takes the store back to before the ownership index (no claim
+// items, no claim on any record, no migration marker), then restarts: the
+// start runs the backfill (`migrate ownership` in AWS).
+func (s *Sim) backfill() error {
+	if err := s.drain(); err != nil {
+		return err
+	}
+	type item = map[string]ddbtypes.AttributeValue
+	var del, put []item
+	err := s.w.scan(s.ctx, func(it item) error {
+		pk, sk := str(it, "pk"), str(it, "sk")
+		switch {
+		case strings.HasPrefix(pk, "LOC#"), pk == "MIGRATION" && sk == catalog.OwnershipMigration:
+			del = append(del, it)
+		default:
+			changed := false
+			for _, m := range []map[string]ddbtypes.AttributeValue{it, entryOf(it)} {
+				for _, a := range []string{"hold", "extra_holds"} {
+					if _, ok := m[a]; ok {
+						delete(m, a)
+						changed = true
+					}
+				}
+			}
+			if changed {
+				put = append(put, it)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, it := range del {
+		if _, err := s.w.ddb.DeleteItem(s.ctx, &dynamodb.DeleteItemInput{TableName: aws.String(localserver.TableName),
+			Key: map[string]ddbtypes.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
+			return err
+		}
+	}
+	for _, it := range put {
+		if _, err := s.w.ddb.PutItem(s.ctx, &dynamodb.PutItemInput{TableName: aws.String(localserver.TableName), Item: it}); err != nil {
+			return err
+		}
+	}
+	s.logf("   %d claim items and the marker deleted, %d records stripped of their claim; restarting", len(del), len(put))
+	s.sinceBackfill = 10
+	return s.w.restart(s.ctx)
+}

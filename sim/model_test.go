@@ -1,0 +1,381 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/icehold/icehold/shared/objects"
+)
+
+// The model: what the simulation knows from its own operations, not from
+// the implementation. Tables are generations (one per table uuid and
+// registration); each knows its last metadata file (its commits' answers),
+// the rows it was given, and the lifecycle state its operations asked for.
+
+type state int
+
+const (
+	live     state = iota // an active table
+	soft                  // soft-deleted, until purgeAt unless legal-held
+	purging               // its permanent delete (with purge) was accepted
+	released              // ended without purge: its files stay, owned by nobody
+	gone                  // its purge SUCCEEDED
+)
+
+func (s state) String() string { return [...]string{"live", "soft", "purging", "released", "gone"}[s] }
+
+// Gen is one table generation.
+type Gen struct {
+	id       int // the model's own number (trace: g3)
+	uuid     string
+	ns       string // one level
+	name     string
+	location string // the table location its metadata names
+	// oldLocs: locations it had before a set-location.
+	oldLocs []string
+	state   state
+	meta    string // latest metadata file known
+	metas   []string
+	// rows the table holds (id → day), and rows it may or may not hold
+	// after a round whose order the model cannot know.
+	rows  map[int64]string
+	maybe map[int64]string
+	// legalHold as the model's accepted operations left it; holdUnsure:
+	// the record's hold was cleared but the metadata it was undropped with
+	// still sets the property (either may be what the table has now).
+	legalHold, holdUnsure bool
+	// holdProp: the table's soft-delete.hold-period property.
+	holdProp string
+	// Soft: when the drop happened and when the model says it may go, and
+	// whether its expiry purges (the catalog's setting at the drop; unsure
+	// when the drop raced a change of it).
+	droppedAt, purgeAt       time.Time
+	purgeOnExpiry, poeUnsure bool
+	// purging: the job that deletes it and the keys under its location
+	// when its permanent delete was accepted.
+	job    string
+	before map[string]bool
+	// contendedPurge: another op of the round touched it (its counters
+	// may include what that op wrote).
+	contendedPurge bool
+	// retention policy set on it ("" none): the field's keep.
+	keep string
+	// forged: registered from metadata the simulation wrote itself.
+	forged bool
+	// mayRelease: its drop raced a change of soft-delete.enabled (either
+	// a soft drop or a hard one).
+	mayRelease bool
+	// expired: snapshots of it were expired or removed (its purge then
+	// counts some files more than once: TestPurgeAfterExpiryCountsEachObjectOnce).
+	expired bool
+}
+
+func (g *Gen) ident() string { return g.ns + "." + g.name }
+
+func (g *Gen) String() string {
+	return fmt.Sprintf("g%d(%s %s %s)", g.id, g.ident(), short(g.uuid), g.state)
+}
+
+func short(uuid string) string {
+	if len(uuid) > 8 {
+		return uuid[:8]
+	}
+	return uuid
+}
+
+// Model is the simulation's view of the catalog.
+type Model struct {
+	gens       []*Gen
+	namespaces map[string]map[string]string // namespace → its properties
+	catProps   map[string]string            // the catalog's lifecycle properties
+	legalPriv  bool                         // the build knows TABLE_LEGAL_HOLD
+	nextID     int
+	nextRow    int64
+	forged     []string            // metadata files the simulation forged
+	policies   map[string]policy   // retention policies by identifier
+	grants     map[string][]string // principal → privileges (admins hold all)
+}
+
+func newModel(legalPriv bool) *Model {
+	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges}
+	if !legalPriv {
+		grants[holder] = holderPrivileges[1:]
+	}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv}
+}
+
+func (m *Model) add(g *Gen) *Gen {
+	m.nextID++
+	g.id = m.nextID
+	if g.rows == nil {
+		g.rows = map[int64]string{}
+	}
+	if g.maybe == nil {
+		g.maybe = map[int64]string{}
+	}
+	m.gens = append(m.gens, g)
+	return g
+}
+
+// active lists the generations in a state.
+func (m *Model) inState(ss ...state) []*Gen {
+	var out []*Gen
+	for _, g := range m.gens {
+		if slices.Contains(ss, g.state) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// liveAt is the live generation holding an identifier, if any.
+func (m *Model) liveAt(ns, name string) *Gen {
+	for _, g := range m.gens {
+		if g.state == live && g.ns == ns && g.name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// softAt lists the soft-deleted generations of an identifier.
+func (m *Model) softAt(ns, name string) []*Gen {
+	var out []*Gen
+	for _, g := range m.gens {
+		if g.state == soft && g.ns == ns && g.name == name {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// canLegalHold: whether principal may set or clear a legal hold (SPEC §2:
+// only TABLE_LEGAL_HOLD; admins hold every privilege).
+func (m *Model) canLegalHold(principal string) bool {
+	return principal == admin || (m.legalPriv && slices.Contains(m.grants[principal], "TABLE_LEGAL_HOLD"))
+}
+
+// holdFor is the hold period the model expects a drop to fix: the table's
+// property over its namespace's over the catalog's, P7D by default, each
+// only when valid (an invalid one was refused where it was set).
+func (m *Model) holdFor(g *Gen) time.Duration {
+	for _, v := range []string{g.holdProp, m.namespaces[g.ns]["soft-delete.hold-period"], m.catProps["soft-delete.hold-period"]} {
+		if d, ok := parseHold(v); ok && v != "" {
+			return d
+		}
+	}
+	return 7 * 24 * time.Hour
+}
+
+// The duration rule (SPEC §2): ISO-8601 weeks, days, hours, minutes and
+// seconds (P2W, P1DT12H, PT30M) or the short form 7d / 36h / 90m, at most
+// 100 years, positive. The model's own parser, in big integers of seconds
+// so that no value wraps.
+var (
+	shortDur = regexp.MustCompile(`^(\d+)([dhm])$`)
+	isoDur   = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$`)
+)
+
+const maxHold = 100 * 365 * 24 * time.Hour
+
+// durationVerdict: valid (with its value), invalid, or unsure (within a day
+// of the bound, where "100 years" may be counted either way).
+type verdict int
+
+const (
+	valid verdict = iota
+	invalid
+	unsure
+)
+
+func judgeDuration(s string) (time.Duration, verdict) {
+	secs, ok := durationSeconds(s)
+	if !ok || secs <= 0 {
+		return 0, invalid
+	}
+	bound := int64(maxHold / time.Second)
+	const slack = 30 * 24 * 3600 // 100 years of 365 or 365.25 days, leap days
+	switch {
+	case secs > bound+slack:
+		return 0, invalid
+	case secs >= bound-slack:
+		return time.Duration(secs) * time.Second, unsure
+	}
+	return time.Duration(secs) * time.Second, valid
+}
+
+func parseHold(s string) (time.Duration, bool) {
+	d, v := judgeDuration(s)
+	return d, v == valid
+}
+
+func durationSeconds(s string) (int64, bool) {
+	const big = int64(1) << 50
+	num := func(t string) (int64, bool) {
+		if t == "" {
+			return 0, true
+		}
+		if len(t) > 15 {
+			return big, true
+		}
+		n, err := strconv.ParseInt(t, 10, 64)
+		return n, err == nil
+	}
+	if m := shortDur.FindStringSubmatch(s); m != nil {
+		n, ok := num(m[1])
+		unit := map[string]int64{"d": 86400, "h": 3600, "m": 60}[m[2]]
+		if !ok || n > big/unit {
+			return big, ok
+		}
+		return n * unit, true
+	}
+	m := isoDur.FindStringSubmatch(s)
+	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
+		return 0, false
+	}
+	var total int64
+	for i, unit := range []int64{7 * 86400, 86400, 3600, 60, 1} {
+		n, ok := num(m[i+1])
+		if !ok {
+			return 0, false
+		}
+		if n > big/unit {
+			return big, true
+		}
+		total += n * unit
+	}
+	return min(total, big), true
+}
+
+// --- reachability: what a metadata file reaches, read with iceberg-go ---
+
+// reach is the set of object keys a metadata file reaches: every metadata
+// file of its log, manifest lists, manifests, data and delete files of
+// every retained snapshot, statistics files.
+type reach struct {
+	keys     map[string]bool
+	location string
+	snaps    []int64
+	current  int64
+	props    map[string]string
+}
+
+type reacher struct {
+	mu    sync.Mutex
+	cache map[string]*reach
+}
+
+func keyOf(path string) (string, bool) {
+	l, err := objects.Parse(path)
+	if err != nil || l.Bucket != bucket {
+		return "", false
+	}
+	return l.Key, true
+}
+
+// of reads what meta reaches (metadata files never change: cached).
+func (r *reacher) of(ctx context.Context, props map[string]string, meta string) (*reach, error) {
+	r.mu.Lock()
+	if c, ok := r.cache[meta]; ok {
+		r.mu.Unlock()
+		return c, nil
+	}
+	r.mu.Unlock()
+	fs, err := icebergio.LoadFS(ctx, props, meta)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fs.Open(meta)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", meta, err)
+	}
+	raw, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	md, err := table.ParseMetadataBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", meta, err)
+	}
+	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties())}
+	if cur := md.CurrentSnapshot(); cur != nil {
+		out.current = cur.SnapshotID
+	}
+	add := func(p string) {
+		if k, ok := keyOf(p); ok {
+			out.keys[k] = true
+		}
+	}
+	add(meta)
+	for e := range md.PreviousFiles() {
+		add(e.MetadataFile)
+	}
+	for s := range md.Statistics() {
+		add(s.StatisticsPath)
+	}
+	for s := range md.PartitionStatistics() {
+		add(s.StatisticsPath)
+	}
+	for _, sn := range md.Snapshots() {
+		out.snaps = append(out.snaps, sn.SnapshotID)
+		add(sn.ManifestList)
+		mfs, err := sn.Manifests(fs)
+		if errors.Is(err, iofs.ErrNotExist) {
+			continue // reached but gone: the check says so (a forgery's borrowed files may be)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest list of snapshot %d: %w", sn.SnapshotID, err)
+		}
+		for _, mf := range mfs {
+			add(mf.FilePath())
+			// Live entries only: a DELETED entry is the snapshot saying the
+			// file is no longer part of it (expiry may delete it).
+			entries, err := mf.FetchEntries(fs, true)
+			if errors.Is(err, iofs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+			}
+			for _, e := range entries {
+				add(e.DataFile().FilePath())
+			}
+		}
+	}
+	r.mu.Lock()
+	r.cache[meta] = out
+	r.mu.Unlock()
+	return out, nil
+}
+
+// metaVersion is the version number of an icehold-written metadata file
+// (<version>-<uuid>.metadata.json), -1 if the name has none.
+func metaVersion(path string) int {
+	base := path[strings.LastIndex(path, "/")+1:]
+	v, _, ok := strings.Cut(base, "-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+var _ = iceberg.PrimitiveTypes

@@ -1,0 +1,1224 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Op is one request an actor makes, with what the model says of it.
+type Op struct {
+	kind  string
+	actor int
+	desc  string
+	// keys name what the op touches (id:ns.t, uuid:…, loc:…, props): two
+	// ops of a round that share one may land in either order.
+	keys []string
+	// invalid: the model says the request must be refused (a 4xx) and
+	// change nothing; why says why.
+	invalid bool
+	why     string
+	// want: the answers the model allows when the op runs alone (nil: any
+	// but a 5xx).
+	want []int
+	// tolerateErr: a transport error is not a violation (iceberg-go ops
+	// report their refusals as errors).
+	tolerateErr bool
+	run         func() Outcome
+	after       func(o Outcome, contended bool) error
+}
+
+// The small space of names: collisions are the point.
+var (
+	namespaces = []string{"a", "b"}
+	tableNames = []string{"t", "u", "v"}
+)
+
+// weights of the operation kinds an actor picks from.
+var opWeights = []struct {
+	kind string
+	w    int
+}{
+	{"ns-create", 2}, {"ns-drop", 1},
+	{"create", 10}, {"append", 12}, {"delete-rows", 3},
+	{"soft-drop", 6}, {"drop-purge", 3}, {"undrop", 7}, {"purge-now", 4},
+	{"legal-hold", 5}, {"legal-hold-prop", 4}, {"hold-prop", 3},
+	{"rename", 3}, {"register", 3},
+	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
+	{"catalog-hold", 2}, {"ns-hold", 2},
+	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
+}
+
+func (s *Sim) pickOp(actor int) *Op {
+	total := 0
+	for _, k := range opWeights {
+		if !s.without[k.kind] {
+			total += k.w
+		}
+	}
+	for range 50 {
+		n := s.rng.IntN(total)
+		for _, k := range opWeights {
+			if s.without[k.kind] {
+				continue
+			}
+			if n < k.w {
+				if op := s.makeOp(k.kind, actor); op != nil {
+					op.kind, op.actor = k.kind, actor
+					return op
+				}
+				break
+			}
+			n -= k.w
+		}
+	}
+	return s.opNSCreate(actor)
+}
+
+func (s *Sim) makeOp(kind string, actor int) *Op {
+	switch kind {
+	case "ns-create":
+		return s.opNSCreate(actor)
+	case "ns-drop":
+		return s.opNSDrop()
+	case "create":
+		return s.opCreate()
+	case "append":
+		return s.opAppend()
+	case "delete-rows":
+		return s.opDeleteRows()
+	case "soft-drop":
+		return s.opDrop(false)
+	case "drop-purge":
+		return s.opDrop(true)
+	case "undrop":
+		return s.opUndrop()
+	case "purge-now":
+		return s.opPurgeNow()
+	case "legal-hold":
+		return s.opLegalHoldRecord()
+	case "legal-hold-prop":
+		return s.opLegalHoldProp()
+	case "hold-prop":
+		return s.opHoldProp()
+	case "catalog-hold":
+		return s.opCatalogHold()
+	case "ns-hold":
+		return s.opNamespaceHold()
+	case "bad-body":
+		return s.opBadBody()
+	case "partition-drop":
+		return s.opPartitionDrop()
+	case "retention":
+		return s.opRetention()
+	case "snapshots":
+		return s.opSnapshots()
+	case "set-location":
+		return s.opSetLocation()
+	case "grant":
+		return s.opGrant()
+	case "catalog-setting":
+		return s.opCatalogSetting()
+	case "rename":
+		return s.opRename()
+	case "register":
+		return s.opRegister()
+	}
+	return nil
+}
+
+func pick[T any](s *Sim, xs []T) T { return xs[s.rng.IntN(len(xs))] }
+
+func (s *Sim) chance(p float64) bool { return s.rng.Float64() < p }
+
+// principal picks who sends a request; "unprivileged" off keeps the legal
+// hold's changes to those who may make them.
+func (s *Sim) principal() string {
+	if !s.allow("unprivileged") {
+		if s.m.legalPriv && s.chance(0.3) {
+			return holder
+		}
+		return admin
+	}
+	switch n := s.rng.IntN(10); {
+	case n < 5:
+		return admin
+	case n < 8:
+		return writer
+	}
+	return holder
+}
+
+// tableKeys: an op on a table contends with ops on the same identifier
+// and with namespace drops and creates.
+func tableKeys(ns, name string) []string { return []string{"id:" + ns + "." + name, "ns:" + ns} }
+
+func tablePath(ns, name string) string {
+	return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(name)
+}
+
+func lifecyclePath(ns, name string) string {
+	return "/lifecycle/v1/catalogs/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(name)
+}
+
+// may: principal holds the privilege (admins all; the others what the
+// model's grants say).
+func (s *Sim) may(principal, priv string) bool {
+	return principal == admin || slices.Contains(s.m.grants[principal], priv)
+}
+
+// privileged: what principal p needs for op; without it the answer is a
+// 403 (authorization comes before anything else). A grant changed in the
+// same round may land either side.
+func (s *Sim) privileged(op *Op, p string, privs ...string) {
+	if p == admin {
+		return
+	}
+	op.keys = append(op.keys, "grants")
+	for _, priv := range privs {
+		if !s.may(p, priv) {
+			// 403, or a refusal the model foresaw from a step before the
+			// one that needs priv (an append loads, then commits).
+			refusals := []int{403}
+			for _, w := range op.want {
+				if w >= 400 {
+					refusals = append(refusals, w)
+				}
+			}
+			op.want, op.invalid, op.why = refusals, false, p+" lacks "+priv
+			return
+		}
+	}
+}
+
+// --- namespaces ---
+
+func (s *Sim) opNSCreate(int) *Op {
+	ns := pick(s, namespaces)
+	_, exists := s.m.namespaces[ns]
+	op := &Op{desc: "create namespace " + ns, keys: []string{"ns:" + ns}, want: []int{200}}
+	if exists {
+		op.want = []int{409}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.namespaces[ns] = map[string]string{}
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opNSDrop() *Op {
+	ns := pick(s, namespaces)
+	_, exists := s.m.namespaces[ns]
+	op := &Op{desc: "drop namespace " + ns, keys: []string{"ns:" + ns}}
+	switch {
+	case !exists:
+		op.want = []int{404}
+	case s.liveIn(ns):
+		op.want = []int{409}
+	default:
+		op.want = []int{204}
+	}
+	op.run = func() Outcome { return s.w.call(s.ctx, admin, "DELETE", "/v1/"+catalogName+"/namespaces/"+ns, nil) }
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 204 {
+			delete(s.m.namespaces, ns)
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) liveIn(ns string) bool {
+	for _, g := range s.m.inState(live) {
+		if g.ns == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// --- tables ---
+
+const schemaJSON = `{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"id","type":"long","required":false},{"id":2,"name":"d","type":"date","required":false}]}`
+const specJSON = `{"spec-id":0,"fields":[{"source-id":2,"field-id":1000,"name":"d","transform":"identity"}]}`
+
+// durations the generator sends: clearly valid, and clearly invalid
+// (malformed, negative, overflowing time.Duration, beyond 100 years).
+var (
+	validDurations   = []string{"PT1H", "P1D", "7d", "36h", "90m", "P2W", "P1DT12H", "PT30M", "P3D", "2d", "P10D", "PT2H", "P30D", "P365D", "P3650D", "1d"}
+	invalidDurations = []string{"213504d", "P30501W", "307445735m", "5124096h", "P99999999999D", "106752d", "40000d", "1000000h",
+		"7 days", "P", "-1d", "PT", "1.5d", "d", "P1DT", "P-1D"}
+)
+
+func (s *Sim) duration() (string, bool) {
+	if s.chance(0.35) && s.allow("bad-duration") {
+		return pick(s, invalidDurations), false
+	}
+	return pick(s, validDurations), true
+}
+
+type createResult struct {
+	MetadataLocation string `json:"metadata-location"`
+	Metadata         struct {
+		UUID     string            `json:"table-uuid"`
+		Location string            `json:"location"`
+		Props    map[string]string `json:"properties"`
+	} `json:"metadata"`
+}
+
+func (s *Sim) opCreate() *Op {
+	ns, name := pick(s, namespaces), pick(s, tableNames)
+	p := s.principal()
+	props := map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"}
+	op := &Op{keys: tableKeys(ns, name)}
+	var reasons []string
+	if s.chance(0.15) {
+		props["icehold.legal-hold"] = "true"
+		if !s.m.canLegalHold(p) {
+			op.invalid = true
+			reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
+		}
+	}
+	if s.chance(0.2) {
+		v, ok := s.duration()
+		props["soft-delete.hold-period"] = v
+		if !ok {
+			op.invalid = true
+			reasons = append(reasons, "hold period "+v+" is out of range or malformed")
+		}
+	}
+	body := map[string]any{"name": name, "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON), "properties": props}
+	loc, plain, outside := s.location()
+	if !s.allow("location") {
+		loc, plain, outside = "", true, false
+	}
+	if loc != "" {
+		body["location"] = loc
+		op.keys = append(op.keys, "loc")
+	}
+	if outside {
+		op.invalid = true
+		reasons = append(reasons, "location "+loc+" is not a table location inside the warehouse")
+	}
+	op.desc = fmt.Sprintf("%s creates %s.%s location=%q props=%v", p, ns, name, loc, props)
+	op.why = strings.Join(reasons, "; ")
+	_, nsOK := s.m.namespaces[ns]
+	owner := s.owner(loc)
+	switch {
+	case op.invalid:
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(ns, name) != nil:
+		op.want = []int{409}
+	case loc != "" && owner != nil && owner.state != purging:
+		op.want, op.why = []int{409}, "the location overlaps "+owner.String()+"'s"
+	case loc != "" && !plain:
+		op.want = []int{200, 400, 409} // characters FileIOs write apart may be refused
+	case loc != "" && s.formerOwner(loc) != nil:
+		op.want = []int{200, 409} // owned while a retained snapshot reaches it
+	default:
+		op.want = []int{200, 409} // 409: a purge job's tombstone or claim holds it
+	}
+	s.privileged(op, p, "TABLE_CREATE")
+	if props["icehold.legal-hold"] != "" && !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/tables", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("create answer: %v", err)
+		}
+		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
+			meta: res.MetadataLocation, metas: []string{res.MetadataLocation},
+			legalHold: props["icehold.legal-hold"] == "true", holdProp: props["soft-delete.hold-period"]})
+		s.logf("   %s created at %s", g, g.location)
+		return nil
+	}
+	return op
+}
+
+// target picks a live generation (or, now and then, an identifier that
+// holds none).
+func (s *Sim) target() (ns, name string, g *Gen) {
+	lives := s.m.inState(live)
+	if len(lives) > 0 && s.chance(0.85) {
+		g = pick(s, lives)
+		return g.ns, g.name, g
+	}
+	ns, name = pick(s, namespaces), pick(s, tableNames)
+	return ns, name, s.m.liveAt(ns, name)
+}
+
+// days the rows fall on: the last three weeks of the simulated clock.
+func (s *Sim) day() string {
+	return s.w.clock.Now().AddDate(0, 0, -s.rng.IntN(21)).Format("2006-01-02")
+}
+
+func (s *Sim) opAppend() *Op {
+	ns, name, g := s.target()
+	return s.appendOp(ns, name, g, pick(s, []string{admin, admin, writer}))
+}
+
+// opAppendTo appends to g (an intruder).
+func (s *Sim) opAppendTo(g *Gen, p string) *Op {
+	return s.appendOp(g.ns, g.name, g, p)
+}
+
+func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
+	n := 1 + s.rng.IntN(5)
+	rows := map[int64]string{}
+	for range n {
+		s.m.nextRow++
+		rows[s.m.nextRow] = s.day()
+	}
+	op := &Op{desc: fmt.Sprintf("%s appends %d rows to %s.%s", p, n, ns, name), keys: tableKeys(ns, name), tolerateErr: true}
+	if g != nil {
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+		op.want = []int{200}
+	} else {
+		op.want = []int{404}
+	}
+	s.privileged(op, p, "TABLE_READ", "TABLE_WRITE")
+	var res appendResult
+	op.run = func() Outcome {
+		res = s.appendRows(p, ns, name, rows)
+		return res.out
+	}
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.committed(res.uuid, ns, name, res.meta, rows, nil, contended)
+	}
+	return op
+}
+
+func (s *Sim) opDeleteRows() *Op {
+	var cands []*Gen
+	for _, g := range s.m.inState(live) {
+		if len(g.rows) > 0 {
+			cands = append(cands, g)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	g := pick(s, cands)
+	ids := sortedIDs(g.rows)
+	del := map[int64]string{}
+	for range 1 + s.rng.IntN(2) {
+		id := pick(s, ids)
+		del[id] = g.rows[id]
+	}
+	op := &Op{desc: fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
+		tolerateErr: true, want: []int{200}}
+	ns, name := g.ns, g.name
+	var res appendResult
+	op.run = func() Outcome {
+		res = s.deleteRows(admin, ns, name, del)
+		return res.out
+	}
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.committed(res.uuid, ns, name, res.meta, nil, del, contended)
+	}
+	return op
+}
+
+func sortedIDs(m map[int64]string) []int64 {
+	out := make([]int64, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// committed records an accepted commit of the model's own: its metadata
+// file and the rows it added or removed.
+func (s *Sim) committed(uuid, ns, name, meta string, added, removed map[int64]string, contended bool) error {
+	g := s.genByUUID(uuid, ns, name, live)
+	if g == nil {
+		// The table was dropped and undropped or renamed in the same
+		// round: the observation finds it.
+		g = s.genByUUID(uuid, "", "", live, soft)
+	}
+	if g == nil {
+		return s.violatef("a commit to %s.%s (uuid %s) was accepted, but the model knows no such live table", ns, name, uuid)
+	}
+	s.advanceMeta(g, meta)
+	for id, d := range added {
+		if contended {
+			g.maybe[id] = d
+		} else {
+			g.rows[id] = d
+		}
+	}
+	for id, d := range removed {
+		delete(g.rows, id)
+		if contended {
+			g.maybe[id] = d
+		}
+	}
+	return nil
+}
+
+// advanceMeta moves a generation's pointer to meta if it is newer.
+func (s *Sim) advanceMeta(g *Gen, meta string) {
+	if meta == "" || meta == g.meta {
+		return
+	}
+	if metaVersion(meta) >= metaVersion(g.meta) {
+		g.meta = meta
+	}
+	if !slices.Contains(g.metas, meta) {
+		g.metas = append(g.metas, meta)
+	}
+}
+
+func (s *Sim) genByUUID(uuid, ns, name string, states ...state) *Gen {
+	var found *Gen
+	for _, g := range s.m.gens {
+		if g.uuid != uuid || !slices.Contains(states, g.state) {
+			continue
+		}
+		if ns == "" || (g.ns == ns && g.name == name) {
+			return g
+		}
+		if found == nil {
+			found = g
+		}
+	}
+	if ns != "" {
+		return nil
+	}
+	return found
+}
+
+type appendResult struct {
+	out        Outcome
+	uuid, meta string
+}
+
+var rowSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "d", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+}, nil)
+
+// appendRows appends rows with iceberg-go (its own data files, manifest
+// and manifest list) as principal.
+func (s *Sim) appendRows(principal, ns, name string, rows map[int64]string) appendResult {
+	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
+		var b strings.Builder
+		b.WriteString("[")
+		for i, id := range sortedIDs(rows) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"id": %d, "d": "%s"}`, id, rows[id])
+		}
+		b.WriteString("]")
+		rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, rowSchema, strings.NewReader(b.String()))
+		if err != nil {
+			return nil, err
+		}
+		defer rec.Release()
+		data := array.NewTableFromRecords(rowSchema, []arrow.Record{rec})
+		defer data.Release()
+		tx := tbl.NewTransaction()
+		if err := tx.AppendTable(s.ctx, data, 1000, nil); err != nil {
+			return nil, err
+		}
+		return tx.Commit(s.ctx)
+	})
+}
+
+// deleteRows writes position deletes (merge-on-read) for rows.
+func (s *Sim) deleteRows(principal, ns, name string, rows map[int64]string) appendResult {
+	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
+		var filter iceberg.BooleanExpression = iceberg.AlwaysFalse{}
+		for _, id := range sortedIDs(rows) {
+			filter = iceberg.NewOr(filter, iceberg.EqualTo(iceberg.Reference("id"), id))
+		}
+		tx := tbl.NewTransaction()
+		if err := tx.Delete(s.ctx, filter, nil); err != nil {
+			return nil, err
+		}
+		return tx.Commit(s.ctx)
+	})
+}
+
+func (s *Sim) withTable(principal, ns, name string, fn func(*table.Table) (*table.Table, error)) appendResult {
+	cat, rec, err := s.w.client(s.ctx, principal)
+	if err != nil {
+		return appendResult{out: Outcome{Err: err}}
+	}
+	tbl, err := cat.LoadTable(s.ctx, table.Identifier{ns, name})
+	if err != nil {
+		return appendResult{out: iceOutcome(err, rec)}
+	}
+	uuid := tbl.Metadata().TableUUID().String()
+	out, err := fn(tbl)
+	if err != nil {
+		return appendResult{out: iceOutcome(err, rec), uuid: uuid}
+	}
+	return appendResult{out: Outcome{Status: 200, Body: []byte(out.MetadataLocation())}, uuid: uuid, meta: out.MetadataLocation()}
+}
+
+// iceOutcome turns an iceberg-go error into the answer that caused it.
+func iceOutcome(err error, rec *statusRecorder) Outcome {
+	st := rec.status()
+	switch {
+	case errors.Is(err, catalog.ErrNoSuchTable):
+		st = 404
+	case st == 0:
+		return Outcome{Err: err}
+	}
+	return Outcome{Status: st, Body: []byte(err.Error())}
+}
+
+// --- drops ---
+
+func (s *Sim) opDrop(purge bool) *Op {
+	ns, name, g := s.target()
+	return s.dropOp(ns, name, g, pick(s, []string{admin, writer}), purge)
+}
+
+// opDropOf drops g (an intruder).
+func (s *Sim) opDropOf(g *Gen, p string, purge bool) *Op {
+	return s.dropOp(g.ns, g.name, g, p, purge)
+}
+
+func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
+	path := tablePath(ns, name)
+	op := &Op{keys: append(tableKeys(ns, name), "props", "nsprops:"+ns)}
+	what := "soft-drops"
+	if purge {
+		what = "drops with purge"
+		path += "?purgeRequested=true"
+	}
+	op.desc = fmt.Sprintf("%s %s %s.%s", p, what, ns, name)
+	switch {
+	case g == nil:
+		op.want = []int{404}
+	case purge && g.holdUnsure:
+		op.want = []int{204, 409}
+	case purge && g.legalHold:
+		op.invalid, op.why = true, "the table is under legal hold"
+	default:
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+		op.want = []int{204}
+	}
+	if purge {
+		s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
+	} else {
+		s.privileged(op, p, "TABLE_DROP")
+	}
+	// The round's catalog and namespace properties: a drop racing a change
+	// of them may take either hold period.
+	props, nsProps := cloneMap(s.m.catProps), cloneMap(s.m.namespaces[ns])
+	op.run = func() Outcome { return s.w.call(s.ctx, p, "DELETE", path, nil) }
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 204 {
+			return nil
+		}
+		if purge {
+			return s.purgeAccepted(o.Header.Get("Icehold-Purge-Job"), ns, name, contended)
+		}
+		g := s.m.liveAt(ns, name)
+		if g == nil {
+			// Undropped and dropped again in one round, or the model's
+			// order differs: the observation settles it.
+			s.logf("   (the model holds no live %s.%s; the observation will say which was dropped)", ns, name)
+			return nil
+		}
+		on, was := s.softOn(s.m.catProps), s.softOn(props)
+		if !on && !was && contended {
+			// Which generation held the name when the drop landed: the
+			// observation says (the one that vanished).
+			s.hardDrops[ns+"."+name]++
+			return nil
+		}
+		if !on && !was {
+			// A hard drop: the entry and its claim go, the files stay.
+			g.state = released
+			s.logf("   %s dropped without purge (soft delete off): its files stay, owned by nobody", g)
+			return nil
+		}
+		s.softDropped(g, props, nsProps)
+		g.mayRelease = on != was // raced a change of soft-delete.enabled
+		return nil
+	}
+	return op
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// softDropped moves g into the soft-deleted state at the clock's time.
+func (s *Sim) softDropped(g *Gen, props, nsProps map[string]string) {
+	now := s.w.clock.Now()
+	g.state, g.droppedAt = soft, now
+	poe := func(m map[string]string) bool { return !strings.EqualFold(m["soft-delete.purge-on-expiry"], "false") }
+	g.purgeOnExpiry, g.poeUnsure = poe(s.m.catProps), props == nil || poe(props) != poe(s.m.catProps)
+	g.purgeAt = now.Add(s.m.holdFor(g))
+	s.logf("   %s soft-deleted, purge at %s (hold %v)", g, g.purgeAt.Format(time.RFC3339), s.m.holdFor(g))
+}
+
+type jobView struct {
+	ID        string   `json:"id"`
+	Kind      string   `json:"kind"`
+	TableUUID string   `json:"table-uuid"`
+	State     string   `json:"state"`
+	Namespace []string `json:"namespace"`
+	Table     string   `json:"table"`
+	Raw       map[string]any
+}
+
+func (s *Sim) job(id string) (jobView, error) {
+	o := s.w.call(s.ctx, admin, "GET", "/lifecycle/v1/catalogs/"+catalogName+"/purge-jobs/"+id, nil)
+	if o.Status != 200 {
+		return jobView{}, fmt.Errorf("job %s: %s", id, o)
+	}
+	var j jobView
+	if err := json.Unmarshal(o.Body, &j); err != nil {
+		return j, err
+	}
+	_ = json.Unmarshal(o.Body, &j.Raw)
+	return j, nil
+}
+
+// purgeAccepted: a permanent delete with purge was accepted; the job names
+// the generation it deletes.
+func (s *Sim) purgeAccepted(jobID, ns, name string, contended bool) error {
+	if jobID == "" {
+		return s.violatef("a purge of %s.%s was accepted without naming its job", ns, name)
+	}
+	j, err := s.job(jobID)
+	if err != nil {
+		return err
+	}
+	g := s.genByUUID(j.TableUUID, ns, name, live, soft)
+	if g == nil {
+		g = s.genByUUID(j.TableUUID, "", "", live, soft)
+	}
+	if g == nil {
+		return s.violatef("purge job %s deletes table uuid %s (%s.%s), which the model holds neither live nor soft-deleted", jobID, j.TableUUID, ns, name)
+	}
+	if g.legalHold && !g.holdUnsure {
+		return s.violatef("purge job %s deletes %s, which is under legal hold", jobID, g)
+	}
+	s.startPurging(g, jobID, contended)
+	return nil
+}
+
+// startPurging: g's files may go from now on; what its prefix held before
+// the round is what the job must account for.
+func (s *Sim) startPurging(g *Gen, jobID string, contended bool) {
+	g.state, g.job, g.contendedPurge = purging, jobID, contended
+	g.before = map[string]bool{}
+	if prefix, ok := keyOf(strings.TrimRight(g.location, "/")); ok {
+		for k := range s.pre {
+			if strings.HasPrefix(k, prefix+"/") {
+				g.before[k] = true
+			}
+		}
+	}
+	s.logf("   %s purging (job %s, %d objects under its location)", g, jobID, len(g.before))
+}
+
+func (s *Sim) softTarget() (ns, name string, gens []*Gen) {
+	softs := s.m.inState(soft)
+	if len(softs) > 0 && s.chance(0.85) {
+		g := pick(s, softs)
+		return g.ns, g.name, s.m.softAt(g.ns, g.name)
+	}
+	ns, name = pick(s, namespaces), pick(s, tableNames)
+	return ns, name, s.m.softAt(ns, name)
+}
+
+// lifecycleBody renders a lifecycle route's body: mostly the valid one,
+// otherwise a malformed variant (SPEC §2: unknown fields, duplicated keys,
+// nulls and wrong types are a 400 that changes nothing).
+func (s *Sim) lifecycleBody(fields map[string]any, required string) (body string, bad string) {
+	valid, _ := json.Marshal(fields)
+	if !s.chance(0.3) || !s.allow("bad-body") {
+		return string(valid), ""
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	typo := func(k string) string { return strings.ReplaceAll(k, "-", "_") }
+	switch s.rng.IntN(7) {
+	case 0: // a typo'd key
+		if len(keys) == 0 {
+			return `{"table_uuid": "x"}`, "unknown field table_uuid"
+		}
+		k := pick(s, keys)
+		m := map[string]any{}
+		for kk, v := range fields {
+			m[kk] = v
+		}
+		delete(m, k)
+		m[typo(k)+"s"] = fields[k]
+		b, _ := json.Marshal(m)
+		return string(b), "unknown field " + typo(k) + "s"
+	case 1: // an extra field
+		m := map[string]any{"x": []int{1}}
+		for k, v := range fields {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		return string(b), "unknown field x"
+	case 2: // null
+		if required != "" {
+			return `{"` + required + `": null}`, "null " + required
+		}
+		if len(keys) > 0 {
+			return `{"` + pick(s, keys) + `": null}`, "null value"
+		}
+		return `null`, "body null"
+	case 3: // a duplicated key
+		if len(keys) > 0 {
+			k := pick(s, keys)
+			v, _ := json.Marshal(fields[k])
+			return strings.TrimSuffix(string(valid), "}") + `,"` + k + `":` + string(v) + `}`, "duplicated key " + k
+		}
+		return `{"table-uuid": "a", "table-uuid": "b"}`, "duplicated key table-uuid"
+	case 4: // a wrong type
+		k := required
+		if k == "" {
+			k = "table-uuid"
+		}
+		return `{"` + k + `": 5}`, "wrong type of " + k
+	case 5: // trailing data
+		return string(valid) + ` {}`, "trailing data"
+	default: // absurdly large
+		k := required
+		if k == "" {
+			k = "table-uuid"
+		}
+		return `{"` + k + `": "` + strings.Repeat("9", 200000) + `"}`, "huge " + k
+	}
+}
+
+func (s *Sim) opUndrop() *Op {
+	ns, name, gens := s.softTarget()
+	p := pick(s, []string{admin, writer})
+	fields := map[string]any{}
+	var g *Gen
+	if len(gens) > 0 && (len(gens) > 1 || s.chance(0.5)) && s.chance(0.8) {
+		g = pick(s, gens)
+		fields["table-uuid"] = g.uuid
+	} else if len(gens) == 1 {
+		g = gens[0]
+	}
+	if !s.allow("undrop-held") && g != nil && g.legalHold {
+		return nil
+	}
+	toNS, toName := ns, name
+	if s.chance(0.3) {
+		toNS, toName = pick(s, namespaces), pick(s, tableNames)
+		fields["rename-to"] = map[string]any{"namespace": []string{toNS}, "name": toName}
+	}
+	body, bad := s.lifecycleBody(fields, "")
+	if s.chance(0.1) && bad == "" {
+		// No body at all: both fields are optional.
+		body, fields, toNS, toName = "", map[string]any{}, ns, name
+		g = nil
+		if len(gens) == 1 {
+			g = gens[0]
+		}
+	}
+	op := &Op{desc: fmt.Sprintf("%s undrops %s.%s %s", p, ns, name, trunc(body, 120)), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
+	if g != nil {
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	_, nsOK := s.m.namespaces[toNS]
+	switch {
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case g == nil && len(gens) == 0:
+		op.want = []int{404}
+	case g == nil:
+		op.want = []int{409}
+	case fields["table-uuid"] == nil && len(gens) > 1:
+		op.want = []int{409}
+	default:
+		// Every refusal that applies may be the one answered.
+		if !nsOK {
+			op.want = append(op.want, 404)
+		}
+		if s.m.liveAt(toNS, toName) != nil {
+			op.want = append(op.want, 409)
+		}
+		if g.legalHold {
+			op.want = append(op.want, 409) // a hold the undrop would lift is refused
+		}
+		if len(op.want) == 0 || (g.legalHold && len(op.want) == 1) {
+			op.want = append(op.want, 200, 409) // 409: a purge job's tombstone holds the name
+		}
+	}
+	s.privileged(op, p, "TABLE_UNDROP")
+	op.run = func() Outcome {
+		var b any
+		if body != "" {
+			b = body
+		}
+		return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/undrop", b)
+	}
+	op.after = s.opUndropAfter(ns, name)
+	return op
+}
+
+// opUndropAfter applies an accepted undrop of ns.name: the generation its
+// answer names is live again, and reads back every row it had.
+func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
+	return func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res struct {
+			Namespace []string `json:"namespace"`
+			Name      string   `json:"name"`
+			UUID      string   `json:"table-uuid"`
+			Meta      string   `json:"metadata-location"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("undrop answer: %v", err)
+		}
+		ug := s.genByUUID(res.UUID, ns, name, soft)
+		if ug == nil {
+			ug = s.genByUUID(res.UUID, "", "", soft)
+		}
+		if ug == nil {
+			return s.violatef("undrop restored uuid %s, which the model holds as no soft-deleted table", res.UUID)
+		}
+		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
+		s.advanceMeta(ug, res.Meta)
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && r.props["icehold.legal-hold"] == "true" && !ug.legalHold {
+			ug.holdUnsure = true
+		}
+		s.logf("   %s undropped", ug)
+		if contended || ug.forged {
+			return nil // another op of the round may have written to it; a forgery's rows are borrowed
+		}
+		return s.checkRows(ug, "undrop")
+	}
+}
+
+func (s *Sim) opPurgeNow() *Op {
+	ns, name, gens := s.softTarget()
+	p := pick(s, []string{admin, writer, holder})
+	fields := map[string]any{}
+	var g *Gen
+	if len(gens) > 0 && s.chance(0.7) {
+		g = pick(s, gens)
+		fields["table-uuid"] = g.uuid
+	} else if len(gens) == 1 {
+		g = gens[0]
+	}
+	body, bad := s.lifecycleBody(fields, "")
+	op := &Op{desc: fmt.Sprintf("%s purges now %s.%s %s", p, ns, name, trunc(body, 120)), keys: tableKeys(ns, name)}
+	if g != nil {
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	switch {
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case g == nil && len(gens) == 0:
+		op.want = []int{404}
+	case g == nil || (fields["table-uuid"] == nil && len(gens) > 1):
+		op.want = []int{409}
+	case g.legalHold:
+		op.invalid, op.why = true, "the soft-deleted table is under legal hold"
+	default:
+		op.want = []int{202}
+	}
+	s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
+	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 202 {
+			return nil
+		}
+		var j jobView
+		if err := json.Unmarshal(o.Body, &j); err != nil {
+			return s.violatef("purge-now answer: %v", err)
+		}
+		return s.purgeAccepted(j.ID, ns, name, contended)
+	}
+	return op
+}
+
+// --- legal hold ---
+
+func (s *Sim) opLegalHoldRecord() *Op {
+	softs := s.m.inState(soft)
+	var g *Gen
+	uuid := "00000000-0000-4000-8000-000000000000"
+	if len(softs) > 0 && s.chance(0.9) {
+		g = pick(s, softs)
+		uuid = g.uuid
+	}
+	p := s.principal()
+	on := s.chance(0.5)
+	body, bad := s.lifecycleBody(map[string]any{"enabled": on}, "enabled")
+	op := &Op{desc: fmt.Sprintf("%s sets the legal hold of soft-deleted %s: %s", p, short(uuid), trunc(body, 80)), keys: []string{"uuid:" + uuid}}
+	switch {
+	case !s.m.canLegalHold(p):
+		op.invalid, op.why = true, p+" lacks TABLE_LEGAL_HOLD"
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case g == nil:
+		op.want = []int{404}
+	case s.softWithUUID(uuid) > 1:
+		op.want = []int{409} // several generations of the uuid: which one?
+	default:
+		op.want = []int{200}
+	}
+	if !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables/"+uuid+"/legal-hold", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 && g != nil && g.state == soft {
+			g.legalHold, g.holdUnsure = on, false
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) softWithUUID(uuid string) int {
+	n := 0
+	for _, g := range s.m.inState(soft) {
+		if g.uuid == uuid {
+			n++
+		}
+	}
+	return n
+}
+
+// commit sends a standard Iceberg commit of table properties.
+func (s *Sim) commitProps(p, ns, name string, set map[string]string, remove []string) Outcome {
+	var updates []map[string]any
+	if len(set) > 0 {
+		updates = append(updates, map[string]any{"action": "set-properties", "updates": set})
+	}
+	if len(remove) > 0 {
+		updates = append(updates, map[string]any{"action": "remove-properties", "removals": remove})
+	}
+	return s.w.call(s.ctx, p, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": updates})
+}
+
+func (s *Sim) opLegalHoldProp() *Op {
+	ns, name, g := s.target()
+	p := s.principal()
+	set, remove := map[string]string{}, []string(nil)
+	var on bool
+	switch s.rng.IntN(3) {
+	case 0:
+		set["icehold.legal-hold"], on = "true", true
+	case 1:
+		set["icehold.legal-hold"] = "false"
+	default:
+		remove = []string{"icehold.legal-hold"}
+	}
+	return s.legalHoldPropOp(ns, name, g, p, set, remove, on)
+}
+
+// opSetLegalHoldProp sets or clears g's legal hold by a commit (an intruder).
+func (s *Sim) opSetLegalHoldProp(g *Gen, p string, on bool) *Op {
+	return s.legalHoldPropOp(g.ns, g.name, g, p, map[string]string{"icehold.legal-hold": fmt.Sprint(on)}, nil, on)
+}
+
+func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]string, remove []string, on bool) *Op {
+	op := &Op{desc: fmt.Sprintf("%s commits %s.%s set=%v remove=%v", p, ns, name, set, remove), keys: tableKeys(ns, name)}
+	change := g != nil && g.legalHold != on
+	switch {
+	case !s.m.canLegalHold(p) && (change || g == nil):
+		// Setting or clearing it needs TABLE_LEGAL_HOLD; a no-op write
+		// of the same value may be refused too.
+		op.invalid, op.why = true, p+" changes icehold.legal-hold without TABLE_LEGAL_HOLD"
+		if g == nil {
+			op.invalid, op.want = false, []int{403, 404}
+		}
+	case g == nil:
+		op.want = []int{404}
+	default:
+		op.want = []int{200}
+	}
+	if !s.m.canLegalHold(p) && g != nil && (!change || g.holdUnsure) {
+		op.invalid, op.want = false, []int{200, 403}
+	}
+	if g != nil {
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	s.privileged(op, p, "TABLE_WRITE")
+	if !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
+	}
+	op.run = func() Outcome { return s.commitProps(p, ns, name, set, remove) }
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.legalHold, g.holdUnsure = on, false })
+	}
+	return op
+}
+
+// propsCommitted applies an accepted property commit to its generation.
+func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error {
+	var res createResult
+	if err := json.Unmarshal(o.Body, &res); err != nil {
+		return s.violatef("commit answer: %v", err)
+	}
+	g := s.genByUUID(res.Metadata.UUID, ns, name, live)
+	if g == nil {
+		return s.violatef("a commit to %s.%s (uuid %s) was accepted, but the model knows no such live table", ns, name, res.Metadata.UUID)
+	}
+	s.advanceMeta(g, res.MetadataLocation)
+	apply(g)
+	return nil
+}
+
+func (s *Sim) opHoldProp() *Op {
+	ns, name, g := s.target()
+	v, ok := s.duration()
+	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on %s.%s", v, ns, name), keys: tableKeys(ns, name)}
+	switch {
+	case !ok:
+		op.invalid, op.why = true, "hold period "+v+" is out of range or malformed"
+	case g == nil:
+		op.want = []int{404}
+	default:
+		op.want = []int{200}
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	op.run = func() Outcome {
+		return s.commitProps(admin, ns, name, map[string]string{"soft-delete.hold-period": v}, nil)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.holdProp = v })
+	}
+	return op
+}
+
+func (s *Sim) opCatalogHold() *Op {
+	v, ok := s.duration()
+	fields := map[string]any{"updates": map[string]string{"soft-delete.hold-period": v}}
+	remove := s.chance(0.2)
+	if remove {
+		fields = map[string]any{"removals": []string{"soft-delete.hold-period"}}
+		ok = true
+	}
+	body, bad := s.lifecycleBody(fields, "")
+	op := &Op{desc: "admin sets the catalog's properties " + trunc(body, 100), keys: []string{"props"}}
+	switch {
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case !ok:
+		op.invalid, op.why = true, "hold period "+v+" is out of range or malformed"
+	default:
+		op.want = []int{200}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		if remove {
+			delete(s.m.catProps, "soft-delete.hold-period")
+		} else {
+			s.m.catProps["soft-delete.hold-period"] = v
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opNamespaceHold() *Op {
+	ns := pick(s, namespaces)
+	v, ok := s.duration()
+	_, exists := s.m.namespaces[ns]
+	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on namespace %s", v, ns), keys: []string{"nsprops:" + ns, "ns:" + ns}}
+	switch {
+	case !ok:
+		op.invalid, op.why = true, "hold period "+v+" is out of range or malformed"
+	case !exists:
+		op.want = []int{404}
+	default:
+		op.want = []int{200}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/properties", map[string]any{"updates": map[string]string{"soft-delete.hold-period": v}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 && s.m.namespaces[ns] != nil {
+			s.m.namespaces[ns]["soft-delete.hold-period"] = v
+		}
+		return nil
+	}
+	return op
+}
+
+// opBadBody sends a malformed body to a lifecycle route that would
+// otherwise act (a soft-deleted table to undrop or purge, a record to
+// hold): the model says it must be refused and change nothing.
+func (s *Sim) opBadBody() *Op {
+	var op *Op
+	for range 10 {
+		switch s.rng.IntN(3) {
+		case 0:
+			op = s.opUndrop()
+		case 1:
+			op = s.opPurgeNow()
+		default:
+			op = s.opLegalHoldRecord()
+		}
+		if op.invalid {
+			return op
+		}
+	}
+	return op
+}

@@ -1,0 +1,319 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Partition drop, retention (and the snapshot expiry its sweep runs),
+// snapshot removal and refs, set-location: the operations that change what
+// a live table's snapshots reach.
+
+// policy is a retention policy as the model set it: it belongs to the
+// generation it was set on (a table of another uuid at the name has none).
+type policy struct {
+	uuid, keep string
+}
+
+// daysOf lists the distinct days of g's rows.
+func daysOf(g *Gen) []string {
+	var out []string
+	for _, d := range g.rows {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// removeDays drops the rows of days from g (maybe when contended).
+func removeDays(g *Gen, days []string, contended bool) {
+	for id, d := range g.rows {
+		if slices.Contains(days, d) {
+			delete(g.rows, id)
+			if contended {
+				g.maybe[id] = d
+			}
+		}
+	}
+	for id, d := range g.maybe {
+		if slices.Contains(days, d) && !contended {
+			delete(g.maybe, id)
+		}
+	}
+}
+
+func (s *Sim) opPartitionDrop() *Op {
+	ns, name, g := s.target()
+	var days []string
+	if g != nil {
+		days = daysOf(g)
+	}
+	var tuples []map[string]any
+	dropped := []string{}
+	for range 1 + s.rng.IntN(2) {
+		d := s.day()
+		if len(days) > 0 && s.chance(0.8) {
+			d = pick(s, days)
+		}
+		if !slices.Contains(dropped, d) {
+			dropped = append(dropped, d)
+			tuples = append(tuples, map[string]any{"d": d})
+		}
+	}
+	fields := map[string]any{"partitions": tuples}
+	if g != nil && s.chance(0.3) {
+		fields["expected-table-uuid"] = g.uuid
+	}
+	body, bad := s.lifecycleBody(fields, "partitions")
+	if bad == "" && s.chance(0.1) && s.allow("bad-body") {
+		// A tuple with a duplicated key, an unknown field, a wrong type.
+		body, bad = pick(s, []string{
+			`{"partitions": [{"d": "` + dropped[0] + `", "d": "` + dropped[0] + `"}]}`,
+			`{"partitions": [{"dd": "` + dropped[0] + `"}]}`,
+			`{"partitions": [{"d": 20260101}]}`,
+		}), "a malformed partition tuple" // (null is a partition value: the null partition)
+	}
+	p := pick(s, []string{admin, writer})
+	op := &Op{desc: fmt.Sprintf("%s drops partitions of %s.%s: %s", p, ns, name, trunc(body, 120)), keys: tableKeys(ns, name)}
+	switch {
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case g == nil:
+		op.want = []int{404}
+	default:
+		op.want = []int{200}
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	s.privileged(op, p, "PARTITION_DROP")
+	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/partitions/drop", body) }
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		if g := s.m.liveAt(ns, name); g != nil {
+			removeDays(g, dropped, contended)
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opRetention() *Op {
+	ns, name, g := s.target()
+	remove := s.chance(0.25)
+	v, ok := s.duration()
+	field := "d"
+	if s.chance(0.1) {
+		field = "id" // not a time: refused
+		ok = false
+	}
+	body, bad := s.lifecycleBody(map[string]any{"field": field, "keep": v}, "keep")
+	op := &Op{keys: append(tableKeys(ns, name), "policy:"+ns+"."+name)}
+	method := "PUT"
+	if remove {
+		method, body, bad = "DELETE", "", ""
+		op.desc = fmt.Sprintf("admin removes the retention policy of %s.%s", ns, name)
+	} else {
+		op.desc = fmt.Sprintf("admin sets the retention policy of %s.%s: %s", ns, name, trunc(body, 100))
+	}
+	switch {
+	case bad != "":
+		op.invalid, op.why = true, bad
+	case !remove && !ok:
+		op.invalid, op.why = true, fmt.Sprintf("field %s keep %s is not a policy", field, v)
+	case remove:
+		op.want = []int{204, 404} // the policy of the name goes, whichever table holds it
+	case g == nil:
+		op.want = []int{404}
+	default:
+		op.want = []int{200}
+	}
+	op.run = func() Outcome {
+		var b any
+		if body != "" {
+			b = body
+		}
+		return s.w.call(s.ctx, admin, method, lifecyclePath(ns, name)+"/partition-retention", b)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		switch {
+		case o.Status == 200 && !remove:
+			if g := s.m.liveAt(ns, name); g != nil {
+				s.m.policies[ns+"."+name] = policy{uuid: g.uuid, keep: v}
+			}
+		case o.Status == 204 && remove:
+			delete(s.m.policies, ns+"."+name)
+		}
+		return nil
+	}
+	return op
+}
+
+// sweepRetention runs the retention sweep at the clock's time: each live
+// table with its own policy loses the days wholly before now - keep; the
+// snapshot expiry it runs may move pointers and delete what no retained
+// snapshot reaches.
+func (s *Sim) sweepRetention() error {
+	now := s.w.clock.Now()
+	s.sweeping = true
+	rep, err := s.w.srv.Partitions.SweepRetention(s.ctx, now, 0)
+	if err != nil {
+		return s.violatef("retention sweep: %v", err)
+	}
+	s.logf("   report tables %d dropped %d expired %d snapshots, jobs %v, failed %v", rep.Tables, rep.Dropped, rep.SnapshotsExpired, rep.ExpireJobs, rep.Failed)
+	if len(rep.Failed) > 0 {
+		return s.violatef("retention sweep failed for %v", rep.Failed)
+	}
+	for _, g := range s.m.inState(live) {
+		pol, ok := s.m.policies[g.ident()]
+		if !ok || pol.uuid != g.uuid {
+			continue
+		}
+		keep, valid := parseHold(pol.keep)
+		if !valid {
+			continue
+		}
+		if rep.SnapshotsExpired > 0 {
+			g.expired = true
+		}
+		c := now.Add(-keep).UTC()
+		cutoff := time.Date(c.Year(), c.Month(), c.Day(), 0, 0, 0, 0, time.UTC)
+		var expired []string
+		for _, d := range daysOf(g) {
+			if day, err := time.Parse("2006-01-02", d); err == nil && !day.Add(24*time.Hour).After(cutoff) {
+				expired = append(expired, d)
+			}
+		}
+		if len(expired) > 0 {
+			s.logf("   %s: days %v are past its retention (%s)", g, expired, pol.keep)
+			removeDays(g, expired, g.legalHold)
+		}
+	}
+	return nil
+}
+
+// --- snapshots and refs ---
+
+func (s *Sim) opSnapshots() *Op {
+	lives := s.m.inState(live)
+	if len(lives) == 0 {
+		return nil
+	}
+	g := pick(s, lives)
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+	if err != nil || len(r.snaps) == 0 {
+		return nil
+	}
+	var update map[string]any
+	switch n := s.rng.IntN(3); {
+	case n == 0 && len(r.snaps) > 1:
+		var old []int64
+		for _, id := range r.snaps {
+			if id != r.current {
+				old = append(old, id)
+			}
+		}
+		update = map[string]any{"action": "remove-snapshots", "snapshot-ids": []int64{pick(s, old)}}
+	case n == 1:
+		update = map[string]any{"action": "remove-snapshot-ref", "ref-name": "keep"}
+	default:
+		update = map[string]any{"action": "set-snapshot-ref", "ref-name": "keep", "type": pick(s, []string{"tag", "branch"}), "snapshot-id": pick(s, r.snaps)}
+	}
+	raw, _ := json.Marshal(update)
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200, 400, 409}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
+	}
+	removes := update["action"] == "remove-snapshots"
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		// A removed snapshot's files that several manifests carry are
+		// counted once per manifest by a purge, as after expiry.
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.expired = g.expired || removes })
+	}
+	return op
+}
+
+// --- set-location ---
+
+func (s *Sim) opSetLocation() *Op {
+	lives := s.m.inState(live)
+	if len(lives) == 0 || !s.allow("location") {
+		return nil
+	}
+	g := pick(s, lives)
+	loc, plain, outside := s.location()
+	if loc == "" {
+		loc, plain = s.spell(warehouse+"/L/"+pick(s, locNames)), false
+	}
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin sets the location of %s to %s", g, loc), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "loc")}
+	other := s.ownerBesides(loc, g)
+	switch {
+	case outside:
+		op.invalid, op.why = true, "location "+loc+" is not a table location inside the warehouse"
+	case other != nil && other.state != purging:
+		op.want, op.why = []int{409}, "the location overlaps "+other.String()+"'s"
+	case plain:
+		op.want = []int{200, 409}
+	default:
+		op.want = []int{200, 400, 409}
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{},
+			"updates": []any{map[string]any{"action": "set-location", "location": loc}}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("commit answer: %v", err)
+		}
+		return s.propsCommitted(o, ns, name, func(g *Gen) {
+			if !slices.Contains(g.oldLocs, g.location) {
+				g.oldLocs = append(g.oldLocs, g.location)
+			}
+			g.location = res.Metadata.Location
+		})
+	}
+	return op
+}
+
+// ownerBesides: a generation other than g owning a prefix overlapping loc
+// (its current location, or a former one its snapshots may still reach).
+func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
+	for _, o := range s.m.inState(live, soft, purging) {
+		if o == g || o.forged {
+			continue
+		}
+		if overlaps(o.location, loc) {
+			return o
+		}
+	}
+	return nil
+}
+
+// formerOwner: a generation whose former location overlaps loc (set-location
+// keeps it owned while retained snapshots reach it: either answer).
+func (s *Sim) formerOwner(loc string) *Gen {
+	for _, o := range s.m.inState(live, soft, purging) {
+		for _, l := range o.oldLocs {
+			if overlaps(l, loc) {
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+var _ = strings.Cut

@@ -1,0 +1,384 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Flags (make test, make soak, and the replay command a failure prints).
+var (
+	seedsFlag   = flag.String("sim.seeds", "1,2,3", "seeds to run: a list (1,2,3) or a count from a start (100+20: 20 seeds from 100)")
+	stepsFlag   = flag.Int("sim.steps", 60, "steps (rounds) per seed")
+	actorsFlag  = flag.Int("sim.actors", 2, "concurrent actors")
+	withoutFlag = flag.String("sim.without", "", "what not to generate (comma-separated operation or barrier kinds, or bad-duration, bad-body, unprivileged), to bisect a failure")
+	verboseFlag = flag.Bool("sim.v", false, "log every step")
+	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, counters, orphans, index, rows), to look past a known failure")
+)
+
+// TestLifecycleSimulation runs the simulation for each seed. A failure
+// prints the seed, the trace and the command that replays it.
+func TestLifecycleSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the simulation drives the whole composition; not in -short")
+	}
+	seeds, err := parseSeeds(*seedsFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range seeds {
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, *stepsFlag) }) {
+			break // one failing seed says it all; its replay command is above
+		}
+	}
+}
+
+func parseSeeds(s string) ([]uint64, error) {
+	if from, n, ok := strings.Cut(s, "+"); ok {
+		a, err1 := strconv.ParseUint(from, 10, 64)
+		b, err2 := strconv.ParseUint(n, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("-sim.seeds %q: want START+COUNT", s)
+		}
+		var out []uint64
+		for i := range b {
+			out = append(out, a+i)
+		}
+		return out, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-sim.seeds %q: %v", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Sim is one seeded run.
+type Sim struct {
+	t       testing.TB
+	ctx     context.Context
+	seed    uint64
+	rng     *rand.Rand
+	w       *World
+	m       *Model
+	reach   *reacher
+	actors  int
+	without map[string]bool
+	skip    map[string]bool
+	step    int
+	trace   []string
+	// pre is the bucket's listing before the current round (what a
+	// permanent delete accepted in the round had under its prefix).
+	pre map[string]int64
+	// touched: generations and identifiers a round's ops named; a mismatch
+	// between model and store there is the round's order, not a defect.
+	touched map[string]int
+	// hardDrops: hard drops of the round whose generation the observation
+	// names (by identifier).
+	hardDrops map[string]int
+	// sweeping: a sweep that commits ran this round (pointers may move).
+	sweeping bool
+	// faulty: delivery faults are on (dead letters are not redriven).
+	faulty bool
+	// sinceBackfill: rounds left in which creates aim at the locations a
+	// backfill should have claimed.
+	sinceBackfill int
+	// stuck: jobs of forgeries dead-lettered for good (see borrowerStuck).
+	stuck map[string]bool
+}
+
+// violation is an invariant the run broke: the run stops there.
+type violation struct{ msg string }
+
+func (v *violation) Error() string { return v.msg }
+
+func (s *Sim) violatef(format string, args ...any) error {
+	return &violation{msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	line := fmt.Sprintf("%4d  ", s.step) + fmt.Sprintf(format, args...)
+	s.trace = append(s.trace, line)
+	if *verboseFlag {
+		s.t.Log(line)
+	}
+}
+
+func runSeed(t *testing.T, seed uint64, steps int) {
+	dir := t.TempDir()
+	s := &Sim{
+		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: time.Now().UTC().Truncate(time.Second)}},
+		reach:  &reacher{cache: map[string]*reach{}},
+		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{}, stuck: map[string]bool{},
+	}
+	for _, k := range strings.Split(*skipFlag, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			s.skip[k] = true
+		}
+	}
+	for _, k := range strings.Split(*withoutFlag, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			s.without[k] = true
+		}
+	}
+	defer s.w.close()
+	start := time.Now()
+	err := s.run(steps)
+	if err == nil {
+		err = s.quiesce(true)
+	}
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	t.Logf("seed %d: %d steps in %v; %d generations (%s)", seed, s.step, time.Since(start).Round(time.Millisecond), len(s.m.gens), s.census())
+}
+
+func (s *Sim) census() string {
+	n := map[state]int{}
+	for _, g := range s.m.gens {
+		n[g.state]++
+	}
+	return fmt.Sprintf("%d live, %d soft, %d purging, %d released", n[live], n[soft], n[purging], n[released])
+}
+
+// fail reports a violation with the seed, the trace and the replay command.
+func (s *Sim) fail(err error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lifecycle simulation: seed %d failed at step %d:\n  %v\n\ntrace:\n", s.seed, s.step, err)
+	tr := s.trace
+	if len(tr) > 400 {
+		fmt.Fprintf(&b, "  (%d earlier lines)\n", len(tr)-400)
+		tr = tr[len(tr)-400:]
+	}
+	for _, l := range tr {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprintf(&b, "\nreplay: %s\n", s.replayCommand())
+	if p := os.Getenv("SIM_TRACE"); p != "" {
+		_ = os.WriteFile(p, []byte(b.String()), 0o644)
+	}
+	s.t.Error(b.String())
+}
+
+func (s *Sim) replayCommand() string {
+	cmd := fmt.Sprintf("go test -count=1 -run 'TestLifecycleSimulation' ./sim/ -sim.seeds=%d -sim.steps=%d", s.seed, s.step)
+	if s.actors != 2 {
+		cmd += fmt.Sprintf(" -sim.actors=%d", s.actors)
+	}
+	if *withoutFlag != "" {
+		cmd += " -sim.without=" + *withoutFlag
+	}
+	if *skipFlag != "" {
+		cmd += " -sim.skip=" + *skipFlag
+	}
+	return cmd
+}
+
+// run: setup, then steps rounds; each round is either a barrier step
+// (clock, sweeps, faults, crash, backfill, quiescence) or one operation
+// per actor run at once, then the checks.
+func (s *Sim) run(steps int) error {
+	if err := s.w.start(s.ctx); err != nil {
+		return err
+	}
+	if err := s.w.setup(s.ctx); err != nil {
+		return err
+	}
+	s.m = newModel(s.w.legalPriv)
+	s.logf("setup: catalog %s at %s, soft delete on; TABLE_LEGAL_HOLD known: %v; clock %s", catalogName, warehouse, s.w.legalPriv, s.w.clock.Now().Format(time.RFC3339))
+	for _, ns := range namespaces {
+		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}}); o.Status != 200 {
+			return fmt.Errorf("create namespace %s: %s", ns, o)
+		}
+		s.m.namespaces[ns] = map[string]string{}
+	}
+	for s.step = 1; s.step <= steps; s.step++ {
+		if err := s.round(); err != nil {
+			return err
+		}
+	}
+	s.step = steps
+	return nil
+}
+
+func (s *Sim) round() error {
+	s.touched, s.sweeping, s.hardDrops = map[string]int{}, false, map[string]int{}
+	if s.sinceBackfill > 0 {
+		s.sinceBackfill--
+	}
+	if b := s.pickBarrier(); b != nil {
+		s.logf("== %s", b.desc)
+		if err := b.run(); err != nil {
+			return err
+		}
+		return s.check()
+	}
+	ops := make([]*Op, s.actors)
+	for i := range ops {
+		ops[i] = s.pickOp(i)
+	}
+	// Contention: ops that share a key (an identifier, a uuid, a location)
+	// may land in either order.
+	s.touched = map[string]int{}
+	for _, op := range ops {
+		for _, k := range dedupe(op.keys) {
+			s.touched[k]++
+		}
+	}
+	var err error
+	if s.pre, err = s.w.objects(s.ctx); err != nil {
+		return err
+	}
+	var digestBefore string
+	solo := len(ops) == 1 || s.rng.IntN(4) == 0
+	if solo {
+		ops = ops[:1]
+		s.touched = map[string]int{}
+		for _, k := range dedupe(ops[0].keys) {
+			s.touched[k]++
+		}
+		if ops[0].invalid && s.pipelineIdle() {
+			if digestBefore, err = s.w.digest(s.ctx); err != nil {
+				return err
+			}
+		}
+	}
+	outs := make([]Outcome, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i] = op.run()
+		}()
+	}
+	wg.Wait()
+	for i, op := range ops {
+		o := outs[i]
+		s.logf("a%d %s -> %s", op.actor, op.desc, o)
+		if err := s.judge(op, o); err != nil {
+			return err
+		}
+	}
+	if digestBefore != "" && s.pipelineIdle() {
+		after, err := s.w.digest(s.ctx)
+		if err != nil {
+			return err
+		}
+		if after != digestBefore {
+			return s.violatef("a request the model says is invalid (%s) changed the store or the bucket:\n%s", ops[0].desc, diffLines(digestBefore, after))
+		}
+	}
+	for i, op := range ops {
+		if op.after != nil {
+			if err := op.after(outs[i], s.contended(op)); err != nil {
+				return err
+			}
+		}
+	}
+	return s.check()
+}
+
+// allow: the generator may produce kind (not listed in -sim.without).
+func (s *Sim) allow(kind string) bool { return !s.without[kind] }
+
+// contended: another op of the round shares one of op's keys.
+func (s *Sim) contended(op *Op) bool {
+	for _, k := range dedupe(op.keys) {
+		if s.touched[k] > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// judge checks an answer against what the model allows.
+func (s *Sim) judge(op *Op, o Outcome) error {
+	if o.Err != nil && !op.tolerateErr {
+		return s.violatef("%s: %v", op.desc, o.Err)
+	}
+	if o.Status >= 500 && s.onBorrower(op) {
+		return nil
+	}
+	if o.Status >= 500 {
+		return s.violatef("%s: answered %s (a 5xx is never the answer to a request)", op.desc, o)
+	}
+	if op.invalid && o.ok() {
+		return s.violatef("%s: the model says this request is invalid (%s), but it was accepted: %s", op.desc, op.why, o)
+	}
+	if op.invalid && o.Err == nil && (o.Status < 400 || o.Status >= 500) {
+		return s.violatef("%s: the model says this request is invalid (%s): want a 4xx, got %s", op.desc, op.why, o)
+	}
+	if len(op.want) > 0 && !s.contended(op) && o.Err == nil && !slices.Contains(op.want, o.Status) {
+		return s.violatef("%s: answered %s, the model allows %v (%s)", op.desc, o, op.want, op.why)
+	}
+	return nil
+}
+
+// onBorrower: op names a forgery, whose metadata may reach files its
+// lender's purge deleted (TestBorrowerPurgesAfterItsLender, open).
+func (s *Sim) onBorrower(op *Op) bool {
+	for _, g := range s.m.gens {
+		if g.forged && (slices.Contains(op.keys, "uuid:"+g.uuid) || slices.Contains(op.keys, "id:"+g.ident())) {
+			return true
+		}
+	}
+	return false
+}
+
+// pipelineIdle: no purge job is running (the pipeline changes the store
+// in the background while one is).
+func (s *Sim) pipelineIdle() bool {
+	a, err := s.w.activeJobs(s.ctx)
+	return err == nil && len(a) == 0
+}
+
+func dedupe(keys []string) []string {
+	out := slices.Clone(keys)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func diffLines(a, b string) string {
+	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "  - "+trunc(l, 240))
+		}
+	}
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "  + "+trunc(l, 240))
+		}
+	}
+	if len(out) > 20 {
+		out = append(out[:20], fmt.Sprintf("  (%d more)", len(out)-20))
+	}
+	return strings.Join(out, "\n")
+}
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+var errStop = errors.New("stop")

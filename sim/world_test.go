@@ -1,0 +1,360 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// FileIO for the clients
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/shared/store"
+)
+
+// The world is the system under test: one local server (restarted from
+// its state folder after a crash), its clock, the principals' tokens and
+// the raw clients the checks read the bucket and the store with.
+
+const (
+	catalogName = "sim"
+	bucket      = localserver.DefaultBucket
+	warehouse   = "s3://" + bucket + "/" + catalogName
+
+	admin  = localserver.AdminPrincipal
+	writer = "sim:writer" // every table privilege but TABLE_LEGAL_HOLD; no CATALOG_MANAGE
+	holder = "sim:holder" // TABLE_LEGAL_HOLD, TABLE_READ, TABLE_WRITE
+)
+
+// principals in a fixed order (generation picks by index).
+var principals = []string{admin, writer, holder}
+
+// writerPrivileges: what the writer holds (everything a table's writers
+// and droppers need, not the legal hold's privilege).
+var writerPrivileges = []string{"NAMESPACE_CREATE", "NAMESPACE_DROP", "TABLE_CREATE", "TABLE_READ", "TABLE_WRITE", "TABLE_DROP",
+	"TABLE_DROP_WITH_PURGE", "TABLE_UNDROP", "TABLE_LIST_SOFT_DELETED", "PARTITION_DROP"}
+
+var holderPrivileges = []string{"TABLE_LEGAL_HOLD", "TABLE_READ", "TABLE_WRITE"}
+
+// Clock is the simulation's time: it moves only when the generator jumps
+// it (at a barrier), so every request of a round sees one instant.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// World is the running system and how the simulation reaches it.
+type World struct {
+	dir    string
+	clock  *Clock
+	srv    *localserver.Server
+	tokens map[string]string // principal → bearer token
+	ddb    *dynamodb.Client
+	s3     *s3.Client
+	http   *http.Client
+	// legalPriv: this build knows TABLE_LEGAL_HOLD (the grant was accepted).
+	legalPriv bool
+	// sec is the second instance (interleavings), built on demand.
+	sec *second
+}
+
+func (w *World) options() localserver.Options {
+	return localserver.Options{
+		Dir: w.dir, Catalog: catalogName,
+		DemoProperties: map[string]string{"soft-delete.enabled": "true"},
+		Now:            w.clock.Now,
+		// Fast pipeline clocks (the semantics are the same).
+		Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02, DeleteWorkers: 2, BatchManifests: 1,
+		// The sweeps and reconcile run when the generator says (with the
+		// clock it set), never on their own.
+		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
+	}
+}
+
+// start starts (or restarts) the server on the world's state folder.
+func (w *World) start(ctx context.Context) error {
+	srv, err := localserver.Start(ctx, w.options())
+	if err != nil {
+		return err
+	}
+	// Snapshots a partition drop writes are stamped on the wall clock, as
+	// the clients' are: iceberg-go refuses a snapshot more than a minute
+	// older than the last one, and the simulated clock runs ahead.
+	srv.Partitions.Now = nil
+	w.srv = srv
+	w.http = &http.Client{Timeout: 2 * time.Minute}
+	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, S3: srv.Info.S3Endpoint, Region: srv.Info.Region,
+		AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, err := awsconfig.Load(ctx, ep)
+	if err != nil {
+		return err
+	}
+	w.ddb = awsconfig.DynamoDB(cfg, ep)
+	w.s3 = awsconfig.S3(cfg, ep)
+	if w.tokens == nil {
+		w.tokens = map[string]string{admin: srv.Info.AdminToken}
+	}
+	for _, p := range principals[1:] {
+		if w.tokens[p] != "" {
+			continue
+		}
+		tok, err := srv.AddToken(p)
+		if err != nil {
+			return err
+		}
+		w.tokens[p] = tok
+	}
+	return nil
+}
+
+// setup grants the principals their privileges (once, on the first start).
+func (w *World) setup(ctx context.Context) error {
+	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+writer, map[string]any{"privileges": writerPrivileges}); o.Status != 200 {
+		return fmt.Errorf("grant writer: %s", o)
+	}
+	o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+holder, map[string]any{"privileges": holderPrivileges})
+	switch o.Status {
+	case 200:
+		w.legalPriv = true
+	case 400:
+		// A build without TABLE_LEGAL_HOLD: the holder reads and writes
+		// only; every legal hold change it makes must then be refused.
+		if o2 := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+holder, map[string]any{"privileges": holderPrivileges[1:]}); o2.Status != 200 {
+			return fmt.Errorf("grant holder: %s", o2)
+		}
+	default:
+		return fmt.Errorf("grant holder: %s", o)
+	}
+	return nil
+}
+
+// crash stops the server at whatever it is doing (its pipeline steps are
+// cancelled mid-way; every answered write is already in the journals), as
+// a kill would, and starts it again from the state folder.
+func (w *World) restart(ctx context.Context) error {
+	w.closeSecond()
+	w.srv.Close()
+	return w.start(ctx)
+}
+
+func (w *World) closeSecond() {
+	if w.sec != nil {
+		w.sec.srv.Close()
+		w.sec = nil
+	}
+}
+
+func (w *World) close() {
+	w.closeSecond()
+	if w.srv != nil {
+		w.srv.Close()
+	}
+}
+
+// Outcome is what one request got.
+type Outcome struct {
+	Status int
+	Body   []byte
+	Header http.Header
+	Err    error
+}
+
+func (o Outcome) String() string {
+	if o.Err != nil {
+		return fmt.Sprintf("error %v", o.Err)
+	}
+	b := string(o.Body)
+	if len(b) > 300 {
+		b = b[:300] + "…"
+	}
+	return fmt.Sprintf("%d %s", o.Status, strings.TrimSpace(b))
+}
+
+func (o Outcome) ok() bool { return o.Err == nil && o.Status >= 200 && o.Status < 300 }
+
+// call sends one request as principal; body is a raw string or a value to
+// marshal.
+func (w *World) call(ctx context.Context, principal, method, path string, body any, headers ...string) Outcome {
+	return w.callAt(ctx, w.srv.Info.RESTURL, principal, method, path, body, headers...)
+}
+
+func (w *World) callAt(ctx context.Context, base, principal, method, path string, body any, headers ...string) Outcome {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	req.Header.Set("Authorization", "Bearer "+w.tokens[principal])
+	res, err := w.http.Do(req)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	return Outcome{Status: res.StatusCode, Body: out, Header: res.Header, Err: err}
+}
+
+// client is iceberg-go's REST catalog for principal; status records the
+// last error answer it received (iceberg-go's errors do not carry it).
+func (w *World) client(ctx context.Context, principal string) (*rest.Catalog, *statusRecorder, error) {
+	rec := &statusRecorder{next: http.DefaultTransport}
+	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, rest.WithOAuthToken(w.tokens[principal]),
+		rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec))
+	return cat, rec, err
+}
+
+type statusRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	last int
+}
+
+func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := r.next.RoundTrip(req)
+	if err == nil && res.StatusCode >= 300 && strings.Contains(req.URL.Host, "127.0.0.1") && !strings.Contains(req.URL.Path, "/"+bucket+"/") {
+		r.mu.Lock()
+		r.last = res.StatusCode
+		r.mu.Unlock()
+	}
+	return res, err
+}
+
+func (r *statusRecorder) status() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// objects lists every key of the warehouse bucket with its size.
+func (w *World) objects(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	p := s3.NewListObjectsV2Paginator(w.s3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			out[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+	}
+	return out, nil
+}
+
+// scan walks every item of the store.
+func (w *World) scan(ctx context.Context, fn func(item map[string]ddbtypes.AttributeValue) error) error {
+	p := dynamodb.NewScanPaginator(w.ddb, &dynamodb.ScanInput{TableName: aws.String(localserver.TableName)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func str(it map[string]ddbtypes.AttributeValue, name string) string {
+	if v, ok := it[name].(*ddbtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// digest is the catalog's state as a user could notice it: every store item
+// but delivery state (outbox, idempotency receipts) and every object.
+func (w *World) digest(ctx context.Context) (string, error) {
+	var lines []string
+	err := w.scan(ctx, func(it map[string]ddbtypes.AttributeValue) error {
+		// Delivery state and what the pipeline of an ended job still
+		// tidies on its own time (its claim items, its records).
+		pk := str(it, "pk")
+		for _, p := range []string{store.OutboxPK, "IDEM#", "PACE#", "JOB#", "BATCH#", "INFLIGHT#", "ACTIVEJOB"} {
+			if strings.HasPrefix(pk, p) {
+				return nil
+			}
+		}
+		if strings.HasPrefix(pk, "LOC#") && (str(it, "job_id") != "" || str(it, "owner_id") == "") {
+			return nil // a job's claim, or an empty item tidied when it may be
+		}
+		b, _ := json.Marshal(it)
+		lines = append(lines, "ddb "+string(b))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	objs, err := w.objects(ctx)
+	if err != nil {
+		return "", err
+	}
+	for k, n := range objs {
+		lines = append(lines, fmt.Sprintf("s3 %s %d", k, n))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n"), nil
+}
+
+// activeJobs lists the jobs that are not terminal.
+func (w *World) activeJobs(ctx context.Context) ([]store.ActiveJob, error) {
+	var out []store.ActiveJob
+	token := ""
+	for {
+		page, next, err := w.srv.Catalog.Store().ActiveJobs(ctx, token, 100)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+var errTimeout = errors.New("timed out")
