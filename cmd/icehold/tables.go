@@ -358,8 +358,12 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			out := cmd.OutOrStdout()
 			id := h.Get(router.PurgeJobHeader)
 			if !purge {
-				_, err := fmt.Fprintf(out, "dropped %s\n", args[0])
-				return err
+				fmt.Fprintf(out, "dropped %s\n", args[0])
+				if kept := h.Values(router.FilesKeptHeader); len(kept) > 0 {
+					fmt.Fprintf(out, "its files stay under %s: catalog %s has no soft delete, so nothing records them and no purge will delete them "+
+						"(delete them with aws s3 rm --recursive, or register the table's metadata again)\n", strings.Join(kept, ", "), c.catalog)
+				}
+				return nil
 			}
 			if id == "" { // a server from before the header
 				_, err := fmt.Fprintf(out, "dropped %s; its purge job: icehold jobs list --table %s\n", args[0], name)

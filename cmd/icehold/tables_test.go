@@ -68,3 +68,35 @@ func TestTablesNamespacesAndLegalHoldByName(t *testing.T) {
 		t.Errorf("legal-hold of a live table: %v", err)
 	}
 }
+
+// A drop without purge on a catalog without soft delete leaves the table's
+// files, which nothing records: the answer names where, and the CLI says
+// so. With soft delete the drop keeps a record, so nothing is said.
+func TestDropWithoutPurgeNamesTheFilesLeft(t *testing.T) {
+	isolate(t)
+	for _, c := range []struct {
+		name  string
+		props map[string]string
+		left  bool
+	}{{"no soft delete", map[string]string{}, true}, {"soft delete", nil, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, DeleteWorkers: -1, DemoProperties: c.props})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			seed(t, srv, []struct{ path, body string }{
+				{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+				{"/v1/demo/namespaces/ops/tables", `{"name":"t","schema":{"type":"struct","fields":[{"id":1,"name":"x","type":"long","required":false}]}}`},
+			})
+			out, _, err := cli("tables", "drop", "ops.t", "--dir", dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, "files stay under s3://"+srv.Info.Bucket+"/"); got != c.left {
+				t.Errorf("drop ops.t printed:\n%s\nwant the files left named: %v", out, c.left)
+			}
+		})
+	}
+}
