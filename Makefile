@@ -128,11 +128,13 @@ invoke-all:
 		$$bin invoke $$fn $$ev || exit 1; \
 	done
 
-## lambdas: one bootstrap per function for provided.al2023 on arm64
+## lambdas: one bootstrap per function for provided.al2023 on arm64 (LAMBDA_ARCH=amd64 for x86_64,
+## deployed with -c icehold:arch=x86_64)
+LAMBDA_ARCH ?= arm64
 lambdas:
 	@for fn in $(FUNCTIONS); do \
 		echo "build $$fn"; \
-		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o dist/$$fn/bootstrap ./functions/$$fn || exit 1; \
+		GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o dist/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
 
 NPM_TOOLS := .npm/node_modules/.bin
@@ -165,7 +167,7 @@ lint-cfn: synth
 localstack-up:
 	bash localstack/up.sh
 
-localstack-deploy: lambdas $(NPM_TOOLS)/cdk
+localstack-deploy: $(NPM_TOOLS)/cdk
 	bash localstack/deploy.sh
 
 clean:
