@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/store"
@@ -63,16 +62,6 @@ func setJobHeaders(w http.ResponseWriter, cat, id string) {
 	w.Header().Set(PurgeJobHeader, id)
 }
 
-// seconds answers a stored time (the store keeps nanoseconds, which order
-// records) as RFC 3339 with whole seconds, UTC, as every time of the API.
-func seconds(stored string) string {
-	t, err := time.Parse(time.RFC3339Nano, stored)
-	if err != nil {
-		return stored
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
 func viewOf(j store.Job) JobView {
 	v := JobView{
 		ID: j.ID, Kind: cmp.Or(j.Kind, store.KindPurge), Namespace: j.Namespace, Table: j.Table, TableUUID: j.TableUUID, State: j.State,
@@ -80,7 +69,7 @@ func viewOf(j store.Job) JobView {
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
 		DataFilesDeleted: j.DataFilesDeleted, DeleteFilesDeleted: j.DeleteFilesDeleted, MetadataFilesDeleted: j.MetadataFilesDeleted,
 		FilesSkipped: j.FilesSkipped, FilesUnreferenced: j.FilesUnreferenced, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
-		CreatedAt: seconds(j.CreatedAt), UpdatedAt: seconds(j.UpdatedAt),
+		CreatedAt: store.Seconds(j.CreatedAt), UpdatedAt: store.Seconds(j.UpdatedAt),
 	}
 	if j.LastError != "" {
 		v.LastError = &j.LastError
