@@ -259,3 +259,34 @@ func retentionIn(t *testing.T, ns, name string, withPolicy bool) {
 			map[string]string{"field": "ts_day", "keep": "P7D"})
 	}
 }
+
+// Durations are stored, and answered, in ISO-8601 whatever form they were
+// written in: a retention's keep and a catalog's hold period.
+func TestDurationsAreStoredInISO8601(t *testing.T) {
+	ns := newNamespace(t, "iso")
+	retentionIn(t, ns, "t", false)
+	for _, c := range []struct{ keep, want string }{{"7d", "P7D"}, {"36h", "P1DT12H"}, {"P2W", "P14D"}, {"90m", "PT1H30M"}, {"PT0H45M", "PT45M"}} {
+		path := "/lifecycle/v1/catalogs/" + shared.Catalog + "/namespaces/" + ns + "/tables/t/partition-retention"
+		var set, got partitions.RetentionPolicy
+		mustDecode(t, mustCall(t, 200, "PUT", path, shared.Token, map[string]string{"field": "ts_day", "keep": c.keep}), &set)
+		mustDecode(t, mustCall(t, 200, "GET", path, shared.Token, nil), &got)
+		if set.Keep != c.want || got.Keep != c.want {
+			t.Errorf("keep %q: answered %q, stored %q, want %q", c.keep, set.Keep, got.Keep, c.want)
+		}
+	}
+	name := uniq("isocat")
+	var info struct {
+		Properties map[string]string `json:"properties"`
+	}
+	mustDecode(t, mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name,
+		"warehouse": "s3://icehold-warehouse/" + name, "properties": map[string]string{"soft-delete.enabled": "true", "soft-delete.hold-period": "36h"}}), &info)
+	if got := info.Properties["soft-delete.hold-period"]; got != "P1DT12H" {
+		t.Errorf("catalog created with hold period 36h: %q, want P1DT12H", got)
+	}
+	mustDecode(t, mustCall(t, 200, "POST", "/lifecycle/v1/catalogs/"+name+"/properties", shared.Token,
+		map[string]any{"updates": map[string]string{"soft-delete.hold-period": "2d"}}), &info)
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name, shared.Token, nil), &info)
+	if got := info.Properties["soft-delete.hold-period"]; got != "P2D" {
+		t.Errorf("hold period set to 2d: %q, want P2D", got)
+	}
+}

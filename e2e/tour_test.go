@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,11 +22,6 @@ import (
 	"github.com/icehold/icehold/examples"
 	"github.com/icehold/icehold/shared/localserver"
 )
-
-// pendingVerbs are CLI verbs the README's tour uses before the CLI has them
-// (the cobra CLI adds them): a tour step with one runs once `icehold VERB
-// --help` succeeds, and until then the test ends skipped, naming it.
-var pendingVerbs = []string{"tables drop"}
 
 // tour runs shell commands as a user of a fresh clone would: in an empty
 // folder (no .icehold/ yet), one after another in one bash session (a
@@ -64,20 +61,19 @@ func TestTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The make shim stands for this recipe (on free ports).
-	if !regexp.MustCompile(`(?m)^run:\n\t\$\(GO\) run ./cmd/icehold local$`).Match(makefile) {
-		t.Fatal("make run is no longer `go run ./cmd/icehold local`: update the tour test's make shim")
+	// The make shim stands for these recipes.
+	if !regexp.MustCompile(`(?m)^run:\n\t\$\(GO\) run ./cmd/icehold local --ports \$\(PORTS\)$`).Match(makefile) ||
+		!regexp.MustCompile(`(?m)^install:\n\t\$\(GO\) install ./cmd/icehold$`).Match(makefile) {
+		t.Fatal("make run is no longer `go run ./cmd/icehold local --ports $(PORTS)`, or make install `go install ./cmd/icehold`: update the tour test's make shim")
+	}
+	if !strings.Contains(server[0], "PORTS=") {
+		t.Errorf("the tour's server command %q names no base port (PORTS=)", server[0])
 	}
 	tr := newTour(t)
 
 	tr.start(server[0])
-	var pending []string
+	today := time.Now().UTC().Format(time.DateOnly)
 	for _, step := range steps {
-		if v := tr.pendingVerb(step); v != "" {
-			pending = append(pending, v)
-			t.Logf("PENDING (icehold %s does not exist yet): %s", v, step)
-			continue
-		}
 		out := tr.run(step)
 		if m := statusComment.FindStringSubmatch(step); m != nil && strings.Contains(step, "%{http_code}") {
 			if got := strings.TrimSpace(out); got != m[1] {
@@ -92,6 +88,18 @@ func TestTour(t *testing.T) {
 		case strings.Contains(step, " tables drop ") && strings.Contains(step, "--watch"):
 			if !strings.Contains(out, "SUCCEEDED") {
 				t.Errorf("%s: want the job watched until SUCCEEDED, got:\n%s", step, out)
+			}
+		case strings.Contains(step, "./examples/partitioned -scan"):
+			// Today's partition was dropped, retention ended the days
+			// older than 7; the rest is as written.
+			days := regexp.MustCompile(`ts_day=(\S+)  3 rows`).FindAllStringSubmatch(out, -1)
+			oldest := time.Now().UTC().AddDate(0, 0, -8).Format(time.DateOnly)
+			if len(days) == 0 || strings.Contains(out, "ts_day="+today) || days[0][1] < oldest {
+				t.Errorf("%s: want today's partition dropped and none before %s, got:\n%s", step, oldest, out)
+			}
+		case strings.Contains(step, "./examples/partitioned"):
+			if !strings.Contains(out, "30 rows in 10 day partitions") {
+				t.Errorf("%s: want 10 days of 3 rows, got:\n%s", step, out)
 			}
 		}
 	}
@@ -115,9 +123,6 @@ func TestTour(t *testing.T) {
 	}
 	if ran != 2 {
 		t.Errorf("ran %d commands of make run's banner, want its curl and its iceberg-go line:\n%s", ran, banner)
-	}
-	if len(pending) > 0 && !t.Failed() {
-		t.Skipf("every other step ran; pending until the CLI has them: %s", strings.Join(pending, ", "))
 	}
 }
 
@@ -152,7 +157,7 @@ func newTour(t *testing.T) *tour {
 		}
 	}
 	// The binaries "go run ./PKG" stands for, built once from this tree.
-	pkgs := map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go"}
+	pkgs := map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go", "./examples/partitioned": "partitioned"}
 	var cases []string
 	for pkg, name := range pkgs {
 		build := exec.Command("go", "build", "-o", filepath.Join(bin, "pkg", name), pkg)
@@ -168,10 +173,14 @@ func newTour(t *testing.T) *tour {
 		"go": "#!/bin/sh\n# the tour test's go: go run ./PKG runs PKG as built from the repository\n" +
 			"[ \"$1\" = run ] && case \"$2\" in\n" + strings.Join(cases, "\n") + "\nesac\n" +
 			"echo \"tour test: no shim for go $*\" >&2; exit 2\n",
-		"make": "#!/bin/sh\n# the tour test's make: make run (go run ./cmd/icehold local) on free ports\n" +
-			"[ \"$*\" = run ] && exec " + fmt.Sprintf("%q", cli) + " local" +
-			" --addr 127.0.0.1:0 --s3-addr 127.0.0.1:0 --dynamodb-addr 127.0.0.1:0 --sqs-addr 127.0.0.1:0 --stepfunctions-addr 127.0.0.1:0\n" +
+		"make": "#!/bin/sh\n# the tour test's make: make install puts icehold on PATH; make run [PORTS=N] runs it on a free base port\n" +
+			"case \"$*\" in\n" +
+			"  install) ln -sf " + fmt.Sprintf("%q %q", cli, filepath.Join(bin, "icehold")) + " && exit 0;;\n" +
+			"  run|run\\ PORTS=*) exec " + fmt.Sprintf("%q", cli) + " local --ports " + strconv.Itoa(freeBasePort(t)) + ";;\n" +
+			"esac\n" +
 			"echo \"tour test: no shim for make $*\" >&2; exit 2\n",
+		// Until make install, icehold is not found (not one elsewhere on PATH).
+		"icehold": "#!/bin/sh\necho 'icehold: command not found (the tour runs make install first)' >&2; exit 127\n",
 	}
 	for name, text := range shims {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
@@ -270,17 +279,32 @@ func (tr *tour) answers() bool {
 	return res.StatusCode == http.StatusOK && strings.Contains(tr.serverOut(), "The S3 endpoint and keys reach clients")
 }
 
-// pendingVerb names the pending verb a step uses while the CLI lacks it.
-func (tr *tour) pendingVerb(step string) string {
-	for _, v := range pendingVerbs {
-		if !strings.Contains(step, "./cmd/icehold "+v+" ") {
+// freeBasePort is a base port whose six ports (the edge, REST, S3,
+// DynamoDB, SQS, Step Functions) are free now.
+func freeBasePort(t *testing.T) int {
+	for try := 0; try < 50; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if base+5 > 65535 {
 			continue
 		}
-		if exec.Command(tr.cli, append(strings.Fields(v), "--help")...).Run() != nil {
-			return v
+		free := true
+		for p := base; p < base+6 && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if free = err == nil; free {
+				l.Close()
+			}
+		}
+		if free {
+			return base
 		}
 	}
-	return ""
+	t.Fatal("no six free consecutive ports")
+	return 0
 }
 
 // shell is one bash session that runs commands one at a time.

@@ -32,6 +32,10 @@ const (
 	CtxAPIBurst = "icehold:api-burst"
 	// CtxAccessLogDays: how long the API's access log group keeps entries.
 	CtxAccessLogDays = "icehold:access-log-days"
+	// CtxArch: the functions' architecture, arm64 (default) or x86_64; it
+	// must match make lambdas' LAMBDA_ARCH (LocalStack on an x86 host runs
+	// x86_64 functions natively, arm64 ones only under emulation).
+	CtxArch = "icehold:arch"
 )
 
 // Defaults of the API's edge: a stage-wide steady rate and burst that keep a

@@ -576,7 +576,7 @@ func enginePolicyIn(t *testing.T, of func(string) map[string]map[string]any) []m
 
 // The evaluator itself: what the roles must not be able to do.
 func TestOracleEvaluatorRefusals(t *testing.T) {
-	table := "arn:aws:dynamodb:us-east-1:000000000000:table/icehold"
+	table := "arn:aws:dynamodb:us-east-1:000000000000:table/" + localserver.TableName
 	obj := func(k string) string { return "arn:aws:s3:::" + localserver.DefaultBucket + "/" + k }
 	cases := []struct {
 		who   string
@@ -606,7 +606,7 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
 		{"ApiFn", nil, iamRequest{Action: "dynamodb:Scan", Resource: table}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:other-machine:x"}, false},
-		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:icehold-purge:pj-1"}, true},
+		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:" + localserver.PurgeMachine + ":pj-1"}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/data/x.parquet")}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00002-a.metadata.json")}, false},

@@ -350,12 +350,17 @@ func (s *Stack) oauthTokens() {
 		})
 }
 
-// goFunction is one Go Lambda (provided.al2023, arm64) from its bootstrap
-// folder; opts adjust its props (e.g. reserved concurrency).
+// goFunction is one Go Lambda (provided.al2023, arm64 unless icehold:arch
+// says x86_64) from its bootstrap folder; opts adjust its props (e.g.
+// reserved concurrency).
 func goFunction(scope constructs.Construct, id, dir string, env map[string]*string, memoryMB, timeoutSec float64, opts ...func(*awslambda.FunctionProps)) awslambda.Function {
+	arch := awslambda.Architecture_ARM_64()
+	if ctxString(scope.Node(), CtxArch, "arm64") == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
 	props := &awslambda.FunctionProps{
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
+		Architecture: arch,
 		Handler:      jsii.String("bootstrap"),
 		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
 		MemorySize:   jsii.Number(memoryMB),

@@ -40,6 +40,7 @@ var byoContext = map[string]any{
 	infra.CtxAPIRate:          float64(50),
 	infra.CtxAPIBurst:         "80",
 	infra.CtxAccessLogDays:    "30",
+	infra.CtxArch:             "x86_64",
 }
 
 // TestMain synthesizes the stacks once: the jsii kernel starts once per binary.
@@ -99,6 +100,26 @@ func TestAPIIsIAMAuthenticatedProxyToGoLambda(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::ApiGateway::RestApi"), map[string]any{
 		"BinaryMediaTypes": []any{"*/*"},
 	})
+}
+
+// -c icehold:arch=x86_64 builds every function for x86_64 (LocalStack on
+// an x86 host), arm64 otherwise.
+func TestFunctionArchitecture(t *testing.T) {
+	for name, c := range map[string]struct {
+		of   func(string) map[string]map[string]any
+		want string
+	}{"default": {resources, "arm64"}, "icehold:arch=x86_64": {byoResources, "x86_64"}} {
+		fns := c.of("AWS::Lambda::Function")
+		for id, fn := range fns {
+			props, _ := fn["Properties"].(map[string]any)
+			if props["Runtime"] != "provided.al2023" {
+				continue // the CDK's own helper functions
+			}
+			if got := strs(props["Architectures"]); len(got) != 1 || got[0] != c.want {
+				t.Errorf("%s: %s runs on %v, want %s", name, id, got, c.want)
+			}
+		}
+	}
 }
 
 // Only the delete function may delete objects: no other role's policy

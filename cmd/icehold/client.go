@@ -214,10 +214,11 @@ func (c *client) send(ctx context.Context, method, path string, body, out any) (
 				Type    string `json:"type"`
 			} `json:"error"`
 		}
+		ae := &apiError{status: res.StatusCode, text: string(b)}
 		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			return nil, fmt.Errorf("%d %s: %s", res.StatusCode, e.Error.Type, e.Error.Message)
+			ae.typ, ae.text = e.Error.Type, e.Error.Message
 		}
-		return nil, fmt.Errorf("%d: %s", res.StatusCode, b)
+		return nil, ae
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -225,6 +226,29 @@ func (c *client) send(ctx context.Context, method, path string, body, out any) (
 		}
 	}
 	return res.Header, nil
+}
+
+// apiError is an answer of the API that is not a success.
+type apiError struct {
+	status    int
+	typ, text string // the ErrorModel's type and message, else the body
+}
+
+func (e *apiError) Error() string {
+	if e.typ == "" {
+		return fmt.Sprintf("%d: %s", e.status, e.text)
+	}
+	return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.text)
+}
+
+// retryable: the same request may succeed later (a 5xx, 429 or 408, or no
+// answer at all); a 4xx refusal answers the same again.
+func retryable(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status >= 500 || ae.status == http.StatusTooManyRequests || ae.status == http.StatusRequestTimeout
+	}
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errUsage)
 }
 
 // unreachable turns a failed connection into what to do about it: a local

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -109,12 +112,19 @@ func jobsPath(c *client) string {
 	return "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/purge-jobs"
 }
 
-// watchJob redraws a job's progress until it ends.
+// watchJob follows a job's progress until it ends (or dead-letters).
 func watchJob(ctx context.Context, c *client, out io.Writer, every time.Duration, id string) error {
 	path := jobsPath(c) + "/" + url.PathEscape(id)
-	return watch(ctx, out, every, func() (job, error) {
+	return watch(ctx, out, every, c.output == "json", func() (job, error) {
 		var j job
 		return j, c.do(ctx, "GET", path, nil, &j)
+	}, func(j job) string {
+		if j.State == "DEAD_LETTERED" {
+			if n := deadNote(ctx, c, j); n != "" {
+				return n
+			}
+		}
+		return "icehold jobs show " + j.ID + " names its last error"
 	})
 }
 
@@ -176,11 +186,16 @@ func showJob(out io.Writer, j job, note string) {
 	_ = w.Flush()
 }
 
-// watch redraws a progress line until the job ends: batches and files done
-// of the total, the rate, and an ETA.
-func watch(ctx context.Context, out io.Writer, every time.Duration, get func() (job, error)) error {
+// watch follows a job until it ends: on a terminal it redraws one
+// progress line (batches and files done of the total, the rate, an ETA);
+// to a pipe or file it prints a line per change, and with asJSON the job
+// as one JSON object per change. DEAD_LETTERED waits on an operator, so
+// it ends the watch as FAILED does: an error naming the next step (next).
+func watch(ctx context.Context, out io.Writer, every time.Duration, asJSON bool, get func() (job, error), next func(job) string) error {
 	start := time.Now()
+	redraw := !asJSON && isTerminal(out)
 	var first *job
+	var last []byte // the job as last printed
 	for {
 		j, err := get()
 		if err != nil {
@@ -189,14 +204,33 @@ func watch(ctx context.Context, out io.Writer, every time.Duration, get func() (
 		if first == nil {
 			first = &j
 		}
-		fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start)))
+		cur, err := json.Marshal(j)
+		if err != nil {
+			return err
+		}
+		switch {
+		case redraw:
+			fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start)))
+		case bytes.Equal(cur, last):
+			// unchanged: nothing to print
+		case asJSON:
+			fmt.Fprintf(out, "%s\n", cur)
+		default:
+			fmt.Fprintln(out, strings.TrimRight(progressLine(j, *first, time.Since(start)), " "))
+		}
+		last = cur
 		switch j.State {
-		case "SUCCEEDED", "FAILED", "CANCELLED":
-			fmt.Fprintln(out)
-			if j.State != "SUCCEEDED" {
+		case "SUCCEEDED", "FAILED", "CANCELLED", "DEAD_LETTERED":
+			if redraw {
+				fmt.Fprintln(out)
+			}
+			switch j.State {
+			case "SUCCEEDED":
+				return nil
+			case "CANCELLED":
 				return fmt.Errorf("job %s ended %s", j.ID, j.State)
 			}
-			return nil
+			return fmt.Errorf("job %s is %s: %s", j.ID, j.State, next(j))
 		}
 		select {
 		case <-ctx.Done():
@@ -204,6 +238,17 @@ func watch(ctx context.Context, out io.Writer, every time.Duration, get func() (
 		case <-time.After(every):
 		}
 	}
+}
+
+// isTerminal: out is a character device (a terminal), where redrawing a
+// line in place reads as progress; a pipe or file would keep every frame.
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // progressLine renders one frame of the progress bar.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -116,5 +117,44 @@ func TestDropWatch(t *testing.T) {
 	}
 	if out, _, err := cli("tables", "drop", "ops.u", "--dir", dir); err != nil || out != "dropped ops.u\n" {
 		t.Errorf("plain drop: %v %q", err, out)
+	}
+}
+
+// watch to a pipe prints a line per change (no redraws), with -o json one
+// JSON object per change, and stops non-zero on DEAD_LETTERED or FAILED
+// naming the next step.
+func TestWatchOutputs(t *testing.T) {
+	run := func(asJSON bool, states ...job) (string, error) {
+		var out bytes.Buffer
+		i := 0
+		err := watch(context.Background(), &out, time.Millisecond, asJSON, func() (job, error) {
+			j := states[min(i, len(states)-1)]
+			i++
+			return j, nil
+		}, func(j job) string { return "icehold local redrive" })
+		return out.String(), err
+	}
+	running := job{ID: "j1", State: "RUNNING", BatchesTotal: 2, BatchesDone: 1, FilesDeleted: 10}
+	done := job{ID: "j1", State: "SUCCEEDED", BatchesTotal: 2, BatchesDone: 2, FilesDeleted: 20}
+	out, err := run(false, running, running, running, done)
+	if err != nil || strings.Contains(out, "\r") || strings.Count(out, "\n") != 2 || !strings.Contains(out, "SUCCEEDED") {
+		t.Errorf("piped watch: %v, want 2 lines (one per change), no redraws:\n%q", err, out)
+	}
+	out, err = run(true, running, running, done)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		var j job
+		if json.Unmarshal([]byte(l), &j) != nil || j.ID != "j1" {
+			t.Errorf("-o json: a line that is not a job: %q", l)
+		}
+	}
+	if err != nil || len(lines) != 2 || strings.Contains(out, "█") {
+		t.Errorf("-o json watch: %v, want 2 JSON lines, no bar:\n%s", err, out)
+	}
+	for _, end := range []string{"DEAD_LETTERED", "FAILED"} {
+		out, err := run(false, running, job{ID: "j1", State: end, BatchesTotal: 2, BatchesDone: 1, BatchesDead: 1})
+		if err == nil || !strings.Contains(err.Error(), end) || !strings.Contains(err.Error(), "icehold") {
+			t.Errorf("watch to %s: %v, want an error naming the state and the next step\n%s", end, err, out)
+		}
 	}
 }

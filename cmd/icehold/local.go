@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -13,13 +15,28 @@ import (
 func localCmd(conn *connOpts) *cobra.Command {
 	var o localserver.Options
 	var awsEP string
+	var ports int
 	var ext localserver.External
 	cmd := &cobra.Command{
 		Use:   "local",
-		Short: "Run the whole product on this machine (make run); redrive its DLQ; manage its tokens",
-		Args:  noArgs,
+		Short: "Run the whole product on this machine (make run); its AWS environment, schedules, faults, DLQ redrive and tokens",
+		Long: `Runs the whole product on this machine (make run): the REST catalog and the
+AWS services it uses, state in --dir (.icehold). It listens on six ports from
+--ports BASE up (make run PORTS=BASE):
+
+  BASE     every AWS service, routed by the service a request is signed for
+           (AWS_ENDPOINT_URL / --endpoint-url: icehold local env)
+  BASE+1   the REST catalog and the lifecycle API
+  BASE+2   S3, BASE+3 DynamoDB, BASE+4 SQS, BASE+5 Step Functions
+
+--ports 0 picks free ports (local.json names them).`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ports < 0 || ports > 65535-5 {
+				return usagef(cmd, "--ports %d: want a base port from 1 to 65530 (it and the 5 after it), or 0 for free ports", ports)
+			}
 			o.Dir = conn.dir
+			o.AtPorts("", ports)
 			o.External = localserver.ExternalAt(awsEP)
 			for _, e := range []struct{ val, dst *string }{
 				{&ext.DynamoDB, &o.External.DynamoDB}, {&ext.S3, &o.External.S3}, {&ext.SQS, &o.External.SQS}, {&ext.Events, &o.External.Events},
@@ -28,22 +45,28 @@ func localCmd(conn *connOpts) *cobra.Command {
 					*e.dst = *e.val
 				}
 			}
-			return serveLocal(cmd.Context(), o, cmd.OutOrStdout())
+			return portHint(serveLocal(cmd.Context(), o, cmd.OutOrStdout()), ports)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Addr, "addr", localserver.DefaultAddr, "REST API listen address")
-	f.StringVar(&o.S3Addr, "s3-addr", localserver.DefaultS3Addr, "embedded S3 listen address")
-	f.StringVar(&o.DynamoAddr, "dynamodb-addr", localserver.DefaultDynamoAddr, "embedded DynamoDB listen address")
-	f.StringVar(&o.SQSAddr, "sqs-addr", localserver.DefaultSQSAddr, "embedded SQS listen address")
-	f.StringVar(&o.SFNAddr, "stepfunctions-addr", localserver.DefaultSFNAddr, "embedded Step Functions listen address")
+	f.IntVar(&ports, "ports", localserver.DefaultPorts, "the first of the six ports it listens on (make run PORTS=…); 0 picks free ports")
 	f.StringVar(&awsEP, "aws-endpoint", "", "put DynamoDB, S3, SQS and EventBridge on this endpoint (moto_server, LocalStack) instead of the embedded emulators; Step Functions stays embedded")
 	f.StringVar(&ext.DynamoDB, "dynamodb-endpoint", "", "DynamoDB endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.S3, "s3-endpoint", "", "S3 endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.SQS, "sqs-endpoint", "", "SQS endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.Events, "events-endpoint", "", "EventBridge endpoint (overrides --aws-endpoint)")
-	cmd.AddCommand(redriveCmd(conn), tokenCmd(conn), iamCmd(conn))
+	cmd.AddCommand(envCmd(conn), runScheduleCmd(conn), faultCmd(conn), redriveCmd(conn), tokenCmd(conn), iamCmd(conn))
 	return cmd
+}
+
+// portHint names the flag that moves a port another program holds.
+func portHint(err error, base int) error {
+	var be *localserver.BindError
+	if !errors.As(err, &be) || !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf("%w: another program holds that port (--ports %d uses %d to %d); start on other ports with --ports BASE, or make run PORTS=BASE (e.g. 9680)",
+		err, base, base, base+5)
 }
 
 // serveLocal runs the local server, state in o.Dir, until ctx ends.

@@ -75,7 +75,10 @@ func partitionsCmd(conn *connOpts) *cobra.Command {
 			}
 			var res partitions.DropResult
 			if err := withHeader(c, "Idempotency-Key", key).do(cmd.Context(), "POST", path+"/partitions/drop", req, &res); err != nil {
-				return fmt.Errorf("%w (Idempotency-Key %s: the same command with --key %s retries safely)", err, key, key)
+				if retryable(err) { // a refusal answers the same again: no hint
+					return fmt.Errorf("%w (Idempotency-Key %s: the same command with --key %s retries safely)", err, key, key)
+				}
+				return err
 			}
 			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error { return printDrop(out, key, res) })
 		},

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,8 +58,27 @@ func TestPartitionsDropCommand(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 	err = execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "--key k2") {
-		t.Errorf("bad tuple: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "400") || strings.Contains(err.Error(), "retries safely") {
+		t.Errorf("bad tuple: %v, want the 400 without a retry hint (a refusal answers the same again)", err)
+	}
+}
+
+// Only an error a retry can mend names the key to retry with.
+func TestPartitionsDropRetryHint(t *testing.T) {
+	isolate(t)
+	for _, c := range []struct {
+		status int
+		hint   bool
+	}{{503, true}, {500, true}, {429, true}, {400, false}, {404, false}, {409, false}} {
+		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(c.status)
+			_, _ = w.Write([]byte(`{"error":{"message":"m","type":"T","code":` + strconv.Itoa(c.status) + `}}`))
+		}))
+		_, _, err := cli("partitions", "drop", "ops.t", "--partition", "x=7", "--url", api.URL, "--token", "t", "--key", "k9")
+		api.Close()
+		if got := err != nil && strings.Contains(err.Error(), "--key k9 retries safely"); got != c.hint {
+			t.Errorf("a %d: %v, want a retry hint %v", c.status, err, c.hint)
+		}
 	}
 }
 

@@ -3,14 +3,18 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
 
 	"github.com/icehold/icehold/shared/awsconfig"
@@ -22,13 +26,19 @@ type sqsAPI interface {
 	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, opts ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
 	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, opts ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 }
 
 // dlqARNOf is the DLQ's ARN as its SQS states it (local.json), the
 // embedded SQS's for a local.json of an older server.
 func dlqARNOf(info *localserver.Info) string {
-	return cmp.Or(info.DLQARN, "arn:aws:sqs:us-east-1:000000000000:"+localserver.DeleteDLQ)
+	return cmp.Or(info.DLQARN, "arn:aws:sqs:us-east-1:000000000000:"+queueName(info.DeleteDLQ))
 }
+
+// queueName is the name at the end of a queue URL.
+func queueName(url string) string { return path.Base(url) }
 
 // localSQS is the running local server's SQS: the server --dir's
 // local.json names, which must be the one --url names when given.
@@ -85,6 +95,15 @@ only after its visibility timeout (about 30 s): redrive after that.`,
 // queue).
 func redrive(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writer, every time.Duration) error {
 	start, err := sq.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARNOf(info))})
+	if unsupported(err) {
+		// moto 5.2 answers StartMessageMoveTask with an internal error.
+		fmt.Fprintf(out, "%s has no StartMessageMoveTask (%v): moving the messages one by one\n", info.SQS, err)
+		moved, err := moveByHand(ctx, sq, info.DeleteDLQ, info.DeleteQueue)
+		if err != nil {
+			return fmt.Errorf("redrive after moving %d messages: %w", moved, err)
+		}
+		return reportMoved(ctx, sq, info, out, moved)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,16 +131,46 @@ func redrive(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writ
 	}
 }
 
+// unsupported: the SQS answered a call with an internal error or an
+// answer that is not its protocol (moto's HTML page), not a refusal.
+func unsupported(err error) bool {
+	var re *awshttp.ResponseError
+	var de *smithy.DeserializationError
+	return errors.As(err, &de) || errors.As(err, &re) && re.HTTPStatusCode() >= 500
+}
+
+// moveByHand moves the DLQ's visible messages to the queue, each sent
+// before it is deleted (a crash between sends it twice: a batch is
+// idempotent).
+func moveByHand(ctx context.Context, sq sqsAPI, from, to string) (int64, error) {
+	var moved int64
+	for {
+		got, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(from), MaxNumberOfMessages: 10})
+		if err != nil || len(got.Messages) == 0 {
+			return moved, err
+		}
+		for _, m := range got.Messages {
+			if _, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(to), MessageBody: m.Body}); err != nil {
+				return moved, err
+			}
+			if _, err := sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(from), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return moved, err
+			}
+			moved++
+		}
+	}
+}
+
 func reportMoved(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writer, moved int64) error {
 	if moved > 0 {
-		_, err := fmt.Fprintf(out, "moved %d message%s from %s back to %s\n", moved, plural(moved), localserver.DeleteDLQ, localserver.DeleteQueue)
+		_, err := fmt.Fprintf(out, "moved %d message%s from %s back to %s\n", moved, plural(moved), queueName(info.DeleteDLQ), queueName(info.DeleteQueue))
 		return err
 	}
 	fmt.Fprintln(out, "moved 0 messages: the DLQ is empty")
 	// Batches in flight on the delete queue may be on their way to it.
 	if _, inflight, vis, err := queueDepth(ctx, sq, info.DeleteQueue); err == nil && inflight > 0 {
 		fmt.Fprintf(out, "%d batch%s in flight on %s: one that has died reaches the DLQ after its visibility timeout (~%d s); redrive then\n",
-			inflight, pluralES(int64(inflight)), localserver.DeleteQueue, vis)
+			inflight, pluralES(int64(inflight)), queueName(info.DeleteQueue), vis)
 	}
 	return nil
 }

@@ -92,6 +92,7 @@ Shell completion: icehold completion bash|zsh|fish --help.`,
 	root.AddCommand(
 		localCmd(conn),
 		jobsCmd(conn),
+		namespacesCmd(conn),
 		tablesCmd(conn),
 		viewsCmd(conn),
 		partitionsCmd(conn),

@@ -40,13 +40,13 @@ var seedTables = []seedTable{
 // about a minute later, as after a crash between drop and start).
 type seedJob struct {
 	id, table, samples string
-	step               string // "": as the drop leaves it; awaited: as its plan step left it, one batch to wait for; batch: planned, its batch 0 enqueued
+	step               string // "": as the drop leaves it; awaited: as its plan step left it, one batch to wait for; batch: planned, its batch 0 enqueued; finalize: planned, no batch, finalize next
 }
 
 var seedJobs = []seedJob{
 	{"pj-0019dd1c7a2b0-5f1e2d3c4b", "planned", "purge-plan/*.json", ""},
 	{"pj-0019dd1c7a2b1-5f1e2d3c4b", "awaited", "purge-progress/progress.json", "awaited"},
-	{"pj-0019dd1c7a2b2-5f1e2d3c4b", "finalized", "delete/finalize.json", ""},
+	{"pj-0019dd1c7a2b2-5f1e2d3c4b", "finalized", "delete/finalize.json", "finalize"},
 	{"pj-0019dd1c7a2b3-5f1e2d3c4b", "failed", "delete/finalize-failed.json", ""},
 	{"pj-0019dd1c7a2b4-5f1e2d3c4b", "batched", "delete/batch.json", "batch"},
 }
@@ -140,6 +140,10 @@ func seedSamples(ctx context.Context, info *localserver.Info, out io.Writer) err
 			// Unplanned, so the workflow plans it afresh when it starts
 			// (the plan sets batches_total).
 			j.State, j.BatchesTotal = store.JobRunning, 1
+		case "finalize":
+			// Started and planned, so finalize ends it whether or not the
+			// workflow the drop's event starts got to it first.
+			j.State, j.Planned = store.JobRunning, true
 		case "batch":
 			// Batch 0 names no manifest: the delete step has nothing to delete.
 			j.State, j.BatchesTotal, j.Planned = store.JobRunning, 1, true

@@ -3,9 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,26 +34,9 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		Short: "List the catalog's soft-deleted tables",
 		Args:  noArgs,
 		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
-			q := url.Values{"kind": {softdelete.KindTable}} // views: icehold views soft-deleted
-			if ns != "" {
-				q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
-			}
-			var all []softdelete.View
-			for token := ""; ; {
-				if token != "" {
-					q.Set("pageToken", token)
-				}
-				var page struct {
-					Tables []softdelete.View `json:"tables"`
-					Next   string            `json:"next-page-token"`
-				}
-				if err := c.do(cmd.Context(), "GET", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables?"+q.Encode(), nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Tables...)
-				if token = page.Next; token == "" {
-					break
-				}
+			all, err := softDeletedTables(cmd.Context(), c, ns)
+			if err != nil {
+				return err
 			}
 			return c.emit(cmd.OutOrStdout(), map[string]any{"tables": all}, func(out io.Writer) error {
 				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
@@ -139,25 +124,35 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
 
 	var on, off bool
-	var holdGen string
+	var holdUUID, holdGen string
 	legalHold := &cobra.Command{
-		Use:   "legal-hold TABLE_UUID --on|--off",
-		Short: "Hold a soft-deleted table or view (no expiry, no purge), or release it",
+		Use:   "legal-hold NAMESPACE.TABLE --on|--off",
+		Short: "Hold a soft-deleted table or view (no expiry, no purge), or release it (a view: --uuid VIEW_UUID)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if on == off {
 				return usagef(cmd, "name one of --on or --off")
 			}
+			levels, name, err := splitIdent(args[0])
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
 			c, err := conn.connect(cmd.Context())
 			if err != nil {
 				return err
+			}
+			uuid := holdUUID
+			if uuid == "" {
+				if uuid, err = softDeletedUUID(cmd.Context(), c, levels, name); err != nil {
+					return err
+				}
 			}
 			body := map[string]any{"enabled": on}
 			if holdGen != "" {
 				body["generation"] = holdGen
 			}
 			var v softdelete.View
-			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables/"+url.PathEscape(args[0])+"/legal-hold", body, &v); err != nil {
+			if err := c.do(cmd.Context(), "POST", "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables/"+url.PathEscape(uuid)+"/legal-hold", body, &v); err != nil {
 				return err
 			}
 			return c.emit(cmd.OutOrStdout(), v, func(out io.Writer) error {
@@ -168,10 +163,147 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	}
 	legalHold.Flags().BoolVar(&on, "on", false, "set the hold")
 	legalHold.Flags().BoolVar(&off, "off", false, "clear the hold")
+	legalHold.Flags().StringVar(&holdUUID, "uuid", "", "the generation (table uuid) to hold, when several lie under the name")
 	legalHold.Flags().StringVar(&holdGen, "generation", "", "the generation (several of one uuid)")
 
-	return group("tables", "Tables: drop, soft-deleted, undrop, purge-now, legal-hold, verify",
-		dropCmd(conn), softDeleted, undrop, purgeNow, legalHold, verifyCmd(conn))
+	list := &cobra.Command{
+		Use:   "list NAMESPACE",
+		Short: "List a namespace's tables",
+		Args:  exactArgs(1),
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
+			var all []tableIdent
+			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.ReplaceAll(args[0], ".", "\x1f")) + "/tables"
+			err := pages(cmd.Context(), c, path, url.Values{}, func(raw json.RawMessage) (string, error) {
+				var page struct {
+					Identifiers []tableIdent `json:"identifiers"`
+					Next        string       `json:"next-page-token"`
+				}
+				err := json.Unmarshal(raw, &page)
+				all = append(all, page.Identifiers...)
+				return page.Next, err
+			})
+			if err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"identifiers": all}, func(out io.Writer) error {
+				for _, t := range all {
+					fmt.Fprintf(out, "%s.%s\n", strings.Join(t.Namespace, "."), t.Name)
+				}
+				return nil
+			})
+		}),
+	}
+
+	return group("tables", "Tables: list, drop, soft-deleted, undrop, purge-now, legal-hold, verify",
+		list, dropCmd(conn), softDeleted, undrop, purgeNow, legalHold, verifyCmd(conn))
+}
+
+type tableIdent struct {
+	Namespace []string `json:"namespace"`
+	Name      string   `json:"name"`
+}
+
+// namespacesCmd lists namespaces: the top level, or a namespace's children.
+func namespacesCmd(conn *connOpts) *cobra.Command {
+	list := &cobra.Command{
+		Use:   "list [PARENT]",
+		Short: "List the top-level namespaces, or PARENT's children",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
+			q := url.Values{}
+			if len(args) == 1 {
+				q.Set("parent", strings.ReplaceAll(args[0], ".", "\x1f"))
+			}
+			var all [][]string
+			err := pages(cmd.Context(), c, "/v1/"+url.PathEscape(c.catalog)+"/namespaces", q, func(raw json.RawMessage) (string, error) {
+				var page struct {
+					Namespaces [][]string `json:"namespaces"`
+					Next       string     `json:"next-page-token"`
+				}
+				err := json.Unmarshal(raw, &page)
+				all = append(all, page.Namespaces...)
+				return page.Next, err
+			})
+			if err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), map[string]any{"namespaces": all}, func(out io.Writer) error {
+				for _, ns := range all {
+					fmt.Fprintln(out, strings.Join(ns, "."))
+				}
+				return nil
+			})
+		}),
+	}
+	return group("namespaces", "Namespaces: list", list)
+}
+
+// pages GETs every page of a listing: each answer goes to page, which
+// returns the next page token ("" at the end).
+func pages(ctx context.Context, c *client, path string, q url.Values, page func(json.RawMessage) (string, error)) error {
+	for token := ""; ; {
+		if token != "" {
+			q.Set("pageToken", token)
+		}
+		var raw json.RawMessage
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		if err := c.do(ctx, "GET", path+sep+q.Encode(), nil, &raw); err != nil {
+			return err
+		}
+		next, err := page(raw)
+		if err != nil {
+			return err
+		}
+		if token = next; token == "" {
+			return nil
+		}
+	}
+}
+
+// softDeletedTables lists the catalog's soft-deleted tables (of namespace
+// ns, levels joined by '.', when set).
+func softDeletedTables(ctx context.Context, c *client, ns string) ([]softdelete.View, error) {
+	q := url.Values{"kind": {softdelete.KindTable}} // views: icehold views soft-deleted
+	if ns != "" {
+		q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
+	}
+	var all []softdelete.View
+	err := pages(ctx, c, "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables", q, func(raw json.RawMessage) (string, error) {
+		var page struct {
+			Tables []softdelete.View `json:"tables"`
+			Next   string            `json:"next-page-token"`
+		}
+		err := json.Unmarshal(raw, &page)
+		all = append(all, page.Tables...)
+		return page.Next, err
+	})
+	return all, err
+}
+
+// softDeletedUUID is the uuid of the one soft-deleted generation under a
+// name; several (dropped, recreated, dropped again) need --uuid.
+func softDeletedUUID(ctx context.Context, c *client, levels []string, name string) (string, error) {
+	ident := strings.Join(levels, ".") + "." + name
+	all, err := softDeletedTables(ctx, c, strings.Join(levels, "."))
+	if err != nil {
+		return "", err
+	}
+	var uuids []string
+	for _, v := range all {
+		if v.Name == name && !slices.Contains(uuids, v.TableUUID) {
+			uuids = append(uuids, v.TableUUID)
+		}
+	}
+	switch len(uuids) {
+	case 0:
+		return "", fmt.Errorf("no soft-deleted table %s in catalog %s (icehold tables soft-deleted lists them)", ident, c.catalog)
+	case 1:
+		return uuids[0], nil
+	}
+	return "", fmt.Errorf("%d soft-deleted generations of %s (table uuids %s): name one with --uuid", len(uuids), ident, strings.Join(uuids, ", "))
 }
 
 // tableClient connects and resolves a NAMESPACE.TABLE argument's
@@ -187,6 +319,11 @@ func tableClient(cmd *cobra.Command, conn *connOpts, ident string) (*client, str
 	}
 	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
 		"/tables/" + url.PathEscape(name), nil
+}
+
+// restTablePath is a table's Iceberg REST route (the catalog is the prefix).
+func restTablePath(c *client, levels []string, name string) string {
+	return "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
 }
 
 // dropCmd drops a table through the Iceberg REST route, as clients do; with
@@ -211,7 +348,7 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
+			path := restTablePath(c, levels, name)
 			if purge {
 				path += "?purgeRequested=true"
 			}
@@ -222,8 +359,12 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			out := cmd.OutOrStdout()
 			id := h.Get(router.PurgeJobHeader)
 			if !purge {
-				_, err := fmt.Fprintf(out, "dropped %s\n", args[0])
-				return err
+				fmt.Fprintf(out, "dropped %s\n", args[0])
+				if kept := h.Values(router.FilesKeptHeader); len(kept) > 0 {
+					fmt.Fprintf(out, "its files stay under %s: catalog %s has no soft delete, so nothing records them and no purge will delete them "+
+						"(delete them with aws s3 rm --recursive, or register the table's metadata again)\n", strings.Join(kept, ", "), c.catalog)
+				}
+				return nil
 			}
 			if id == "" { // a server from before the header
 				_, err := fmt.Fprintf(out, "dropped %s; its purge job: icehold jobs list --table %s\n", args[0], name)

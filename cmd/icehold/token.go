@@ -47,6 +47,17 @@ func tokenCmd(conn *connOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if conn.output == "json" {
+				type row struct {
+					Principal string `json:"principal"`
+					Token     string `json:"token"` // masked
+				}
+				rows := []row{}
+				for _, t := range toks {
+					rows = append(rows, row{t.Principal, localserver.MaskToken(t.Token)})
+				}
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"tokens": rows})
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PRINCIPAL\tTOKEN")
 			for _, t := range toks {

@@ -276,3 +276,22 @@ func TestTokenCommandErrors(t *testing.T) {
 		t.Errorf("revoke in a tokens.json without admin: %q %v", out, err)
 	}
 }
+
+// local token list -o json prints the principals and masked tokens as JSON.
+func TestTokenListJSON(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	if _, _, err := cli("local", "token", "add", "user:alice", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli("local", "token", "list", "--dir", dir, "-o", "json")
+	var got struct {
+		Tokens []struct {
+			Principal string `json:"principal"`
+			Token     string `json:"token"`
+		} `json:"tokens"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || len(got.Tokens) != 1 || got.Tokens[0].Principal != "user:alice" || !strings.Contains(got.Tokens[0].Token, "...") {
+		t.Errorf("token list -o json: %v\n%s", err, out)
+	}
+}

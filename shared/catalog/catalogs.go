@@ -110,7 +110,8 @@ func ValidateWarehouse(w string) error {
 
 // validateCatalogProperties checks the lifecycle settings it knows (of a
 // new catalog, or the updates of a change: a value stored before a check
-// existed does not block changes to other keys).
+// existed does not block changes to other keys), and writes the hold
+// period in ISO-8601.
 func validateCatalogProperties(props map[string]string) error {
 	if err := checkPropertyCount(props); err != nil {
 		return err
@@ -123,9 +124,11 @@ func validateCatalogProperties(props map[string]string) error {
 		}
 	}
 	if v, ok := props[PropHoldPeriod]; ok {
-		if _, err := ParseDuration(v); err != nil {
+		iso, err := NormalizeDuration(v)
+		if err != nil {
 			return fmt.Errorf("%s: %w", PropHoldPeriod, err)
 		}
+		props[PropHoldPeriod] = iso // stored as the API answers durations
 	}
 	if v, ok := props[PropVending]; ok && v != VendingOff && v != VendingAllowed && v != VendingRequired {
 		return fmt.Errorf("%w: %s must be off, allowed or required, not %q", ErrBadRequest, PropVending, v)

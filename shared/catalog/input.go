@@ -66,6 +66,43 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// FormatDuration writes d in ISO-8601, the form the API stores and answers:
+// days, then hours, minutes and seconds (P7D, PT12H, P1DT6H; PT0S).
+func FormatDuration(d time.Duration) string {
+	out := "P"
+	if days := d / (24 * time.Hour); days > 0 {
+		out += strconv.FormatInt(int64(days), 10) + "D"
+		d -= days * 24 * time.Hour
+	}
+	if d == 0 && out != "P" {
+		return out
+	}
+	out += "T"
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "H"}, {time.Minute, "M"}, {time.Second, "S"}} {
+		if n := d / u.unit; n > 0 {
+			out += strconv.FormatInt(int64(n), 10) + u.name
+			d -= n * u.unit
+		}
+	}
+	if out == "PT" {
+		return "PT0S"
+	}
+	return out
+}
+
+// NormalizeDuration parses a duration (ParseDuration's forms) and writes it
+// in ISO-8601: 7d is stored as P7D.
+func NormalizeDuration(s string) (string, error) {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return "", err
+	}
+	return FormatDuration(d), nil
+}
+
 func errTooLong(s string) error {
 	return fmt.Errorf("%w: duration %q is longer than 100 years (the bound: 36500d, P36500D)", ErrOutOfRange, s)
 }

@@ -1,9 +1,13 @@
 package localserver
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,16 +39,34 @@ func ExternalAt(url string) External {
 // Any reports whether some service is external.
 func (e External) Any() bool { return e != External{} }
 
-// names are the stack's resource names; Stack "" is make run's.
+// names are the stack's resource names.
 type names struct {
 	table, queue, dlq, bus, machine string
 }
 
+// namesOf are the resources of a stack named stack ("": DefaultStack), as
+// the CDK stack names them (CloudFormation suffixes the table's and the
+// queues').
 func namesOf(stack string) names {
-	if stack == "" {
-		return names{table: TableName, queue: DeleteQueue, dlq: DeleteDLQ, bus: "icehold", machine: PurgeMachine}
+	stack = cmp.Or(stack, DefaultStack)
+	return names{table: stack + "-Catalog", queue: stack + "-DeleteQueue", dlq: stack + "-DeleteDLQ",
+		bus: stack + "-lifecycle", machine: stack + "-purge"}
+}
+
+// legacyNames are make run's names before they were the stack's.
+var legacyNames = names{table: "icehold", queue: "icehold-delete", dlq: "icehold-delete-dlq", bus: "icehold", machine: "icehold-purge"}
+
+// namesFor keeps the names a state folder was made with: its local.json
+// names the table of the last start (a folder from before the stack's
+// names keeps its records, queues and executions).
+func namesFor(dir, stack string) names {
+	if dir != "" && stack == "" {
+		var prev Info
+		if raw, err := os.ReadFile(filepath.Join(dir, "local.json")); err == nil && json.Unmarshal(raw, &prev) == nil && prev.Table == legacyNames.table {
+			return legacyNames
+		}
 	}
-	return names{table: stack, queue: stack + "-delete", dlq: stack + "-delete-dlq", bus: stack + "-lifecycle", machine: stack + "-purge"}
+	return namesOf(stack)
 }
 
 // Settings of the CDK stack the external resources get too (infra/).

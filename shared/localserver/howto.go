@@ -18,6 +18,7 @@ func (i Info) HowTo(dir string) string {
 	return fmt.Sprintf(`icehold is running (state in %s, details in %s/local.json)
 
   REST catalog  %s   (catalog %q, warehouse %s)
+  AWS services  %s   (every one on this port: eval "$(icehold local env)" sets AWS_ENDPOINT_URL, region, keys)
   S3            %s   (bucket %s, key %s / %s)
   DynamoDB      %s
   SQS           %s   (delete queue, DLQ: icehold local redrive)
@@ -43,7 +44,7 @@ Spark:
   --conf spark.sql.catalog.icehold.warehouse=%s
 
 The S3 endpoint and keys reach clients through /v1/config; nothing else to set.
-`, dir, dir, i.RESTURL, i.Catalog, i.Warehouse, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, cmp.Or(i.Events, "events.log in the state directory"), i.StepFns, i.AdminToken,
+`, dir, dir, i.RESTURL, i.Catalog, i.Warehouse, i.AWSEndpoint, i.S3Endpoint, i.Bucket, i.AccessKey, i.SecretKey, i.DynamoDB, i.SQS, cmp.Or(i.Events, "events.log in the state directory"), i.StepFns, i.AdminToken,
 		i.AdminToken, i.ConfigCheck,
 		i.RESTURL, i.AdminToken, i.Catalog, ExampleCommand,
 		examples.IcebergGo,

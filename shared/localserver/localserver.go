@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,10 +45,14 @@ type Options struct {
 	// RelayEvery is the outbox relay's poll interval (0: 100 ms; < 0: no
 	// relay here, as when the functions' relay is under test).
 	RelayEvery time.Duration
-	// Addr, S3Addr, DynamoAddr: listen addresses; "127.0.0.1:0" picks a port.
+	// Addr, S3Addr, DynamoAddr: listen addresses; "" picks a free loopback
+	// port (AtPorts sets them all from one base port).
 	Addr, S3Addr, DynamoAddr string
-	Bucket                   string
-	Catalog                  string
+	// EdgeAddr serves every AWS service on one port, routed by the service
+	// a request is signed for (edge.go).
+	EdgeAddr string
+	Bucket   string
+	Catalog  string
 	// SQSAddr, SFNAddr: the embedded SQS and Step Functions.
 	SQSAddr, SFNAddr string
 	// Pipeline timing; zero values are make run's defaults.
@@ -83,29 +88,32 @@ type Options struct {
 	// never, the journal alone: the restart benchmark's baseline).
 	JournalCompactAt int64
 	// External puts DynamoDB, S3, SQS and EventBridge on other endpoints
-	// (icehold local --aws-endpoint); Stack names the resources made there
-	// ("" keeps make run's names: table icehold, queues icehold-delete...).
+	// (icehold local --aws-endpoint); Stack names the resources ("": the
+	// deployed stack's default, Icehold-Catalog, Icehold-DeleteQueue, …; a
+	// state folder made before keeps its names, see namesFor).
 	External External
 	Stack    string
 }
 
-// Defaults of `make run`.
+// Defaults of `make run`. The resource names are the deployed stack's (its
+// default name Icehold; CloudFormation adds a suffix to the queues' and the
+// table's), so that a lookup by name in docs/operations.md finds both.
 const (
-	DefaultAddr       = "127.0.0.1:8181"
-	DefaultS3Addr     = "127.0.0.1:8182"
-	DefaultDynamoAddr = "127.0.0.1:8183"
-	DefaultSQSAddr    = "127.0.0.1:8184"
-	DefaultSFNAddr    = "127.0.0.1:8185"
-	DeleteQueue       = "icehold-delete"
-	DeleteDLQ         = "icehold-delete-dlq"
-	PurgeMachine      = "icehold-purge"
-	DefaultBucket     = "icehold-warehouse"
-	DefaultCatalog    = "demo"
-	Region            = "us-east-1"
-	AccessKey         = "icehold"
-	SecretKey         = "icehold-local-secret"
-	TableName         = "icehold"
-	AdminPrincipal    = "local:admin"
+	// DefaultPorts is the base port: the edge (every AWS service) on it,
+	// then the REST API, S3, DynamoDB, SQS and Step Functions (AtPorts).
+	DefaultPorts   = 8180
+	DefaultStack   = "Icehold"
+	TableName      = DefaultStack + "-Catalog"
+	DeleteQueue    = DefaultStack + "-DeleteQueue"
+	DeleteDLQ      = DefaultStack + "-DeleteDLQ"
+	PurgeMachine   = DefaultStack + "-purge"
+	EventBus       = DefaultStack + "-lifecycle"
+	DefaultBucket  = "icehold-warehouse"
+	DefaultCatalog = "demo"
+	Region         = "us-east-1"
+	AccessKey      = "icehold"
+	SecretKey      = "icehold-local-secret"
+	AdminPrincipal = "local:admin"
 	// LocalAccountAdmins: IAM principals of the local account (LocalStack's
 	// 000000000000) are admins locally, as the sample events in events/ are.
 	LocalAccountAdmins = "arn:aws:iam::000000000000:*"
@@ -113,7 +121,10 @@ const (
 
 // Info is what local.json holds: how to reach the local server.
 type Info struct {
-	RESTURL     string `json:"rest_url"`
+	RESTURL string `json:"rest_url"`
+	// AWSEndpoint serves every AWS service (the edge port): what
+	// AWS_ENDPOINT_URL and --endpoint-url take (icehold local env).
+	AWSEndpoint string `json:"aws_endpoint"`
 	S3Endpoint  string `json:"s3_endpoint"`
 	DynamoDB    string `json:"dynamodb_endpoint"`
 	SQS         string `json:"sqs_endpoint"`
@@ -170,7 +181,6 @@ type Server struct {
 	iam    *localaws.IAM
 	users  *users
 	vendor *credentials.Vendor
-	now    func() time.Time
 
 	servers []*http.Server
 	dynamo  *localaws.DynamoDB
@@ -180,6 +190,7 @@ type Server struct {
 	bg      sync.WaitGroup
 	closers []io.Closer
 	dir     string
+	clock   func() time.Time // Options.Now
 	// unlock releases the state folder's lock (nil without Dir): Close
 	// calls it last, after everything that writes there has stopped.
 	unlock func()
@@ -188,33 +199,45 @@ type Server struct {
 	queueURL, queueARN, dlqURL, dlqARN string
 }
 
-// listenAll opens every address ("" picks a free loopback port), or none.
-func listenAll(addrs ...string) ([]net.Listener, error) {
-	var out []net.Listener
-	for _, addr := range addrs {
-		if addr == "" {
-			addr = "127.0.0.1:0"
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
-			return nil, err
-		}
-		out = append(out, l)
+// AtPorts puts the listeners on host ("" is 127.0.0.1) from base up: the
+// edge on base, then the REST API, S3, DynamoDB, SQS and Step Functions
+// (make run: 8180 to 8185). Base 0 picks free ports.
+func (o *Options) AtPorts(host string, base int) {
+	if host == "" {
+		host = "127.0.0.1"
 	}
-	return out, nil
+	for i, a := range []*string{&o.EdgeAddr, &o.Addr, &o.S3Addr, &o.DynamoAddr, &o.SQSAddr, &o.SFNAddr} {
+		port := 0
+		if base != 0 {
+			port = base + i
+		}
+		*a = net.JoinHostPort(host, strconv.Itoa(port))
+	}
 }
 
-// serveAt serves h on addr ("" picks a free loopback port).
-func (s *Server) serveAt(addr string, h http.Handler) (string, error) {
-	ls, err := listenAll(addr)
-	if err != nil {
-		return "", err
+// BindError is a listen address that could not be opened, and what it was
+// for (icehold local names the flag that moves it).
+type BindError struct {
+	Service, Addr string
+	Err           error
+}
+
+func (e *BindError) Error() string {
+	return fmt.Sprintf("%s: %v", e.Service, e.Err) // Err names the address
+}
+
+func (e *BindError) Unwrap() error { return e.Err }
+
+// listen opens addr ("" picks a free loopback port) for service.
+func listen(service, addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	s.closers = append(s.closers, ls[0])
-	return s.serve(ls[0], h), nil
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &BindError{Service: service, Addr: addr, Err: err}
+	}
+	return l, nil
 }
 
 func (s *Server) serve(l net.Listener, h http.Handler) string {
@@ -232,10 +255,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Catalog == "" {
 		o.Catalog = DefaultCatalog
 	}
-	s := &Server{dir: o.Dir, tokens: map[string]string{}, now: o.Now}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s := &Server{dir: o.Dir, tokens: map[string]string{}, clock: o.Now}
 	if o.Dir != "" {
 		// Before anything opens the journal: a second server on the folder
 		// stops here and names the first.
@@ -251,48 +271,56 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Close()
 		}
 	}()
-	s.names = namesOf(o.Stack)
+	s.names = namesFor(o.Dir, o.Stack)
 	if o.Dir != "" { // the emulators made it; external services do not
 		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 			return nil, err
 		}
 	}
 	x := o.External
-	ls, err := listenAll(o.Addr, o.SFNAddr)
-	if err != nil {
-		return nil, err
+	// Every port first: a port in use stops the start before the state loads.
+	ls := map[string]net.Listener{}
+	for _, l := range []struct {
+		service, addr string
+		used          bool
+	}{
+		{"the edge (every AWS service)", o.EdgeAddr, true}, {"the REST API", o.Addr, true},
+		{"S3", o.S3Addr, x.S3 == ""}, {"DynamoDB", o.DynamoAddr, x.DynamoDB == ""},
+		{"SQS", o.SQSAddr, x.SQS == ""}, {"Step Functions", o.SFNAddr, true},
+	} {
+		if !l.used {
+			continue
+		}
+		lis, err := listen(l.service, l.addr)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, lis) // also closes listeners a failed start never served
+		ls[l.service] = lis
 	}
-	for _, l := range ls {
-		s.closers = append(s.closers, l) // also closes listeners a failed start never served
-	}
-	restL, sfnL := ls[0], ls[1]
+	restL, sfnL := ls["the REST API"], ls["Step Functions"]
 	ep := awsconfig.Endpoints{DynamoDB: x.DynamoDB, S3: x.S3, SQS: x.SQS, Events: x.Events,
 		Region: Region, AccessKey: AccessKey, SecretKey: SecretKey}
+	var err error
 	if x.DynamoDB == "" {
 		if s.dynamo, err = localaws.OpenDynamoDB(o.Dir, localaws.DynamoDBOptions{CompactAt: o.JournalCompactAt}); err != nil {
 			return nil, fmt.Errorf("dynamodb emulator: %w", err)
 		}
 		s.DynamoDB = s.dynamo
-		if ep.DynamoDB, err = s.serveAt(o.DynamoAddr, s.dynamo); err != nil {
-			return nil, err
-		}
+		ep.DynamoDB = s.serve(ls["DynamoDB"], s.dynamo)
 	}
 	if x.S3 == "" {
 		if s.S3Emulator, err = localaws.NewS3(o.Dir, o.Bucket); err != nil {
 			return nil, fmt.Errorf("s3 emulator: %w", err)
 		}
-		if ep.S3, err = s.serveAt(o.S3Addr, s.S3Emulator); err != nil {
-			return nil, err
-		}
+		ep.S3 = s.serve(ls["S3"], s.S3Emulator)
 	}
 	if x.SQS == "" {
 		if s.queues, err = localaws.NewSQS(o.Dir); err != nil {
 			return nil, fmt.Errorf("sqs emulator: %w", err)
 		}
 		s.Queues = s.queues
-		if ep.SQS, err = s.serveAt(o.SQSAddr, s.queues); err != nil {
-			return nil, err
-		}
+		ep.SQS = s.serve(ls["SQS"], s.queues)
 		s.queues.SetBaseURL(ep.SQS)
 	}
 	sfnURL := "http://" + sfnL.Addr().String()
@@ -377,13 +405,17 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		},
 	}
 	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
-	served := s.Handler
+	served := s.localAPI(s.Handler)
 	if o.Wrap != nil {
 		served = o.Wrap(served)
 	}
 	rest := s.serve(router.Listener(restL), served)
+	edgeURL, err := s.serveEdge(ls["the edge (every AWS service)"], x)
+	if err != nil {
+		return nil, err
+	}
 	s.Info = Info{
-		RESTURL: rest, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
+		RESTURL: rest, AWSEndpoint: edgeURL, S3Endpoint: ep.S3, DynamoDB: ep.DynamoDB, Region: Region, Bucket: o.Bucket,
 		SQS: ep.SQS, StepFns: ep.SFN, DeleteQueue: s.queueURL, DeleteDLQ: s.dlqURL, DLQARN: s.dlqARN,
 		Table: s.names.table, EventBus: s.names.bus, Events: ep.Events, Machine: s.Purge.StateMachineARN,
 		AdminToken: admin, Catalog: o.Catalog, Warehouse: warehouse, AccessKey: AccessKey, SecretKey: SecretKey,
@@ -399,6 +431,32 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// serveEdge serves the edge port: the embedded services' handlers, and a
+// proxy to each external one.
+func (s *Server) serveEdge(l net.Listener, x External) (string, error) {
+	e := edge{"states": s.engine}
+	if s.S3Emulator != nil {
+		e["s3"] = s.S3Emulator
+	}
+	if s.dynamo != nil {
+		e["dynamodb"] = s.dynamo
+	}
+	if s.queues != nil {
+		e["sqs"] = s.queues
+	}
+	for svc, url := range map[string]string{"s3": x.S3, "dynamodb": x.DynamoDB, "sqs": x.SQS, "events": x.Events} {
+		if url == "" {
+			continue
+		}
+		h, err := forward(url)
+		if err != nil {
+			return "", err
+		}
+		e[svc] = h
+	}
+	return s.serve(l, e), nil
 }
 
 // loadTokens reads tokens.json (token → principal), adding an admin token

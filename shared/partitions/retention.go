@@ -165,9 +165,11 @@ func parseKeep(keep string) (time.Duration, error) {
 
 // SetRetention sets a table's policy (SPEC §7: {"field", "keep"}).
 func (s *Service) SetRetention(ctx context.Context, cat string, id catalog.Ident, fieldName, keep string) (RetentionPolicy, error) {
-	if _, err := parseKeep(keep); err != nil {
+	d, err := parseKeep(keep)
+	if err != nil {
 		return RetentionPolicy{}, err
 	}
+	keep = catalog.FormatDuration(d) // 7d is stored, and answered, as P7D
 	entry, err := s.Catalog.Entry(ctx, cat, id)
 	if err != nil {
 		return RetentionPolicy{}, err

@@ -358,12 +358,22 @@ func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := s.Catalog.DropTable(r.Context(), cat, id); err != nil {
+	e, err := s.Catalog.DropTable(r.Context(), cat, id)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	// Without purge or soft delete nothing records the files left behind
+	// (the caller chose to keep them): the answer names where they stay.
+	for _, h := range e.Holds() {
+		w.Header().Add(FilesKeptHeader, "s3://"+h.Bucket+"/"+h.Prefix)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// FilesKeptHeader names, on a drop that neither purges nor soft-deletes,
+// each location whose files the dropped table leaves, unowned.
+const FilesKeptHeader = "Icehold-Files-Kept"
 
 func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 	cat, ns, ok := s.withNamespace(w, r)

@@ -153,7 +153,7 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 // name what the request made (the body alone does not, for a 204).
 func replayedHeaders(h http.Header) map[string]string {
 	var out map[string]string
-	for _, k := range []string{"Location", PurgeJobHeader} {
+	for _, k := range []string{"Location", PurgeJobHeader, FilesKeptHeader} {
 		if v := h.Get(k); v != "" {
 			if out == nil {
 				out = map[string]string{}

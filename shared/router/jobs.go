@@ -69,7 +69,7 @@ func viewOf(j store.Job) JobView {
 		BatchesDead: j.BatchesDead, FilesDeleted: j.FilesDeleted, FilesMissing: j.FilesMissing,
 		DataFilesDeleted: j.DataFilesDeleted, DeleteFilesDeleted: j.DeleteFilesDeleted, MetadataFilesDeleted: j.MetadataFilesDeleted,
 		FilesSkipped: j.FilesSkipped, FilesUnreferenced: j.FilesUnreferenced, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
-		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+		CreatedAt: store.Seconds(j.CreatedAt), UpdatedAt: store.Seconds(j.UpdatedAt),
 	}
 	if j.LastError != "" {
 		v.LastError = &j.LastError

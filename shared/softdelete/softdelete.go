@@ -97,7 +97,7 @@ type View struct {
 func ViewOf(r store.SoftDeleted) View {
 	v := View{
 		Kind: kindOf(r.Entry), Namespace: r.Entry.Namespace, Name: r.Entry.Name, TableUUID: r.Entry.TableUUID, MetadataLocation: r.Entry.MetadataLocation,
-		DroppedAt: r.DroppedAt, DroppedBy: r.DroppedBy, PurgeAt: r.PurgeAt, HoldPeriod: r.HoldPeriod,
+		DroppedAt: store.Seconds(r.DroppedAt), DroppedBy: r.DroppedBy, PurgeAt: store.Seconds(r.PurgeAt), HoldPeriod: r.HoldPeriod,
 		PurgeOnExpiry: r.PurgeOnExpiry, LegalHold: r.LegalHold, Generation: r.Generation,
 	}
 	if r.Entry.IsView() {

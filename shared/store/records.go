@@ -337,3 +337,14 @@ func (s *Store) DropNamespace(ctx context.Context, cat string, levels []string) 
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// Seconds renders a stored time (nanoseconds, which order records) as the
+// API answers every time: RFC 3339 with whole seconds, UTC; text that is not
+// a time is returned as it is.
+func Seconds(stored string) string {
+	t, err := time.Parse(time.RFC3339Nano, stored)
+	if err != nil {
+		return stored
+	}
+	return t.UTC().Format(time.RFC3339)
+}
