@@ -630,7 +630,9 @@ func (s *Sim) opDropOf(g *Gen, p string, purge bool) *Op {
 
 func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	path := tablePath(ns, name)
-	op := &Op{keys: append(tableKeys(ns, name), "props", "nsprops:"+ns)}
+	// "loc": a hard drop or a purge frees the table's location for a
+	// create of the same round.
+	op := &Op{keys: append(tableKeys(ns, name), "props", "nsprops:"+ns, "loc")}
 	what := "soft-drops"
 	if purge {
 		what = "drops with purge"
@@ -1124,7 +1126,11 @@ func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error
 	}
 	g := s.genByUUID(res.Metadata.UUID, ns, name, live)
 	if g == nil {
-		return s.violatef("a commit to %s.%s (uuid %s) was accepted, but the model knows no such live table", ns, name, res.Metadata.UUID)
+		// A drop of the same round landed after the commit (a commit after
+		// it would be a 404): the dropped table is the committed one.
+		if g = s.genByUUID(res.Metadata.UUID, ns, name, soft, purging); g == nil || !s.touchedGen(g) || s.touched["id:"+g.ident()] < 2 {
+			return s.violatef("a commit to %s.%s (uuid %s) was accepted, but the model knows no such live table", ns, name, res.Metadata.UUID)
+		}
 	}
 	s.advanceMeta(g, res.MetadataLocation)
 	apply(g)
