@@ -133,10 +133,22 @@ func (s *Sim) check() error {
 
 func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
 	usedL, usedS := map[int]bool{}, map[int]bool{}
+	// An observation with a generation's uuid and identifier is that
+	// generation's: another of the same uuid (a registered copy) never
+	// takes it as a rename.
+	exact := map[int]*Gen{}
+	for _, g := range s.m.inState(live) {
+		for i, o := range lives {
+			if _, taken := exact[i]; !taken && o.uuid == g.uuid && o.ns == g.ns && o.name == g.name {
+				exact[i] = g
+				break
+			}
+		}
+	}
 	findLive := func(g *Gen) int {
 		at := -1
 		for i, o := range lives {
-			if usedL[i] || o.uuid != g.uuid {
+			if usedL[i] || o.uuid != g.uuid || (exact[i] != nil && exact[i] != g) {
 				continue
 			}
 			if o.ns == g.ns && o.name == g.name {
@@ -307,6 +319,11 @@ func (s *Sim) checkProtected() error {
 		// A forgery borrowed another table's files: it protects only what
 		// lies under its own location.
 		own, _ := keyOf(strings.TrimRight(g.location, "/"))
+		if g.forged && len(g.oldLocs) > 0 {
+			// Moved since: where it was registered is what it owns for sure
+			// (its new location may be the lender's, whose files went).
+			own, _ = keyOf(strings.TrimRight(g.oldLocs[0], "/"))
+		}
 		var missing []string
 		for k := range r.keys {
 			if g.forged && !strings.HasPrefix(k, own+"/") {

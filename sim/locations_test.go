@@ -219,7 +219,7 @@ func (s *Sim) opRegister() *Op {
 			return nil
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
-			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge,
+			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge || (from != nil && from.forged),
 			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
 		if from != nil {
 			for id, d := range from.rows {
