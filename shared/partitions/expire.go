@@ -136,7 +136,10 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 		retained, dropped = map[string]iceberg.ManifestFile{}, map[string]iceberg.ManifestFile{}
 		candidates        = map[string]store.ListedFile{}
 	)
+	// candidate is called while readers add to candidates too: locked.
 	candidate := func(path string, size int64, kind string) {
+		mu.Lock()
+		defer mu.Unlock()
 		candidates[path] = store.ListedFile{Path: path, Size: size, Kind: kind}
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -219,14 +222,18 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 	}
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(s.workers())
+	// Whether anything expires is known before the readers start (len of
+	// candidates while they write it was a race).
+	expiring := len(candidates) > 0
 	for path, m := range dropped {
 		if _, ok := retained[path]; ok {
 			continue
 		}
+		expiring = true
 		candidate(path, m.Length(), store.FileMetadata)
 		read(m, false)
 	}
-	if len(candidates) > 0 {
+	if expiring {
 		for path, m := range retained {
 			kept[path] = true
 			read(m, true)
