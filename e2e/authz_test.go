@@ -132,6 +132,10 @@ var matrix = []row{
 		body: func(f fixture) any {
 			return map[string]any{"name": "t", "metadata-location": f.meta, "overwrite": true}
 		}},
+	// The matrix's catalog vends no credentials: an allowed caller gets the
+	// 400 that says so, a refused one the 403 (TestVendedCredentials covers
+	// the vending).
+	{route: "GET " + tblPath + "/credentials", name: "load credentials", path: "/v1/{c}/namespaces/{ns}/tables/t/credentials", privs: p(authz.TableRead), want: 400},
 	{route: "POST " + tblPath + "/metrics", name: "metrics", path: "/v1/{c}/namespaces/{ns}/tables/t/metrics", privs: p(authz.TableRead), want: 204,
 		body: func(fixture) any { return map[string]any{"report-type": "scan-report"} }},
 	{route: "POST /v1/{prefix}/tables/rename", name: "rename", path: "/v1/{c}/tables/rename", privs: p(authz.TableWrite, authz.TableCreate), want: 204,
