@@ -23,7 +23,6 @@ import (
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
-	"github.com/icehold/icehold/shared/store"
 )
 
 // viewSpec restates the REST spec's view answers (see its header).
@@ -674,18 +673,20 @@ func TestViewReplaceRace(t *testing.T) {
 	if len(before) == len(won)+1 {
 		return // no replace lost: nothing to sweep
 	}
-	rep, err := srv.Purge.SweepOrphans(context.Background(), time.Now().Add(purge.IntentTTL+time.Minute))
-	if err != nil {
+	if _, err := srv.Purge.SweepOrphans(context.Background(), time.Now().Add(purge.IntentTTL+time.Minute)); err != nil {
 		t.Fatal(err)
-	}
-	for _, id := range rep.Jobs {
-		waitJob(t, id, store.JobSucceeded, time.Minute)
 	}
 	want := []string{dir + "00000"}
 	for _, loc := range won {
 		want = append(want, loc)
 	}
+	// The sweep's jobs delete the losers' files; the suite's other tests
+	// sweep the shared server too (a job may be theirs, and tidied), so
+	// what is waited for is the files, not a job id.
 	got := files()
+	for deadline := time.Now().Add(time.Minute); len(got) != len(want) && time.Now().Before(deadline); got = files() {
+		time.Sleep(100 * time.Millisecond)
+	}
 	if len(got) != len(want) || !strings.HasPrefix(got[0], want[0]) {
 		t.Fatalf("after the sweep %v, want the create's file and the winners' %v", got, won)
 	}
