@@ -188,29 +188,7 @@ func TestPurgeAfterExpiryCountsEachObjectOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix, _ := keyOf(res.Metadata.Location)
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for k := range objs {
-		if strings.HasPrefix(k, prefix+"/") {
-			n++
-		}
-	}
-	o := s.mustStatus(204, admin, "DELETE", tablePath("a", "t")+"?purgeRequested=true", nil)
-	if err := s.drain(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := s.job(o.Header.Get("Icehold-Purge-Job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted, _ := num(j.Raw, "files-deleted")
-	unref, _ := num(j.Raw, "files-unreferenced")
-	if j.State != "SUCCEEDED" || deleted+unref != int64(n) {
-		t.Errorf("the purge of %d objects: %s, files-deleted %d + files-unreferenced %d (job %v)", n, j.State, deleted, unref, j.Raw)
-	}
+	purgeCountsEachObjectOnce(t, s, prefix)
 }
 
 // A table registered from metadata that borrows another table's manifests
@@ -362,6 +340,13 @@ func TestPurgeAfterSnapshotRemovalCountsEachObjectOnce(t *testing.T) {
 	commit(map[string]any{"action": "remove-snapshots", "snapshot-ids": []int64{first}})
 
 	prefix, _ := keyOf(meta.Metadata.Location)
+	purgeCountsEachObjectOnce(t, s, prefix)
+}
+
+// purgeCountsEachObjectOnce drops a.t with purge and checks its job ended
+// SUCCEEDED having counted each object under prefix once.
+func purgeCountsEachObjectOnce(t *testing.T, s *Sim, prefix string) {
+	t.Helper()
 	objs, err := s.w.objects(s.ctx)
 	if err != nil {
 		t.Fatal(err)
