@@ -105,10 +105,11 @@ e2e:
 
 # The e2e tests that run against any endpoint (the others need the in-process
 # server's faults and clock, and skip there): about 20 s on 2 cores.
-E2E_EXTERNAL_RUN ?= ^(TestIcebergGoConformance|TestIdempotencyKey|TestTableLifeThroughRESTCatalog|TestNamespaceDropNeverRacesAChild|TestDurationsAreStoredInISO8601)$$
+E2E_EXTERNAL_RUN ?= ^(TestIcebergGoConformance|TestIdempotencyKey|TestTableLifeThroughRESTCatalog|TestNamespaceDropNeverRacesAChild|TestDurationsAreStoredInISO8601|TestSigV4|TestSigV4Example)$$
 
 ## e2e-external: the e2e suite as make e2e E2E_ENDPOINT=… runs it, against a separately started `icehold local` process on free
-## ports (a catalog e2e without soft delete, as the suite expects): the mode that aims the suite at
+## ports (a catalog e2e without soft delete, as the suite expects; a local IAM user made with
+## `icehold local iam add-user` signs the SigV4 tests, iceberg-go's catalogtest among them): the mode that aims the suite at
 ## LocalStack or AWS, exercised in make test on a subset (E2E_EXTERNAL_RUN; its tests about 25 s, with the build 1.5 minutes on 2 cores)
 e2e-external:
 	@dir=$$(mktemp -d) && trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -rf "$$dir"' EXIT && \
@@ -117,6 +118,8 @@ e2e-external:
 	for i in $$(seq 600); do [ -s "$$dir/state/local.json" ] && "$$dir/icehold" local env --dir "$$dir/state" >/dev/null 2>&1 && break; \
 	  kill -0 $$pid 2>/dev/null || { cat "$$dir/server.log"; exit 1; }; sleep 0.2; done && \
 	"$$dir/icehold" catalogs create e2e --warehouse "s3://$$(jq -r .bucket "$$dir/state/local.json")/e2e" --dir "$$dir/state" >/dev/null && \
+	eval "$$("$$dir/icehold" local iam add-user e2e --dir "$$dir/state" 2>/dev/null)" && \
+	E2E_SIGV4_ACCESS_KEY_ID="$$AWS_ACCESS_KEY_ID" E2E_SIGV4_SECRET_ACCESS_KEY="$$AWS_SECRET_ACCESS_KEY" \
 	E2E_ENDPOINT="$$(jq -r .rest_url "$$dir/state/local.json")" E2E_TOKEN="$$(jq -r .admin_token "$$dir/state/local.json")" \
 	  E2E_CATALOG=e2e $(GO) test -count=1 -v -run '$(E2E_EXTERNAL_RUN)' ./e2e/
 

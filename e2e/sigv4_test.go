@@ -25,21 +25,47 @@ import (
 // stack's clients do (service execute-api), with a key pair.
 func sigv4Client(t testing.TB, creds aws.Credentials) (*rest.Catalog, error) {
 	t.Helper()
-	cfg := aws.Config{Region: localserver.Region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })}
+	cfg := aws.Config{Region: sigv4Region(), Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })}
 	return rest.NewCatalog(context.Background(), "icehold", shared.URL,
-		rest.WithWarehouseLocation(shared.Catalog), rest.WithSigV4RegionSvc(localserver.Region, "execute-api"), rest.WithAwsConfig(cfg))
+		rest.WithWarehouseLocation(shared.Catalog), rest.WithSigV4RegionSvc(sigv4Region(), "execute-api"), rest.WithAwsConfig(cfg))
+}
+
+// sigv4Env names the key pair the suite signs with against an external
+// endpoint (make e2e-external makes it with `icehold local iam add-user`
+// against the separately started process, as a user of make run would).
+const (
+	sigv4KeyEnv    = "E2E_SIGV4_ACCESS_KEY_ID"
+	sigv4SecretEnv = "E2E_SIGV4_SECRET_ACCESS_KEY"
+)
+
+// sigv4Region is the region requests are signed for (E2E_REGION against a
+// deployed stack).
+func sigv4Region() string { return envOr("E2E_REGION", localserver.Region) }
+
+// sigv4User is a key pair of a principal the endpoint knows: a new local
+// user of the in-process server, or the external endpoint's from the
+// environment (skips when there is none).
+func sigv4User(t *testing.T, name string) aws.Credentials {
+	t.Helper()
+	if shared.Local == nil {
+		id, secret := os.Getenv(sigv4KeyEnv), os.Getenv(sigv4SecretEnv)
+		if id == "" || secret == "" {
+			t.Skipf("needs %s and %s against an external endpoint", sigv4KeyEnv, sigv4SecretEnv)
+		}
+		return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret}
+	}
+	u, err := shared.Local.AddUser(uniq(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.Credentials{AccessKeyID: u.AccessKeyID, SecretAccessKey: u.SecretAccessKey}
 }
 
 // The local server checks SigV4 as API Gateway's IAM auth does: a local
 // user's key signs iceberg-go's whole catalog suite; a wrong secret, an
 // unknown key and a clock more than 5 minutes off are 403 ErrorModels.
 func TestSigV4(t *testing.T) {
-	srv := localOnly(t)
-	u, err := srv.AddUser(uniq("alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := aws.Credentials{AccessKeyID: u.AccessKeyID, SecretAccessKey: u.SecretAccessKey}
+	creds := sigv4User(t, "alice")
 	t.Run("catalogtest", func(t *testing.T) {
 		catalogtest.RunCatalogTests(t, catalogtest.Config{
 			NewCatalog: func(t *testing.T) catalog.Catalog {
@@ -70,7 +96,7 @@ func TestSigV4(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			req, _ := http.NewRequest("GET", shared.URL+"/v1/config?warehouse="+shared.Catalog, nil)
-			if err := v4.NewSigner().SignHTTP(context.Background(), c.creds, req, sigv4.EmptyHash, "execute-api", localserver.Region, time.Now().Add(c.skew)); err != nil {
+			if err := v4.NewSigner().SignHTTP(context.Background(), c.creds, req, sigv4.EmptyHash, "execute-api", sigv4Region(), time.Now().Add(c.skew)); err != nil {
 				t.Fatal(err)
 			}
 			res, err := http.DefaultClient.Do(req)
@@ -98,11 +124,7 @@ func TestSigV4(t *testing.T) {
 // with a local user's keys in the environment (as `eval "$(icehold local
 // iam add-user NAME)"` puts them there).
 func TestSigV4Example(t *testing.T) {
-	srv := localOnly(t)
-	u, err := srv.AddUser(uniq("example"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := sigv4User(t, "example")
 	bin := filepath.Join(t.TempDir(), "iceberg-go-sigv4")
 	build := exec.Command("go", "build", "-o", bin, "./examples/iceberg-go-sigv4")
 	build.Dir = ".."
@@ -112,8 +134,8 @@ func TestSigV4Example(t *testing.T) {
 	ns := newNamespace(t, "sigv4example")
 	run := exec.Command(bin)
 	run.Env = append(os.Environ(), "ICEHOLD_URL="+shared.URL, "ICEHOLD_CATALOG="+shared.Catalog,
-		"AWS_ACCESS_KEY_ID="+u.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+u.SecretAccessKey, "AWS_REGION="+localserver.Region,
-		"AWS_SESSION_TOKEN=", "AWS_PROFILE=", "AWS_CONFIG_FILE="+os.DevNull, "AWS_SHARED_CREDENTIALS_FILE="+os.DevNull)
+		"AWS_ACCESS_KEY_ID="+u.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+u.SecretAccessKey, "AWS_REGION="+sigv4Region(),
+		"AWS_SESSION_TOKEN="+u.SessionToken, "AWS_PROFILE=", "AWS_CONFIG_FILE="+os.DevNull, "AWS_SHARED_CREDENTIALS_FILE="+os.DevNull)
 	out, err := run.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the SigV4 example: %v\n%s", err, out)

@@ -181,3 +181,122 @@ func TestVendedCredentials(t *testing.T) {
 		t.Errorf("%d rows after the refreshed append, want 6", n)
 	}
 }
+
+// Iceberg Java's S3FileIO refreshes vended credentials only where the table
+// answer names client.refresh-credentials-endpoint (resolved against the
+// catalog URI as RESTUtil.resolveEndpoint does), and its
+// VendedCredentialsProvider accepts exactly one S3 credential from the
+// endpoint, with the four keys. Both hold for a table that owns two
+// prefixes (moved while its snapshots reach the old one), the single
+// credential still covering every file the table's snapshots reach; and a
+// revalidation under a new name after a rename is no 304 (the answer names
+// another refresh endpoint).
+func TestVendedCredentialsForJavaEngines(t *testing.T) {
+	srv := localOnly(t)
+	embeddedAWS(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, map[string]string{"vended-credentials": "allowed"})
+	ns := uniq("javavended")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables/"
+	load := func(t *testing.T, tbl string, headers ...string) (int, http.Header, map[string]string, []storageCredential) {
+		t.Helper()
+		st, h, body := callHeaders(t, "GET", tables+tbl, shared.Token, nil, append([]string{"X-Iceberg-Access-Delegation", "vended-credentials"}, headers...)...)
+		var res struct {
+			Config map[string]string   `json:"config"`
+			Creds  []storageCredential `json:"storage-credentials"`
+		}
+		if st == http.StatusOK {
+			mustDecode(t, body, &res)
+		}
+		return st, h, res.Config, res.Creds
+	}
+	// refresh calls the endpoint as VendedCredentialsProvider does and
+	// applies its checks.
+	refresh := func(t *testing.T, config map[string]string) storageCredential {
+		t.Helper()
+		ep := config["client.refresh-credentials-endpoint"]
+		if ep == "" || strings.HasPrefix(ep, "http") {
+			t.Fatalf("config %v: want client.refresh-credentials-endpoint, a path relative to the catalog URI", config)
+		}
+		path := "/" + strings.TrimPrefix(ep, "/")
+		st, body := call(t, "GET", path, shared.Token, nil)
+		if st != http.StatusOK {
+			t.Fatalf("GET %s (the refresh endpoint): %d %s", path, st, body)
+		}
+		var res struct {
+			Creds []storageCredential `json:"storage-credentials"`
+		}
+		mustDecode(t, body, &res)
+		var s3creds []storageCredential
+		for _, c := range res.Creds {
+			if strings.HasPrefix(c.Prefix, "s3") {
+				s3creds = append(s3creds, c)
+			}
+		}
+		if len(s3creds) != 1 {
+			t.Fatalf("the refresh endpoint answered %d S3 credentials (%+v); Iceberg Java accepts exactly one", len(s3creds), res.Creds)
+		}
+		for _, k := range []string{"s3.access-key-id", "s3.secret-access-key", "s3.session-token", "s3.session-token-expires-at-ms"} {
+			if s3creds[0].Config[k] == "" {
+				t.Errorf("the refreshed credential has no %s", k)
+			}
+		}
+		return s3creds[0]
+	}
+	covers := func(t *testing.T, c storageCredential, files map[string]bool) {
+		t.Helper()
+		for f := range files {
+			if !strings.HasPrefix(f, c.Prefix) {
+				t.Errorf("%s is outside the credential's prefix %s", f, c.Prefix)
+			}
+		}
+	}
+
+	t.Run("one prefix", func(t *testing.T) {
+		tbl := writtenTable(t, cat, ns, "one", nil, false)
+		_, _, config, creds := load(t, "one")
+		if len(creds) != 1 {
+			t.Fatalf("%d storage credentials, want 1", len(creds))
+		}
+		c := refresh(t, config)
+		data, meta := reachable(t, tbl)
+		covers(t, c, data)
+		covers(t, c, meta)
+	})
+	t.Run("moved table", func(t *testing.T) {
+		tbl := writtenTable(t, cat, ns, "moved", nil, false)
+		setLocation(t, name, ns, "moved", "s3://"+srv.Info.Bucket+"/"+name+"/"+ns+"/moved_home")
+		tbl = appendRows(t, loadTable(t, cat, ns, "moved"), rows(t, 10, 3, false))
+		_, _, config, creds := load(t, "moved")
+		if len(creds) != 1 {
+			t.Fatalf("%d storage credentials (%+v), want 1", len(creds), creds)
+		}
+		c := refresh(t, config)
+		data, meta := reachable(t, tbl)
+		covers(t, c, data)
+		covers(t, c, meta)
+		covers(t, creds[0], data)
+	})
+	t.Run("rename", func(t *testing.T) {
+		writtenTable(t, cat, ns, "before", nil, false)
+		st, h, config, _ := load(t, "before")
+		if st != http.StatusOK || h.Get("ETag") == "" {
+			t.Fatalf("load: %d, ETag %q", st, h.Get("ETag"))
+		}
+		mustCall(t, 204, "POST", "/v1/"+name+"/tables/rename", shared.Token, map[string]any{
+			"source":      map[string]any{"namespace": []string{ns}, "name": "before"},
+			"destination": map[string]any{"namespace": []string{ns}, "name": "after"},
+		})
+		st, _, after, _ := load(t, "after", "If-None-Match", h.Get("ETag"))
+		if st != http.StatusOK {
+			t.Fatalf("revalidation under the new name with the old name's tag: %d, want 200 (the refresh endpoint changed)", st)
+		}
+		if after["client.refresh-credentials-endpoint"] == config["client.refresh-credentials-endpoint"] || !strings.Contains(after["client.refresh-credentials-endpoint"], "/after/") {
+			t.Errorf("refresh endpoint after the rename %q (before %q)", after["client.refresh-credentials-endpoint"], config["client.refresh-credentials-endpoint"])
+		}
+		refresh(t, after)
+	})
+}

@@ -12,8 +12,9 @@ import (
 )
 
 // Entity tags of table answers (load, create, register, commit). A tag is
-// derived from everything the answer depends on: the metadata location
-// (the metadata file never changes once written), the snapshots mode (refs
+// derived from everything the answer depends on: the table's path (a
+// renamed table's answer names another refresh endpoint), the metadata
+// location (the metadata file never changes once written), the snapshots mode (refs
 // and all are different bodies of one version), and the credentials the
 // answer carries: none, or vended ones with their expiry. A vended tag
 // carries the expiry in clear beside the hash that covers it, so that a
@@ -23,7 +24,7 @@ import (
 // expired credentials with a 304 and shared one tag between refs and all.
 
 // tagVersion changes when what a tag covers changes: old tags then miss.
-const tagVersion = "t1"
+const tagVersion = "t2"
 
 // revalidateMargin: a vended tag revalidates only while its credentials
 // have at least this long to live, the refresh buffer iceberg-go and the
@@ -44,8 +45,8 @@ func tagOf(v *credentials.Vended) tagCreds {
 	return tagCreds{v.Expires, v.Write}
 }
 
-// tableTag is the ETag of a table answer.
-func tableTag(metadataLocation, snapshots string, c tagCreds) string {
+// tableTag is the ETag of a table answer; path is the table's (tablePath).
+func tableTag(path, metadataLocation, snapshots string, c tagCreds) string {
 	if snapshots == "" {
 		snapshots = "all"
 	}
@@ -56,7 +57,7 @@ func tableTag(metadataLocation, snapshots string, c tagCreds) string {
 			delegation, exp = "vended-w", strconv.FormatInt(c.expires.UnixMilli(), 10)+".w"
 		}
 	}
-	sum := sha256.Sum256([]byte(strings.Join([]string{tagVersion, metadataLocation, snapshots, delegation, exp}, "\x00")))
+	sum := sha256.Sum256([]byte(strings.Join([]string{tagVersion, path, metadataLocation, snapshots, delegation, exp}, "\x00")))
 	h := base64.RawURLEncoding.EncodeToString(sum[:18])
 	if exp != "" {
 		h += "." + exp
@@ -71,7 +72,7 @@ func tableTag(metadataLocation, snapshots string, c tagCreds) string {
 // expiry must be at least revalidateMargin away, and writing credentials
 // revalidate only while canWrite says the caller still may write. It
 // returns the matched tag.
-func revalidates(header, metadataLocation, snapshots string, vended bool, canWrite func() bool, now time.Time) (string, bool) {
+func revalidates(header, path, metadataLocation, snapshots string, vended bool, canWrite func() bool, now time.Time) (string, bool) {
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimSpace(t)
 		// Weak comparison (RFC 9110 §13.1.2): W/ is ignored; "*" never
@@ -92,7 +93,7 @@ func revalidates(header, metadataLocation, snapshots string, vended bool, canWri
 				continue
 			}
 		}
-		want := tableTag(metadataLocation, snapshots, c)
+		want := tableTag(path, metadataLocation, snapshots, c)
 		if strings.Trim(strings.TrimPrefix(want, "W/"), `"`) != opaque {
 			continue
 		}

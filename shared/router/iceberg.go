@@ -195,13 +195,16 @@ func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
 // create, which has no metadata location yet, has no tag), with the
 // storage credentials vended for it (nil: none).
 func (s *server) writeTable(w http.ResponseWriter, r *http.Request, res catalog.TableResult, snapshots string, v *credentials.Vended) {
-	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": s.clientConfig(r)}
+	config := s.clientConfig(r)
+	path := tablePath(catalogInfo(r).Name, res.Entry.Namespace, res.Entry.Name)
+	out := map[string]any{"metadata": json.RawMessage(res.Metadata), "config": config}
 	if res.MetadataLocation != "" {
 		out["metadata-location"] = res.MetadataLocation
-		w.Header().Set("ETag", tableTag(res.MetadataLocation, snapshots, tagOf(v)))
+		w.Header().Set("ETag", tableTag(path, res.MetadataLocation, snapshots, tagOf(v)))
 	}
 	if v != nil {
 		out["storage-credentials"] = storageCredentials(v)
+		config[refreshKey] = path + "/credentials"
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -275,7 +278,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	// A revalidation is answered from the entry alone: no metadata read,
 	// no credentials vended.
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if tag, ok := revalidates(inm, e.MetadataLocation, mode, vend, func() bool { return s.mayWrite(r) }, time.Now()); ok {
+		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.mayWrite(r) }, time.Now()); ok {
 			notModified(w, tag)
 			return
 		}
@@ -322,7 +325,7 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("ETag", tableTag(res.MetadataLocation, "all", tagCreds{}))
+	w.Header().Set("ETag", tableTag(tablePath(cat, id.Namespace, id.Name), res.MetadataLocation, "all", tagCreds{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 

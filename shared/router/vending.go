@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/icehold/icehold/shared/authz"
@@ -108,13 +109,44 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 	return &v, nil
 }
 
-// storageCredentials is the spec's storage-credentials list.
+// storageCredentials is the spec's storage-credentials list: one entry,
+// since one session covers every prefix the table owns, and Iceberg Java's
+// VendedCredentialsProvider refuses a refresh answer with more than one S3
+// credential. A table that owns several prefixes (moved while snapshots
+// reach its old one) gets their common prefix (cut at a "/"): the session
+// policy, not the prefix, is what scopes the keys.
 func storageCredentials(v *credentials.Vended) []map[string]any {
-	out := make([]map[string]any, 0, len(v.Prefixes))
-	for _, p := range v.Prefixes {
-		out = append(out, map[string]any{"prefix": p, "config": v.Config})
+	return []map[string]any{{"prefix": commonPrefix(v.Prefixes), "config": v.Config}}
+}
+
+// commonPrefix is the longest prefix of every location, cut after a "/"
+// when they differ (at worst the scheme, "s3://").
+func commonPrefix(locs []string) string {
+	if len(locs) == 0 {
+		return ""
 	}
-	return out
+	p := locs[0]
+	for _, l := range locs[1:] {
+		n := 0
+		for n < len(p) && n < len(l) && p[n] == l[n] {
+			n++
+		}
+		if n < len(p) || n < len(l) {
+			p = p[:strings.LastIndex(p[:n], "/")+1]
+		}
+	}
+	return p
+}
+
+// refreshKey is the config key naming the credentials endpoint, relative
+// to the catalog URI: Iceberg Java's S3FileIO refreshes vended credentials
+// through it (AwsClientProperties), iceberg-go finds the endpoint itself.
+const refreshKey = "client.refresh-credentials-endpoint"
+
+// tablePath is a table's REST path relative to the catalog URI, escaped as
+// clients escape it (namespace levels joined by 0x1F).
+func tablePath(cat string, ns []string, name string) string {
+	return "v1/" + url.PathEscape(cat) + "/namespaces/" + url.PathEscape(strings.Join(ns, "\x1f")) + "/tables/" + url.PathEscape(name)
 }
 
 // staticKeys are the client defaults that hand out the deployment's own S3
