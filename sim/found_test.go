@@ -250,6 +250,58 @@ func TestBorrowerPurgesAfterItsLender(t *testing.T) {
 	}
 }
 
+// A registered copy whose lender was purged reaches manifests that are
+// gone: every request on it gets an answer that says so, never a 5xx, and
+// changes nothing; its drop with purge still ends (above). Found by the
+// simulation, which tolerated a 500 to a partition drop on such a copy.
+func TestRequestsOnABorrowerWhoseLenderIsGone(t *testing.T) {
+	s := newFoundSim(t)
+	var lender createResult
+	if err := json.Unmarshal(s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
+		map[string]any{"name": "lender", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)}).Body, &lender); err != nil {
+		t.Fatal(err)
+	}
+	day := s.day()
+	for i := range 2 {
+		if res := s.appendRows(admin, "a", "lender", map[int64]string{int64(i): day}); res.out.Status != 200 {
+			t.Fatalf("append: %s", res.out)
+		}
+	}
+	s.m.add(&Gen{uuid: lender.Metadata.UUID, ns: "a", name: "lender", state: live, meta: s.current("a", "lender")})
+	meta, err := s.forge(warehouse + "/F/borrower")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/b/register", map[string]any{"name": "borrower", "metadata-location": meta})
+	s.mustStatus(204, admin, "DELETE", tablePath("a", "lender")+"?purgeRequested=true", nil)
+	if err := s.drain(); err != nil {
+		t.Fatal(err)
+	}
+	before := s.current("b", "borrower")
+	requests := []struct {
+		name, method, path string
+		body               any
+	}{
+		{"partition drop", "POST", lifecyclePath("b", "borrower") + "/partitions/drop", map[string]any{"partitions": []any{map[string]any{"d": day}}}},
+		{"partition drop, no such day", "POST", lifecyclePath("b", "borrower") + "/partitions/drop", map[string]any{"partitions": []any{map[string]any{"d": "2001-01-01"}}}},
+		{"load", "GET", tablePath("b", "borrower"), nil},
+	}
+	for _, r := range requests {
+		t.Run(r.name, func(t *testing.T) {
+			o := s.w.call(s.ctx, admin, r.method, r.path, r.body)
+			if o.Err != nil || o.Status >= 500 {
+				t.Errorf("%s %s: %s, want an answer that is no 5xx", r.method, r.path, o)
+			}
+			if o.Status >= 400 && !strings.Contains(string(o.Body), "s3://") {
+				t.Errorf("%s: %s, want the error to name the missing file", r.name, o)
+			}
+			if now := s.current("b", "borrower"); now != before {
+				t.Errorf("%s moved the borrower's metadata %s -> %s", r.name, before, now)
+			}
+		})
+	}
+}
+
 // current is the metadata location of a live table.
 func (s *Sim) current(ns, name string) string {
 	var res createResult

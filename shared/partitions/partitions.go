@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -31,7 +32,19 @@ var (
 	// ErrDataRemoved: a snapshot after read-snapshot-id removed data (or
 	// read-snapshot-id is not an ancestor of the current snapshot).
 	ErrDataRemoved = errors.New("data removed since the read snapshot")
+	// ErrFilesMissing: the current snapshot reaches a manifest list or
+	// manifest that is gone (a registered copy whose files another
+	// table's purge deleted): nothing can be rewritten.
+	ErrFilesMissing = errors.New("the table's current snapshot reaches files that no longer exist")
 )
+
+// missing marks a read of a file that is gone as ErrFilesMissing.
+func missing(what, path string, err error) error {
+	if errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%w: %s %s is gone", ErrFilesMissing, what, path)
+	}
+	return fmt.Errorf("%s %s: %w", what, path, err)
+}
 
 // EventPartitionsDropped is the event a committed drop publishes.
 const EventPartitionsDropped = "PartitionsDropped"

@@ -104,7 +104,7 @@ func (s *Service) plan(ctx context.Context, meta table.Metadata, cur *table.Snap
 	}
 	list, err := cur.Manifests(fs)
 	if err != nil {
-		return nil, fmt.Errorf("manifest list %s: %w", cur.ManifestList, err)
+		return nil, missing("manifest list", cur.ManifestList, err)
 	}
 	d := &dropPlan{
 		s: s, fs: fs, location: strings.TrimRight(meta.Location(), "/") + "/metadata/",
@@ -128,7 +128,7 @@ func (s *Service) plan(ctx context.Context, meta table.Metadata, cur *table.Snap
 			}
 			r, err := d.rewrite(meta, spec, m, i, fields, index)
 			if err != nil {
-				return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
+				return missing("manifest", m.FilePath(), err)
 			}
 			results[i] = r
 			return nil

@@ -263,7 +263,7 @@ func (s *Service) expiredTuples(ctx context.Context, meta table.Metadata, cur *t
 func (s *Service) eachExpired(ctx context.Context, fs icebergio.IO, cur *table.Snapshot, spec iceberg.PartitionSpec, tf timeField, cutoff time.Time, fn func(iceberg.DataFile, norm) error) error {
 	list, err := cur.Manifests(fs)
 	if err != nil {
-		return fmt.Errorf("manifest list %s: %w", cur.ManifestList, err)
+		return missing("manifest list", cur.ManifestList, err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.workers())
@@ -277,7 +277,7 @@ func (s *Service) eachExpired(ctx context.Context, fs icebergio.IO, cur *table.S
 			}
 			for e, err := range m.Entries(fs, true) {
 				if err != nil {
-					return fmt.Errorf("manifest %s: %w", m.FilePath(), err)
+					return missing("manifest", m.FilePath(), err)
 				}
 				v, err := normalize(e.DataFile().Partition()[tf.id])
 				if err != nil || !tf.expired(v, cutoff) {

@@ -91,6 +91,7 @@ func statusOf(err error) (int, string) {
 		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},
+		{partitions.ErrFilesMissing, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
 		{partitions.ErrNoRetention, http.StatusNotFound, "NoSuchRetentionPolicyException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
