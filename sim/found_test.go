@@ -200,30 +200,12 @@ func TestPurgeAfterExpiryCountsEachObjectOnce(t *testing.T) {
 // drop answered 500.
 func TestBorrowerPurgesAfterItsLender(t *testing.T) {
 	s := newFoundSim(t)
-	var lender createResult
-	if err := json.Unmarshal(s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
-		map[string]any{"name": "lender", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)}).Body, &lender); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if res := s.appendRows(admin, "a", "lender", map[int64]string{int64(i): s.day()}); res.out.Status != 200 {
-			t.Fatalf("append: %s", res.out)
-		}
-	}
-	s.m.add(&Gen{uuid: lender.Metadata.UUID, ns: "a", name: "lender", state: live, meta: s.current("a", "lender")})
 	loc := warehouse + "/F/borrower"
-	meta, err := s.forge(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/b/register", map[string]any{"name": "borrower", "metadata-location": meta})
-	s.mustStatus(204, admin, "DELETE", tablePath("a", "lender")+"?purgeRequested=true", nil)
-	if err := s.drain(); err != nil {
-		t.Fatal(err)
-	}
+	s.borrowerOfAPurgedLender(loc, s.day())
 	o := s.mustStatus(204, admin, "DELETE", tablePath("b", "borrower")+"?purgeRequested=true", nil)
 	deadline := time.Now().Add(time.Minute)
 	var j jobView
+	var err error
 	for {
 		if j, err = s.job(o.Header.Get("Icehold-Purge-Job")); err != nil {
 			t.Fatal(err)
@@ -256,27 +238,8 @@ func TestBorrowerPurgesAfterItsLender(t *testing.T) {
 // simulation, which tolerated a 500 to a partition drop on such a copy.
 func TestRequestsOnABorrowerWhoseLenderIsGone(t *testing.T) {
 	s := newFoundSim(t)
-	var lender createResult
-	if err := json.Unmarshal(s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
-		map[string]any{"name": "lender", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)}).Body, &lender); err != nil {
-		t.Fatal(err)
-	}
 	day := s.day()
-	for i := range 2 {
-		if res := s.appendRows(admin, "a", "lender", map[int64]string{int64(i): day}); res.out.Status != 200 {
-			t.Fatalf("append: %s", res.out)
-		}
-	}
-	s.m.add(&Gen{uuid: lender.Metadata.UUID, ns: "a", name: "lender", state: live, meta: s.current("a", "lender")})
-	meta, err := s.forge(warehouse + "/F/borrower")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/b/register", map[string]any{"name": "borrower", "metadata-location": meta})
-	s.mustStatus(204, admin, "DELETE", tablePath("a", "lender")+"?purgeRequested=true", nil)
-	if err := s.drain(); err != nil {
-		t.Fatal(err)
-	}
+	s.borrowerOfAPurgedLender(warehouse+"/F/borrower", day)
 	before := s.current("b", "borrower")
 	requests := []struct {
 		name, method, path string
@@ -299,6 +262,33 @@ func TestRequestsOnABorrowerWhoseLenderIsGone(t *testing.T) {
 				t.Errorf("%s moved the borrower's metadata %s -> %s", r.name, before, now)
 			}
 		})
+	}
+}
+
+// borrowerOfAPurgedLender makes table a.lender (three appends, the last
+// on day), registers b.borrower from a forged copy of its metadata at loc,
+// and purges a.lender: the borrower's snapshots reach files that are gone.
+func (s *Sim) borrowerOfAPurgedLender(loc, day string) {
+	s.t.Helper()
+	var lender createResult
+	if err := json.Unmarshal(s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables",
+		map[string]any{"name": "lender", "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)}).Body, &lender); err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range 3 {
+		if res := s.appendRows(admin, "a", "lender", map[int64]string{int64(i): day}); res.out.Status != 200 {
+			s.t.Fatalf("append: %s", res.out)
+		}
+	}
+	s.m.add(&Gen{uuid: lender.Metadata.UUID, ns: "a", name: "lender", state: live, meta: s.current("a", "lender")})
+	meta, err := s.forge(loc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/b/register", map[string]any{"name": "borrower", "metadata-location": meta})
+	s.mustStatus(204, admin, "DELETE", tablePath("a", "lender")+"?purgeRequested=true", nil)
+	if err := s.drain(); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
