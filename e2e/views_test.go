@@ -590,6 +590,7 @@ func TestTableOperationsLeaveAViewAlone(t *testing.T) {
 		{"view exists at a table", "HEAD", base + "/views/t", nil, 404},
 		{"drop view at a table", "DELETE", base + "/views/t", nil, 404},
 		{"register view at a table", "POST", base + "/register-view", map[string]any{"name": "t", "metadata-location": freeView}, 409},
+		{"rename the view to its own name", "POST", "/v1/" + shared.Catalog + "/views/rename", map[string]any{"source": ident, "destination": ident}, 409},
 		{"rename a table as a view", "POST", "/v1/" + shared.Catalog + "/views/rename", map[string]any{"source": map[string]any{"namespace": []string{ns}, "name": "t"}, "destination": map[string]any{"namespace": []string{ns}, "name": "t3"}}, 404},
 	} {
 		t.Run(c.name, func(t *testing.T) {

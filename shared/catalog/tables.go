@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -577,11 +576,6 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	e, err := s.entry(ctx, cat, from)
 	if err != nil {
 		return err
-	}
-	if slices.Equal(from.Namespace, to.Namespace) && from.Name == to.Name {
-		// The name is taken (by the table itself), as Iceberg's catalogs
-		// answer; one transaction cannot move an item onto itself.
-		return tableErr("rename to", to, store.ErrExists)
 	}
 	moved := e
 	moved.Namespace, moved.Name = to.Namespace, to.Name

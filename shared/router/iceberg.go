@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +175,11 @@ func (s *server) updateNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
+	s.list(w, r, s.Catalog.ListTables)
+}
+
+// list answers a listing of a namespace's tables or views, a page at a time.
+func (s *server) list(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, cat string, ns []string, token string, limit int) ([]catalog.Ident, string, error)) {
 	cat, ns, ok := s.withNamespace(w, r)
 	if !ok {
 		return
@@ -183,7 +189,7 @@ func (s *server) listTables(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ids, next, err := s.Catalog.ListTables(r.Context(), cat, ns, token, size)
+	ids, next, err := do(r.Context(), cat, ns, token, size)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -434,6 +440,11 @@ func (s *server) reportMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) renameTable(w http.ResponseWriter, r *http.Request) {
+	s.rename(w, r, s.Catalog.RenameTable)
+}
+
+// rename answers a rename of a table or a view.
+func (s *server) rename(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, cat string, from, to catalog.Ident) error) {
 	cat := r.PathValue("prefix")
 	var req struct {
 		Source      *catalog.Ident `json:"source"`
@@ -447,7 +458,7 @@ func (s *server) renameTable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: source and destination are required", catalog.ErrBadRequest))
 		return
 	}
-	if err := s.Catalog.RenameTable(r.Context(), cat, *req.Source, *req.Destination); err != nil {
+	if err := do(r.Context(), cat, *req.Source, *req.Destination); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -3,7 +3,6 @@ package router
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/icehold/icehold/shared/catalog"
@@ -37,21 +36,7 @@ func (s *server) withView(w http.ResponseWriter, r *http.Request) (string, catal
 }
 
 func (s *server) listViews(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
-	}
-	token, size, err := paging(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ids, next, err := s.Catalog.ListViews(r.Context(), cat, ns, token, size)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"identifiers": ids, "next-page-token": nullable(next)})
+	s.list(w, r, s.Catalog.ListViews)
 }
 
 func (s *server) createView(w http.ResponseWriter, r *http.Request) {
@@ -141,24 +126,7 @@ func (s *server) dropView(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) renameView(w http.ResponseWriter, r *http.Request) {
-	cat := r.PathValue("prefix")
-	var req struct {
-		Source      *catalog.Ident `json:"source"`
-		Destination *catalog.Ident `json:"destination"`
-	}
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.Source == nil || req.Destination == nil {
-		writeError(w, fmt.Errorf("%w: source and destination are required", catalog.ErrBadRequest))
-		return
-	}
-	if err := s.Catalog.RenameView(r.Context(), cat, *req.Source, *req.Destination); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.rename(w, r, s.Catalog.RenameView)
 }
 
 func (s *server) registerView(w http.ResponseWriter, r *http.Request) {

@@ -340,6 +340,11 @@ func (s *Store) commitTable(ctx context.Context, cat string, e TableEntry, expec
 // destination name.
 func (s *Store) RenameTable(ctx context.Context, cat string, from TableEntry, to TableEntry) (bool, error) {
 	fpk, fsk := tableKey(cat, from.Namespace, from.Name)
+	if tpk, tsk := tableKey(cat, to.Namespace, to.Name); tpk == fpk && tsk == fsk {
+		// The name is taken (by the entry itself), as Iceberg's catalogs
+		// answer: one transaction cannot move an item onto itself.
+		return false, ErrExists
+	}
 	put, err := s.tablePut(cat, TableWrite{Entry: to})
 	if err != nil {
 		return false, err
