@@ -80,13 +80,14 @@ func (s *Sim) location() (loc string, plain bool, outside bool) {
 	return pick(s, []string{"s3://" + bucket + "/elsewhere/x", "s3://other-bucket/x", warehouse, warehouse + "/", "s3://" + bucket + "/" + catalogName + "/L/../x"}), true, true
 }
 
-// spell writes a location one of the ways that name the same prefix.
+// spell writes a location one of the ways that name the same prefix (loc
+// may be spelt so already: a table created at an s3a:// location keeps it).
 func (s *Sim) spell(loc string) string {
 	switch s.rng.IntN(5) {
 	case 0:
-		return "s3a://" + strings.TrimPrefix(loc, "s3://")
+		return "s3a://" + strings.TrimPrefix(normLoc(loc), "s3://")
 	case 1:
-		return loc + "/"
+		return normLoc(loc) + "/"
 	}
 	return loc
 }
@@ -102,7 +103,7 @@ func (s *Sim) opRename() *Op {
 	case g == nil:
 		op.want = []int{404}
 	case ns == toNS && name == toName:
-		op.want = []int{204, 409}
+		op.want, op.why = []int{409}, "the name is taken (by the table itself)"
 	case !nsOK:
 		op.want = []int{404}
 	case s.m.liveAt(toNS, toName) != nil:

@@ -72,6 +72,10 @@ type Gen struct {
 	// contendedPurge: another op of the round touched it (its counters
 	// may include what that op wrote).
 	contendedPurge bool
+	// expiring: an expire job of the table (a retention sweep's, a
+	// snapshot removal's) was still running when the purge was accepted:
+	// what it deletes under the prefix the purge does not count.
+	expiring bool
 	// retention policy set on it ("" none): the field's keep.
 	keep string
 	// forged: registered from metadata the simulation wrote itself.

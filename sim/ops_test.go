@@ -58,7 +58,7 @@ var opWeights = []struct {
 	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
-	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1},
+	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -143,6 +143,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opViewUndrop()
 	case "view-purge-now":
 		return s.opViewPurgeNow()
+	case "view-rename":
+		return s.opViewRename()
 	}
 	return nil
 }
@@ -686,6 +688,12 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 			s.logf("   %s dropped without purge (soft delete off): its files stay, owned by nobody", g)
 			return nil
 		}
+		if s.touched["props"] > 1 {
+			// A catalog setting of the same round may have landed before
+			// or after the drop, whichever order the model applied them
+			// in: the observation says which purge-on-expiry it took.
+			props = nil
+		}
 		s.softDropped(g, props, nsProps)
 		g.mayRelease = on != was // raced a change of soft-delete.enabled
 		return nil
@@ -762,6 +770,7 @@ func (s *Sim) purgeAccepted(jobID, ns, name string, contended bool) error {
 // the round is what the job must account for.
 func (s *Sim) startPurging(g *Gen, jobID string, contended bool) {
 	g.state, g.job, g.contendedPurge = purging, jobID, contended
+	g.expiring = s.expireJobRunning(g.uuid, jobID)
 	g.before = map[string]bool{}
 	if prefix, ok := keyOf(strings.TrimRight(g.location, "/")); ok {
 		for k := range s.pre {
@@ -771,6 +780,24 @@ func (s *Sim) startPurging(g *Gen, jobID string, contended bool) {
 		}
 	}
 	s.logf("   %s purging (job %s, %d objects under its location)", g, jobID, len(g.before))
+}
+
+// expireJobRunning: a job other than except, of the table uuid, has not
+// ended (an expire job deletes under the prefix beside the purge).
+func (s *Sim) expireJobRunning(uuid, except string) bool {
+	active, err := s.w.activeJobs(s.ctx)
+	if err != nil {
+		return true // unknown: the count is not checked
+	}
+	for _, a := range active {
+		if a.ID == except {
+			continue
+		}
+		if j, err := s.job(a.ID); err != nil || j.Raw["table-uuid"] == uuid {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Sim) softTarget() (ns, name string, gens []*Gen) {

@@ -190,6 +190,44 @@ func (s *Sim) opViewPurgeNow() *Op {
 	return op
 }
 
+func (s *Sim) opViewRename() *Op {
+	lives := s.m.viewsIn(live)
+	if len(lives) == 0 {
+		return nil
+	}
+	v := pick(s, lives)
+	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	if s.chance(0.2) {
+		toNS, toName = v.ns, v.name
+	}
+	op := &Op{desc: fmt.Sprintf("admin renames %s to %s.%s", v, toNS, toName), keys: append(append(tableKeys(v.ns, v.name), tableKeys(toNS, toName)...), "uuid:"+v.uuid)}
+	_, nsOK := s.m.namespaces[toNS]
+	switch {
+	case v.ns == toNS && v.name == toName:
+		op.want, op.why = []int{409}, "the name is taken (by the view itself)"
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(toNS, toName) != nil || s.m.viewAt(toNS, toName) != nil:
+		op.want, op.why = []int{409}, "a table or a view holds the name"
+	default:
+		op.want = []int{204, 409} // 409: a purge job's tombstone holds the name
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/views/rename", map[string]any{
+			"source":      map[string]any{"namespace": []string{v.ns}, "name": v.name},
+			"destination": map[string]any{"namespace": []string{toNS}, "name": toName},
+		})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 204 {
+			v.ns, v.name = toNS, toName
+			s.logf("   %s renamed", v)
+		}
+		return nil
+	}
+	return op
+}
+
 type viewObs struct {
 	ns, name, uuid, meta string
 }
