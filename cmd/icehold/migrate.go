@@ -39,6 +39,7 @@ func migrateCmd(conn *connOpts) *cobra.Command {
 		return c
 	}
 	return group("migrate", "One-time store migrations of a deployed stack (AWS credentials; --profile, --region)",
+		mk("status", "Which one-time migrations the stack's store has had (done) and which it still needs (pending)"),
 		mk("ownership", "Claim the location of every catalog, table and unfinished purge job created before the ownership index (idempotent)"),
 		mk("children", "Count every namespace's tables and child namespaces for the counter a namespace drop is conditioned on (run before traffic)"))
 }
@@ -64,6 +65,30 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, ep), t.table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if which == "status" {
+		// The marker each migration writes when it has run.
+		rep := struct {
+			Done    []string `json:"done"`
+			Pending []string `json:"pending"`
+		}{[]string{}, []string{}}
+		for _, m := range []struct{ marker, command string }{
+			{catalog.OwnershipMigration, "icehold migrate ownership"},
+			{catalog.ChildrenMigration, "icehold migrate children"},
+		} {
+			ok, err := st.Marked(ctx, m.marker)
+			if err != nil {
+				return fmt.Errorf("read migration marker %s: %w", m.marker, err)
+			}
+			if ok {
+				rep.Done = append(rep.Done, m.marker)
+			} else {
+				rep.Pending = append(rep.Pending, m.marker+": run "+m.command)
+			}
+		}
+		return enc.Encode(rep)
+	}
 	if which == "children" {
 		n, err := cat.BackfillChildren(ctx)
 		if err != nil {
@@ -82,7 +107,5 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	if err := st.Mark(ctx, catalog.OwnershipMigration); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
 }

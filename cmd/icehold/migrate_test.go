@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
@@ -125,5 +130,48 @@ func TestMigrateChildren(t *testing.T) {
 	}
 	if err := srv.Catalog.DropNamespace(ctx, "demo", []string{"ops"}); err != nil {
 		t.Errorf("drop of the emptied namespace: %v", err)
+	}
+}
+
+// icehold migrate status names the migrations a store has had and the
+// command each pending one needs.
+func TestMigrateStatus(t *testing.T) {
+	ctx := context.Background()
+	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	status := func() (rep struct{ Done, Pending []string }) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := execute(ctx, []string{"migrate", "status", "--table", localserver.TableName, "--region", localserver.Region,
+			"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("status %s: %v", out.String(), err)
+		}
+		return rep
+	}
+	// The local server runs both at start.
+	if rep := status(); len(rep.Done) != 2 || len(rep.Pending) != 0 {
+		t.Errorf("status of a started local store: %+v, want both done", rep)
+	}
+	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, Region: localserver.Region, AccessKey: localserver.AccessKey, SecretKey: localserver.SecretKey}
+	cfg, err := awsconfig.Load(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a store from before the ownership index: its marker absent.
+	if _, err := awsconfig.DynamoDB(cfg, ep).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(localserver.TableName), Key: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "MIGRATION"}, "sk": &ddbtypes.AttributeValueMemberS{Value: catalog.OwnershipMigration},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := status(); len(rep.Done) != 1 || len(rep.Pending) != 1 || !strings.Contains(rep.Pending[0], "icehold migrate ownership") {
+		t.Errorf("status without the ownership marker: %+v, want it pending with its command", rep)
 	}
 }
