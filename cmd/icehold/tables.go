@@ -50,79 +50,6 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	}
 	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
 
-	var undropUUID, undropGen, rename string
-	undrop := &cobra.Command{
-		Use:   "undrop NAMESPACE.TABLE",
-		Short: "Restore a soft-deleted table",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
-			if err != nil {
-				return err
-			}
-			body := map[string]any{}
-			if undropUUID != "" {
-				body["table-uuid"] = undropUUID
-			}
-			if undropGen != "" {
-				body["generation"] = undropGen
-			}
-			if rename != "" {
-				levels, name, err := splitIdent(rename)
-				if err != nil {
-					return usagef(cmd, "--rename-to %v", err)
-				}
-				body["rename-to"] = map[string]any{"namespace": levels, "name": name}
-			}
-			var res struct {
-				Namespace []string `json:"namespace"`
-				Name      string   `json:"name"`
-				TableUUID string   `json:"table-uuid"`
-			}
-			if err := c.do(cmd.Context(), "POST", path+"/undrop", body, &res); err != nil {
-				return err
-			}
-			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error {
-				_, err := fmt.Fprintf(out, "undropped %s.%s (table uuid %s)\n", strings.Join(res.Namespace, "."), res.Name, res.TableUUID)
-				return err
-			})
-		},
-	}
-	undrop.Flags().StringVar(&undropUUID, "uuid", "", "the generation (table uuid) to restore")
-	undrop.Flags().StringVar(&undropGen, "generation", "", "the generation to restore (several of one uuid)")
-	undrop.Flags().StringVar(&rename, "rename-to", "", "restore under this NAMESPACE.TABLE")
-
-	var purgeUUID, purgeGen string
-	var purgeWatch bool
-	var every time.Duration
-	purgeNow := &cobra.Command{
-		Use:   "purge-now NAMESPACE.TABLE",
-		Short: "Delete a soft-deleted table for good, now",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
-			if err != nil {
-				return err
-			}
-			body := map[string]any{}
-			if purgeUUID != "" {
-				body["table-uuid"] = purgeUUID
-			}
-			if purgeGen != "" {
-				body["generation"] = purgeGen
-			}
-			var j job
-			if err := c.do(cmd.Context(), "POST", path+"/purge-now", body, &j); err != nil {
-				return err
-			}
-			return startedJob(cmd.Context(), c, cmd.OutOrStdout(), j.ID, purgeWatch, every)
-		},
-	}
-	purgeNow.Flags().StringVar(&purgeUUID, "uuid", "", "the generation (table uuid) to purge")
-	purgeNow.Flags().StringVar(&purgeGen, "generation", "", "the generation to purge (several of one uuid)")
-	purgeNow.Flags().BoolVar(&purgeWatch, "watch", false, "follow the purge job until it ends")
-	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
-
 	var on, off bool
 	var holdUUID, holdGen string
 	legalHold := &cobra.Command{
@@ -195,7 +122,7 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	}
 
 	return group("tables", "Tables: list, drop, soft-deleted, undrop, purge-now, legal-hold, verify",
-		list, dropCmd(conn), softDeleted, undrop, purgeNow, legalHold, verifyCmd(conn))
+		list, dropCmd(conn), softDeleted, undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn))
 }
 
 type tableIdent struct {

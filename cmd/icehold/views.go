@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -117,81 +116,8 @@ func viewsCmd(conn *connOpts) *cobra.Command {
 	}
 	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
 
-	var undropUUID, undropGen, rename string
-	undrop := &cobra.Command{
-		Use:   "undrop NAMESPACE.VIEW",
-		Short: "Restore a soft-deleted view",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := viewClient(cmd, conn, args[0])
-			if err != nil {
-				return err
-			}
-			body := pickBody(undropUUID, undropGen)
-			if rename != "" {
-				levels, name, err := splitIdent(rename)
-				if err != nil {
-					return usagef(cmd, "--rename-to %v", err)
-				}
-				body["rename-to"] = map[string]any{"namespace": levels, "name": name}
-			}
-			var res struct {
-				Namespace []string `json:"namespace"`
-				Name      string   `json:"name"`
-				ViewUUID  string   `json:"view-uuid"`
-			}
-			if err := c.do(cmd.Context(), "POST", path+"/undrop", body, &res); err != nil {
-				return err
-			}
-			return c.emit(cmd.OutOrStdout(), res, func(out io.Writer) error {
-				_, err := fmt.Fprintf(out, "undropped view %s.%s (view uuid %s)\n", strings.Join(res.Namespace, "."), res.Name, res.ViewUUID)
-				return err
-			})
-		},
-	}
-	undrop.Flags().StringVar(&undropUUID, "uuid", "", "the generation (view uuid) to restore")
-	undrop.Flags().StringVar(&undropGen, "generation", "", "the generation to restore (several of one uuid)")
-	undrop.Flags().StringVar(&rename, "rename-to", "", "restore under this NAMESPACE.VIEW")
-
-	var purgeUUID, purgeGen string
-	var purgeWatch bool
-	var every time.Duration
-	purgeNow := &cobra.Command{
-		Use:   "purge-now NAMESPACE.VIEW",
-		Short: "Delete a soft-deleted view's metadata files for good, now",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := viewClient(cmd, conn, args[0])
-			if err != nil {
-				return err
-			}
-			var j job
-			if err := c.do(cmd.Context(), "POST", path+"/purge-now", pickBody(purgeUUID, purgeGen), &j); err != nil {
-				return err
-			}
-			return startedJob(cmd.Context(), c, cmd.OutOrStdout(), j.ID, purgeWatch, every)
-		},
-	}
-	purgeNow.Flags().StringVar(&purgeUUID, "uuid", "", "the generation (view uuid) to purge")
-	purgeNow.Flags().StringVar(&purgeGen, "generation", "", "the generation to purge (several of one uuid)")
-	purgeNow.Flags().BoolVar(&purgeWatch, "watch", false, "follow the job until it ends")
-	purgeNow.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
-
 	return group("views", "Views: list, drop, soft-deleted, undrop, purge-now (legal hold: icehold tables legal-hold VIEW_UUID)",
-		list, drop, softDeleted, undrop, purgeNow)
-}
-
-// pickBody names the soft-deleted view generation an undrop or purge-now
-// means (none: the only one).
-func pickBody(uuid, gen string) map[string]any {
-	body := map[string]any{}
-	if uuid != "" {
-		body["view-uuid"] = uuid
-	}
-	if gen != "" {
-		body["generation"] = gen
-	}
-	return body
+		list, drop, softDeleted, undropCmd(conn, viewKind), purgeNowCmd(conn, viewKind, "Delete a soft-deleted view's metadata files for good, now"))
 }
 
 // viewClient connects and resolves a NAMESPACE.VIEW argument's lifecycle
