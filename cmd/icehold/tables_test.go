@@ -67,6 +67,15 @@ func TestTablesNamespacesAndLegalHoldByName(t *testing.T) {
 	if _, _, err := cli("tables", "legal-hold", "ops.a", "--on", "--dir", dir); err == nil || !strings.Contains(err.Error(), "no soft-deleted table ops.a") {
 		t.Errorf("legal-hold of a live table: %v", err)
 	}
+	run("tables", "legal-hold", "ops.gone", "--off")
+	var undropped map[string]any
+	if err := json.Unmarshal([]byte(run("tables", "undrop", "ops.gone", "--rename-to", "ops.back", "-o", "json")), &undropped); err != nil ||
+		undropped["name"] != "back" || undropped["table-uuid"] == nil || undropped["view-uuid"] != nil {
+		t.Errorf("tables undrop -o json: %v %v, want the table's name and table-uuid only", err, undropped)
+	}
+	if _, _, err := cli("tables", "undrop", "ops.gone", "--dir", dir); err == nil || !strings.Contains(err.Error(), "no such soft-deleted table") {
+		t.Errorf("undrop of what is undropped already: %v", err)
+	}
 }
 
 // A drop without purge on a catalog without soft delete leaves the table's
