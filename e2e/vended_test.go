@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -279,6 +280,24 @@ func TestVendedCredentialsForJavaEngines(t *testing.T) {
 		covers(t, c, data)
 		covers(t, c, meta)
 		covers(t, creds[0], data)
+	})
+	t.Run("s3a location", func(t *testing.T) {
+		// Engines on Hadoop-style locations write s3a:// paths; the
+		// credential's prefix must be spelt as the table's files are.
+		tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "hadoop"}, eventSchema, catalog.WithPartitionSpec(&eventSpec),
+			catalog.WithLocation("s3a://"+srv.Info.Bucket+"/"+name+"/"+ns+"/hadoop_home"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl = appendRows(t, tbl, rows(t, 0, 3, false))
+		_, _, config, creds := load(t, "hadoop")
+		if len(creds) != 1 {
+			t.Fatalf("%d storage credentials, want 1", len(creds))
+		}
+		data, meta := reachable(t, tbl)
+		covers(t, creds[0], data)
+		covers(t, creds[0], meta)
+		covers(t, refresh(t, config), data)
 	})
 	t.Run("rename", func(t *testing.T) {
 		writtenTable(t, cat, ns, "before", nil, false)

@@ -209,7 +209,7 @@ func (s *server) writeTable(w http.ResponseWriter, r *http.Request, res catalog.
 		w.Header().Set("ETag", tableTag(path, res.MetadataLocation, snapshots, tagOf(v)))
 	}
 	if v != nil {
-		out["storage-credentials"] = storageCredentials(v)
+		out["storage-credentials"] = storageCredentials(v, res.MetadataLocation)
 		config[refreshKey] = path + "/credentials"
 	}
 	writeJSON(w, http.StatusOK, out)

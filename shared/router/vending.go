@@ -114,9 +114,17 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 // VendedCredentialsProvider refuses a refresh answer with more than one S3
 // credential. A table that owns several prefixes (moved while snapshots
 // reach its old one) gets their common prefix (cut at a "/"): the session
-// policy, not the prefix, is what scopes the keys.
-func storageCredentials(v *credentials.Vended) []map[string]any {
-	return []map[string]any{{"prefix": commonPrefix(v.Prefixes), "config": v.Config}}
+// policy, not the prefix, is what scopes the keys. The prefix is spelt in
+// the scheme of the table's metadata location (s3a://, s3n://: what its
+// engines write into its paths), or clients match no file to it.
+func storageCredentials(v *credentials.Vended, metadataLocation string) []map[string]any {
+	prefix := commonPrefix(v.Prefixes)
+	if scheme, _, ok := strings.Cut(metadataLocation, "://"); ok && (scheme == "s3a" || scheme == "s3n") {
+		if rest, ok := strings.CutPrefix(prefix, "s3://"); ok {
+			prefix = scheme + "://" + rest
+		}
+	}
+	return []map[string]any{{"prefix": prefix, "config": v.Config}}
 }
 
 // commonPrefix is the longest prefix of every location, cut after a "/"
@@ -196,5 +204,5 @@ func (s *server) loadCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"storage-credentials": storageCredentials(v)})
+	writeJSON(w, http.StatusOK, map[string]any{"storage-credentials": storageCredentials(v, e.MetadataLocation)})
 }
