@@ -38,8 +38,9 @@ func migrateCmd(conn *connOpts) *cobra.Command {
 		f.StringVar(&s3, "s3-endpoint", "", "S3 endpoint, when it differs from --endpoint-url")
 		return c
 	}
-	return group("migrate", "One-time store migrations of a deployed stack (AWS credentials; --profile, --region)",
+	return group("migrate", "One-time store migrations and checks of a deployed stack (AWS credentials; --profile, --region)",
 		mk("status", "Which one-time migrations the stack's store has had (done) and which it still needs (pending)"),
+		mk("teardown-check", "Before cdk destroy: exits 1 naming the unfinished jobs and soft-deleted tables a teardown would strand"),
 		mk("ownership", "Claim the location of every catalog, table and unfinished purge job created before the ownership index (idempotent)"),
 		mk("children", "Count every namespace's tables and child namespaces for the counter a namespace drop is conditioned on (run before traffic)"))
 }
@@ -67,6 +68,19 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
+	if which == "teardown-check" {
+		rep, err := cat.Teardown(ctx)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		if !rep.Empty() {
+			return fmt.Errorf("a teardown now would strand %d unfinished jobs (their queues go, their files stay) and %d soft-deleted tables or views (nothing would purge them): let the jobs end, purge-now or undrop the soft-deleted ones (docs/operations.md, Teardown)", len(rep.Jobs), len(rep.SoftDeleted))
+		}
+		return nil
+	}
 	if which == "status" {
 		// The marker each migration writes when it has run.
 		rep := struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -173,5 +174,69 @@ func TestMigrateStatus(t *testing.T) {
 	}
 	if rep := status(); len(rep.Done) != 1 || len(rep.Pending) != 1 || !strings.Contains(rep.Pending[0], "icehold migrate ownership") {
 		t.Errorf("status without the ownership marker: %+v, want it pending with its command", rep)
+	}
+}
+
+// icehold migrate teardown-check passes on a store with nothing in flight and
+// fails naming each unfinished job and soft-deleted table otherwise (what a
+// cdk destroy would strand).
+func TestMigrateTeardownCheck(t *testing.T) {
+	ctx := context.Background()
+	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	check := func() (catalog.TeardownReport, error) {
+		t.Helper()
+		var out bytes.Buffer
+		err := execute(ctx, []string{"migrate", "teardown-check", "--table", localserver.TableName, "--region", localserver.Region,
+			"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard)
+		var rep catalog.TeardownReport
+		if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+			t.Fatalf("report %s: %v", out.String(), jerr)
+		}
+		return rep, err
+	}
+	if rep, err := check(); err != nil || !rep.Empty() {
+		t.Fatalf("a store with nothing in flight: %+v %v, want empty and no error", rep, err)
+	}
+	createTable(t, srv, "kept")
+	createTable(t, srv, "purged")
+	drop := func(path string) http.Header {
+		t.Helper()
+		req, _ := http.NewRequest("DELETE", srv.Info.RESTURL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+srv.Info.AdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 204 {
+			t.Fatalf("DELETE %s: %v %v", path, err, res)
+		}
+		return res.Header
+	}
+	drop("/v1/demo/namespaces/ops/tables/kept") // soft (the demo catalog's default)
+	createTable(t, srv, "held")
+	drop("/v1/demo/namespaces/ops/tables/held")
+	heldUUID := ""
+	if recs, err := srv.Catalog.Store().SoftDeletedByName(ctx, "demo", []string{"ops"}, "held"); err == nil && len(recs) == 1 {
+		heldUUID = recs[0].Entry.TableUUID
+	}
+	if _, err := srv.SoftDelete.SetLegalHold(ctx, "demo", heldUUID, "", true); err != nil {
+		t.Fatal(err)
+	}
+	job := drop("/v1/demo/namespaces/ops/tables/purged?purgeRequested=true").Get("Icehold-Purge-Job")
+	rep, err := check()
+	if err == nil || !strings.Contains(err.Error(), "strand 1 unfinished jobs") || !strings.Contains(err.Error(), "and 1 soft-deleted") {
+		t.Errorf("check with a job in flight and a soft-deleted table: %v", err)
+	}
+	if len(rep.Jobs) != 1 || !strings.Contains(rep.Jobs[0], job) || !strings.Contains(rep.Jobs[0], "ops.purged") {
+		t.Errorf("unfinished jobs %v, want %s of ops.purged", rep.Jobs, job)
+	}
+	if len(rep.SoftDeleted) != 1 || !strings.Contains(rep.SoftDeleted[0], "table ops.kept") {
+		t.Errorf("soft-deleted %v, want ops.kept", rep.SoftDeleted)
+	}
+	if len(rep.Held) != 1 || !strings.Contains(rep.Held[0], "table ops.held") {
+		t.Errorf("legal-held %v, want ops.held (listed apart: it strands nothing)", rep.Held)
 	}
 }
