@@ -593,6 +593,16 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	return tableErr("rename", from, err)
 }
 
+// namedMetadataErr: a metadata-location a client named that is no metadata
+// file (a bad URI, no object, not parseable, too large) is its 400.
+func namedMetadataErr(err error) error {
+	switch {
+	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata), errors.Is(err, ErrTooLarge):
+		return fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
+	}
+	return err
+}
+
 // RegisterTable creates an entry for an existing metadata file. The entry
 // owns the table location the metadata names; a location another table or
 // catalog owns is refused (409): a registered copy of a live table could
@@ -609,11 +619,8 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 		return TableResult{}, err
 	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
-	switch {
-	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata), errors.Is(err, ErrTooLarge):
-		return TableResult{}, fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
-	case err != nil:
-		return TableResult{}, err
+	if err != nil {
+		return TableResult{}, namedMetadataErr(err)
 	}
 	if err := checkTableProperties(meta.Properties()); err != nil {
 		return TableResult{}, fmt.Errorf("register %s: %w", id, err)

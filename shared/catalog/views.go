@@ -422,11 +422,8 @@ func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLo
 		return TableResult{}, err
 	}
 	meta, raw, err := s.parseView(ctx, metaLoc)
-	switch {
-	case errors.Is(err, objects.ErrBadURI), errors.Is(err, objects.ErrNotFound), errors.Is(err, ErrBadMetadata), errors.Is(err, ErrTooLarge):
-		return TableResult{}, fmt.Errorf("%w: metadata-location: %v", ErrBadRequest, err)
-	case err != nil:
-		return TableResult{}, err
+	if err != nil {
+		return TableResult{}, namedMetadataErr(err)
 	}
 	if err := checkTableProperties(meta.Properties()); err != nil {
 		return TableResult{}, fmt.Errorf("register view %s: %w", id, err)
