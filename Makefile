@@ -93,7 +93,7 @@ fuzz:
 
 ## bench: the SPEC §8 figures beside their baselines and their previous values,
 ## in-process and against bench/s3model's S3 limits, and the local restart
-## (about 5 minutes on 2 cores)
+## (about 3.5 minutes on 2 cores)
 bench:
 	@start=$$(date +%s); \
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=30m ./bench/ || exit 1; \
