@@ -2,8 +2,11 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/icehold/icehold/shared/store"
 )
 
 // TeardownReport is what deleting the stack would strand (docs/operations.md,
@@ -31,6 +34,9 @@ func (s *Service) Teardown(ctx context.Context) (TeardownReport, error) {
 		}
 		for _, a := range page {
 			j, err := s.store.GetJob(ctx, a.Catalog, a.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // an index item whose job is gone strands nothing
+			}
 			if err != nil {
 				return rep, fmt.Errorf("job %s of catalog %s: %w", a.ID, a.Catalog, err)
 			}
