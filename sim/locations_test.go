@@ -223,8 +223,13 @@ func (s *Sim) opRegister() *Op {
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge || (from != nil && from.forged),
 			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
 		if from != nil {
-			for id, d := range from.rows {
-				g.maybe[id] = d // an older version holds some of them
+			// An older version holds some of them; rows the source's own
+			// checks never settled (a contended append before it was
+			// dropped) may be there too.
+			for _, rows := range []map[int64]string{from.rows, from.maybe} {
+				for id, d := range rows {
+					g.maybe[id] = d
+				}
 			}
 		}
 		s.logf("   %s registered at %s", g, g.location)
