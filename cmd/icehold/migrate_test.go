@@ -205,6 +205,16 @@ func TestMigrateTeardownCheck(t *testing.T) {
 	}
 	createTable(t, srv, "kept")
 	createTable(t, srv, "purged")
+	// The purge's plan waits until the test ends: its job is unfinished
+	// whenever the check runs.
+	hold := make(chan struct{})
+	defer close(hold) // before srv.Close, which waits for the pipeline
+	srv.Purge.SetCrash(func(point string) error {
+		if point == "plan.start" {
+			<-hold
+		}
+		return nil
+	})
 	drop := func(path string) http.Header {
 		t.Helper()
 		req, _ := http.NewRequest("DELETE", srv.Info.RESTURL+path, nil)
