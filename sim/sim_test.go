@@ -288,8 +288,22 @@ func (s *Sim) round() error {
 			return s.violatef("a request the model says is invalid (%s) changed the store or the bucket:\n%s", ops[0].desc, diffLines(digestBefore, after))
 		}
 	}
+	// A create's generation exists before anything else of the round could
+	// write to it, so its after comes first (an append of the same round
+	// may have landed on the table it made).
+	order := make([]int, 0, len(ops))
 	for i, op := range ops {
-		if op.after != nil {
+		if op.kind == "create" {
+			order = append(order, i)
+		}
+	}
+	for i, op := range ops {
+		if op.kind != "create" {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if op := ops[i]; op.after != nil {
 			if err := op.after(outs[i], s.contended(op)); err != nil {
 				return err
 			}
