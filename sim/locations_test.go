@@ -223,12 +223,13 @@ func (s *Sim) opRegister() *Op {
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge || (from != nil && from.forged),
 			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
 		if from != nil {
-			// An older version holds some of them; rows the source's own
-			// checks never settled (a contended append before it was
-			// dropped) may be there too.
-			for _, rows := range []map[int64]string{from.rows, from.maybe} {
+			// An older version holds some of them, rows deleted since
+			// among them; rows the source's own checks never settled (a
+			// contended append before it was dropped) may be there too.
+			for _, rows := range []map[int64]string{from.rows, from.maybe, from.ever} {
 				for id, d := range rows {
 					g.maybe[id] = d
+					g.ever[id] = d
 				}
 			}
 		}

@@ -54,6 +54,9 @@ type Gen struct {
 	// after a round whose order the model cannot know.
 	rows  map[int64]string
 	maybe map[int64]string
+	// ever: every row a version of it may have held (a register of one of
+	// its older metadata files brings back rows it deleted since).
+	ever map[int64]string
 	// legalHold as the model's accepted operations left it; holdUnsure:
 	// the record's hold was cleared but the metadata it was undropped with
 	// still sets the property (either may be what the table has now).
@@ -128,6 +131,9 @@ func (m *Model) add(g *Gen) *Gen {
 	}
 	if g.maybe == nil {
 		g.maybe = map[int64]string{}
+	}
+	if g.ever == nil {
+		g.ever = map[int64]string{}
 	}
 	m.gens = append(m.gens, g)
 	return g

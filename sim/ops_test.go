@@ -489,6 +489,7 @@ func (s *Sim) committed(uuid, ns, name, meta string, added, removed map[int64]st
 	}
 	s.advanceMeta(g, meta)
 	for id, d := range added {
+		g.ever[id] = d
 		if contended {
 			g.maybe[id] = d
 		} else {
