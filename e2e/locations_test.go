@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	igcatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -365,4 +366,59 @@ func TestExpiryOfAMovedTableDeletesUnderItsOldPrefix(t *testing.T) {
 	if st, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/tables", shared.Token, map[string]any{"name": "sq", "location": old, "schema": rawSchema}); st != 409 {
 		t.Errorf("create at the old prefix the current snapshot still reaches: %d %s, want 409", st, body)
 	}
+}
+
+// A moved table's old prefix, which its retained snapshots reach, stays its
+// own against every way another table could come to hold it: a create or a
+// set-location at the prefix, under it, or above it, while the moved table
+// is live and while it is soft-deleted; here the table is a register of the
+// metadata of a table dropped without purge, and moved twice. (The
+// simulation found the defect on the ownership backfill's path:
+// sim/found_test.go, TestBackfillClaimsLocationsFromBeforeAMove.)
+func TestOldPrefixIsOwnedAgainstParentsAndChildren(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, nil)
+	ns := uniq("oldparent")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := "s3://" + srv.Info.Bucket + "/" + name + "/" + ns
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables"
+	loc := base + "/x/y"
+	// As the simulation had it: the table is a register of the metadata of
+	// one dropped without purge (its files stay, owned by nobody).
+	first, err := cat.CreateTable(ctx, table.Identifier{ns, "first"}, eventSchema, igcatalog.WithPartitionSpec(&eventSpec), igcatalog.WithLocation(loc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = appendRows(t, first, rows(t, 0, 6, false))
+	props := "/lifecycle/v1/catalogs/" + name + "/properties"
+	mustCall(t, 200, "POST", props, shared.Token, map[string]any{"updates": map[string]string{"soft-delete.enabled": "false"}})
+	mustCall(t, 204, "DELETE", tables+"/first", shared.Token, nil)
+	mustCall(t, 200, "POST", props, shared.Token, map[string]any{"updates": map[string]string{"soft-delete.enabled": "true"}})
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/"+ns+"/register", shared.Token, map[string]any{"name": "t", "metadata-location": first.MetadataLocation()})
+	tbl := appendRows(t, loadTable(t, cat, ns, "t"), rows(t, 6, 3, false))
+	_ = tbl
+	before := under(t, loc)
+	setLocation(t, name, ns, "t", base+"/home")
+	setLocation(t, name, ns, "t", base+"/home") // again: a commit that changes nothing
+	mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": "mover", "schema": rawSchema})
+	for _, when := range []string{"live", "soft-deleted"} {
+		if when == "soft-deleted" {
+			mustCall(t, 204, "DELETE", tables+"/t", shared.Token, nil)
+		}
+		for _, target := range []string{loc, base + "/x", loc + "/z", "s3a://" + strings.TrimPrefix(base, "s3://") + "/x"} {
+			if st, body := call(t, "POST", tables, shared.Token, map[string]any{"name": uniq("sq"), "location": target, "schema": rawSchema}); st != 409 {
+				t.Errorf("%s: create at %s: %d %s, want 409", when, target, st, body)
+			}
+			st, body := call(t, "POST", tables+"/mover", shared.Token, map[string]any{
+				"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": target}},
+			})
+			if st != 409 {
+				t.Errorf("%s: set-location of another table to %s: %d %s, want 409", when, target, st, body)
+			}
+		}
+	}
+	sameObjects(t, "the old prefix", before, under(t, loc))
 }

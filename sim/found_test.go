@@ -413,3 +413,35 @@ func purgeCountsEachObjectOnce(t *testing.T, s *Sim, prefix string) {
 		t.Errorf("the purge of %d objects: %s, files-deleted %d + files-unreferenced %d (job %v)", n, j.State, deleted, unref, j.Raw)
 	}
 }
+
+// The ownership backfill claims, besides a table's location, the locations
+// it had before a move that its snapshots still reach, for live and
+// soft-deleted tables alike: else another table could take a parent of
+// such a prefix, and its purge would delete the moved table's files. Found
+// by make soak (seed 1009, 349 steps): a soft-deleted, legal-held table's
+// files under its old location went with another table's purge.
+func TestBackfillClaimsLocationsFromBeforeAMove(t *testing.T) {
+	s := newFoundSim(t)
+	day := s.day()
+	for _, tbl := range []struct{ name, from, to string }{{"t", "/L/x/y", "/L/home_t"}, {"u", "/L/p/q", "/L/home_u"}} {
+		s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/a/tables", map[string]any{"name": tbl.name, "location": warehouse + tbl.from,
+			"schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)})
+		if res := s.appendRows(admin, "a", tbl.name, map[int64]string{1: day}); res.out.Status != 200 {
+			t.Fatalf("append: %s", res.out)
+		}
+		s.mustStatus(200, admin, "POST", tablePath("a", tbl.name), map[string]any{"requirements": []any{},
+			"updates": []any{map[string]any{"action": "set-location", "location": warehouse + tbl.to}}})
+	}
+	s.mustStatus(204, admin, "DELETE", tablePath("a", "t"), nil) // soft: the catalog's default here
+	if err := s.backfill(); err != nil {
+		t.Fatal(err)
+	}
+	s.mustStatus(200, admin, "POST", "/v1/"+catalogName+"/namespaces/b/tables", map[string]any{"name": "mover", "schema": json.RawMessage(schemaJSON)})
+	for _, target := range []string{"/L/x", "/L/x/y", "/L/x/y/z", "/L/p", "/L/p/q"} {
+		o := s.w.call(s.ctx, admin, "POST", tablePath("b", "mover"), map[string]any{"requirements": []any{},
+			"updates": []any{map[string]any{"action": "set-location", "location": warehouse + target}}})
+		if o.Status != 409 {
+			t.Errorf("after the backfill, another table's set-location to %s: %s, want 409 (a moved table's snapshots reach it)", target, o)
+		}
+	}
+}

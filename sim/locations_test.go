@@ -179,6 +179,16 @@ func (s *Sim) opRegister() *Op {
 		switch from.state {
 		case live, soft:
 			op.want = append(op.want, 409) // its location is owned
+			if i := strings.LastIndex(meta, "/metadata/"); i > 0 && !overlaps(meta[:i], from.location) {
+				// A metadata file from before a set-location: its former
+				// location stays owned only while a retained snapshot
+				// reaches it; released, a register may take it (the files
+				// there are history another owner's purge may delete).
+				op.want = append(op.want, 400)
+				if !refused {
+					op.want = append(op.want, 200)
+				}
+			}
 		case gone:
 			op.want = append(op.want, 400, 404, 409) // its files are gone
 		case purging: // its files may be going; recovery while PENDING

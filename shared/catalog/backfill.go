@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -68,6 +71,24 @@ type OwnershipReport struct {
 	SoftDeleted int      `json:"soft-deleted"`
 	Jobs        int      `json:"jobs"`
 	Conflicts   []string `json:"conflicts,omitempty"`
+}
+
+// formerClaims are the claims on a table's locations from before a move
+// (formerLocations) outside the location claim takes.
+func (s *Service) formerClaims(ctx context.Context, c store.Catalog, id Ident, meta table.Metadata, claim store.Claim) ([]store.Claim, error) {
+	olds, err := s.formerLocations(ctx, meta, objects.Location{Bucket: claim.Hold.Bucket, Key: claim.Hold.Prefix})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Claim
+	for _, l := range olds {
+		x, err := tableClaim(c, id, l.URI())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
 
 // EnsureOwnership runs the ownership backfill once (make run calls it at
@@ -175,12 +196,39 @@ func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error
 			continue
 		}
 		claim, err := tableClaim(byName[p.cat], id, meta.Location())
-		switch {
-		case err == nil && p.soft != nil:
+		// The locations it had before a set-location that its snapshots
+		// still reach are its own too (a later owner's purge of a parent
+		// prefix would otherwise delete its files).
+		var extra []store.Claim
+		if err == nil {
+			extra, err = s.formerClaims(ctx, byName[p.cat], id, meta, claim)
+			if err != nil {
+				rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s: its locations from before a move are not claimed: %v", what, err))
+				extra, err = nil, nil
+			}
+		}
+		if err == nil && p.soft != nil {
 			claim.Owner.SoftDeleted = true
-			err = s.store.SetSoftDeletedHold(ctx, *p.soft, claim)
-		case err == nil:
-			err = s.store.SetTableHold(ctx, p.cat, p.entry, claim)
+			for i := range extra {
+				extra[i].Owner.SoftDeleted = true
+			}
+		}
+		set := func(extra []store.Claim) error {
+			if p.soft != nil {
+				return s.store.SetSoftDeletedHold(ctx, *p.soft, claim, extra...)
+			}
+			return s.store.SetTableHold(ctx, p.cat, p.entry, claim, extra...)
+		}
+		if err == nil {
+			err = set(extra)
+			if errors.Is(err, store.ErrLocationTaken) && len(extra) > 0 {
+				// An older owner holds one of them: the location alone.
+				if err = set(nil); err == nil {
+					for _, x := range extra {
+						rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s: its location from before a move %s may be another's: %v", what, x.Hold.URI(), s.ownedBy(ctx, x.Hold)))
+					}
+				}
+			}
 		}
 		switch {
 		case err == nil && p.soft != nil:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,18 +195,8 @@ func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []stor
 	if len(holds) == 0 {
 		return out
 	}
-	all := func() map[string]bool {
-		for _, h := range holds {
-			out[h.ID] = true
-		}
-		return out
-	}
-	var mu sync.Mutex
-	mark := func(path string) bool { // reports whether every hold is reached
-		obj, err := objects.Parse(path)
-		mu.Lock()
-		defer mu.Unlock()
-		if err == nil && !except.Contains(obj) {
+	err := s.eachReached(ctx, meta, func(path string) bool {
+		if obj, err := objects.Parse(path); err == nil && !except.Contains(obj) {
 			for _, h := range holds {
 				if (objects.Location{Bucket: h.Bucket, Key: h.Prefix}).Contains(obj) {
 					out[h.ID] = true
@@ -213,6 +204,33 @@ func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []stor
 			}
 		}
 		return len(out) == len(holds)
+	})
+	if err != nil {
+		for _, h := range holds {
+			out[h.ID] = true
+		}
+	}
+	return out
+}
+
+// errBounds: a table's snapshots reach more manifests or bytes than
+// deciding reachability reads.
+var errBounds = errors.New("more manifests than reachability reads")
+
+// eachReached calls visit (one call at a time) with every file meta's
+// snapshots reach: manifest lists, statistics files, manifests and the
+// data and delete files of their entries of any status, until visit
+// returns true. A read error, or more than the bounds, is an error.
+func (s *Service) eachReached(ctx context.Context, meta table.Metadata, visit func(path string) (stop bool)) error {
+	var mu sync.Mutex
+	stopped := false
+	mark := func(path string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			stopped = visit(path)
+		}
+		return stopped
 	}
 	var lists []string
 	for _, sn := range meta.Snapshots() {
@@ -227,18 +245,18 @@ func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []stor
 	for st := range meta.PartitionStatistics() {
 		mark(st.StatisticsPath)
 	}
-	if len(out) == len(holds) || len(lists) == 0 {
-		return out
+	if stopped || len(lists) == 0 {
+		return nil
 	}
 	var read atomic.Int64
 	get := func(ctx context.Context, path string) ([]byte, error) {
 		b, err := s.objects.Get(ctx, path, maxReachBytes)
 		if err == nil && read.Add(int64(len(b))) > maxReachBytes {
-			err = ErrTooLarge
+			err = errBounds
 		}
 		return b, err
 	}
-	errDone := errors.New("every hold reached")
+	errDone := errors.New("visit stopped")
 	manifests := map[string]iceberg.ManifestFile{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reachParallel)
@@ -260,12 +278,15 @@ func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []stor
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil || len(manifests) > maxReachManifests {
-		return all()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if len(manifests) > maxReachManifests {
+		return errBounds
 	}
 	for p := range manifests {
 		if mark(p) {
-			return out
+			return nil
 		}
 	}
 	g, gctx = errgroup.WithContext(ctx)
@@ -289,7 +310,50 @@ func (s *Service) reached(ctx context.Context, meta table.Metadata, holds []stor
 		})
 	}
 	if err := g.Wait(); err != nil && !errors.Is(err, errDone) {
-		return all()
+		return err
 	}
-	return out
+	return nil
+}
+
+// formerLocations are the table locations, other than loc, that meta's
+// snapshots reach files under: a table moved (set-location) before the
+// ownership index keeps data there. A file's location is what precedes its
+// last "/data/" or "/metadata/" (Iceberg's layout), else its folder;
+// locations inside another are left out.
+func (s *Service) formerLocations(ctx context.Context, meta table.Metadata, loc objects.Location) ([]objects.Location, error) {
+	found := map[objects.Location]bool{}
+	err := s.eachReached(ctx, meta, func(path string) bool {
+		obj, err := objects.Parse(path)
+		if err != nil || loc.Contains(obj) {
+			return false
+		}
+		k := obj.Key
+		switch {
+		case strings.LastIndex(k, "/metadata/") > 0:
+			k = k[:strings.LastIndex(k, "/metadata/")]
+		case strings.LastIndex(k, "/data/") > 0:
+			k = k[:strings.LastIndex(k, "/data/")]
+		case strings.LastIndex(k, "/") > 0:
+			k = k[:strings.LastIndex(k, "/")]
+		}
+		found[objects.Location{Bucket: obj.Bucket, Key: k}] = true
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []objects.Location
+	for l := range found {
+		inside := false
+		for o := range found {
+			if o != l && o.Contains(l) {
+				inside = true
+			}
+		}
+		if !inside {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b objects.Location) int { return strings.Compare(a.URI(), b.URI()) })
+	return out, nil
 }

@@ -716,7 +716,7 @@ func (s *Store) SetJobHold(ctx context.Context, j Job, claim Claim) error {
 		map[string]ddbtypes.AttributeValue{
 			":p": &ddbtypes.AttributeValueMemberS{Value: JobPending}, ":r": &ddbtypes.AttributeValueMemberS{Value: JobRunning},
 			":d": &ddbtypes.AttributeValueMemberS{Value: JobDeadLettered},
-		}, claim)
+		}, claim, nil)
 }
 
 func num(n int) ddbtypes.AttributeValue {

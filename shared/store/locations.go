@@ -553,26 +553,46 @@ func (s *Store) ReleaseClaim(ctx context.Context, h Hold) error {
 // setHold records a claim on the record that owns it (a backfill: the record
 // predates the index) and takes the claim, in one transaction; the record's
 // guard comes first (ErrConditionFailed), then the claim (ErrLocationTaken).
-func (s *Store) setHold(ctx context.Context, pk, sk, guard string, names map[string]string, vals map[string]ddbtypes.AttributeValue, claim Claim) error {
+// takeAll is the claim items of a hold and its extra holds taken in one
+// change, and the SET clause that records them (hold, hold and extra).
+func (s *Store) takeAll(claim Claim, extra []Claim, hold, holdExtra string) ([]ddbtypes.TransactWriteItem, string, ddbtypes.AttributeValue, error) {
+	var lc locChange
+	for _, c := range append([]Claim{claim}, extra...) {
+		if err := lc.Take(c); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	loc, err := s.locItems(&lc)
+	if err != nil || len(extra) == 0 {
+		return loc, "SET " + hold, nil, err
+	}
+	hs := make([]Hold, len(extra))
+	for i, c := range extra {
+		hs[i] = c.Hold
+	}
+	x, err := marshalValue(hs)
+	return loc, "SET " + hold + ", " + holdExtra, x, err
+}
+
+func (s *Store) setHold(ctx context.Context, pk, sk, guard string, names map[string]string, vals map[string]ddbtypes.AttributeValue, claim Claim, extra []Claim) error {
 	h, err := marshalValue(claim.Hold)
 	if err != nil {
 		return err
 	}
-	var lc locChange
-	if err := lc.Take(claim); err != nil {
-		return err
-	}
-	loc, err := s.locItems(&lc)
+	loc, set, x, err := s.takeAll(claim, extra, "#h = :h", "#x = :x")
 	if err != nil {
 		return err
 	}
 	all := map[string]ddbtypes.AttributeValue{":h": h}
 	maps.Copy(all, vals)
 	allNames := map[string]string{"#h": "hold"}
+	if x != nil {
+		all[":x"], allNames["#x"] = x, "extra_holds"
+	}
 	maps.Copy(allNames, names)
 	items := append([]ddbtypes.TransactWriteItem{{Update: &ddbtypes.Update{
 		TableName: aws.String(s.table), Key: key(pk, sk),
-		UpdateExpression:          aws.String("SET #h = :h"),
+		UpdateExpression:          aws.String(set),
 		ConditionExpression:       aws.String(guard + " AND attribute_not_exists(#h)"),
 		ExpressionAttributeNames:  allNames,
 		ExpressionAttributeValues: all,

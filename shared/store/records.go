@@ -184,7 +184,7 @@ func (s *Store) CreateCatalog(ctx context.Context, c Catalog, claim *Claim, crea
 // SetCatalogHold records a backfilled warehouse claim on a catalog.
 func (s *Store) SetCatalogHold(ctx context.Context, name string, claim Claim) error {
 	pk, sk := catalogKey(name)
-	return s.setHold(ctx, pk, sk, "attribute_exists(pk)", nil, nil, claim)
+	return s.setHold(ctx, pk, sk, "attribute_exists(pk)", nil, nil, claim, nil)
 }
 
 // GetCatalog loads a catalog; ErrNotFound if unknown.

@@ -504,8 +504,12 @@ func (s *Store) ExpiredBefore(ctx context.Context, t time.Time, start string, li
 // delete carries the claim on), taking the claim in the same transaction.
 // ErrConditionFailed: the record changed or already holds a claim;
 // ErrLocationTaken: the claim overlaps another owner's.
-func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Claim) error {
+func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Claim, extra ...Claim) error {
 	h, err := marshalValue(claim.Hold)
+	if err != nil {
+		return err
+	}
+	loc, set, x, err := s.takeAll(claim, extra, "#e.#h = :h", "#e.#x = :x")
 	if err != nil {
 		return err
 	}
@@ -514,11 +518,14 @@ func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Cla
 	for i, sk := range []string{uk, nk} {
 		up := &ddbtypes.Update{
 			TableName: aws.String(s.table), Key: key(softPK(r.Catalog), sk),
-			UpdateExpression:         aws.String("SET #e.#h = :h, #ver = :next"),
+			UpdateExpression:         aws.String(set + ", #ver = :next"),
 			ExpressionAttributeNames: map[string]string{"#e": "entry", "#h": "hold", "#ver": "version"},
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
 				":h": h, ":next": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(r.Version + 1)},
 			},
+		}
+		if x != nil {
+			up.ExpressionAttributeNames["#x"], up.ExpressionAttributeValues[":x"] = "extra_holds", x
 		}
 		if i == 0 {
 			cond, _, vals := versionGuard(r)
@@ -528,14 +535,6 @@ func (s *Store) SetSoftDeletedHold(ctx context.Context, r SoftDeleted, claim Cla
 			}
 		}
 		items = append(items, ddbtypes.TransactWriteItem{Update: up})
-	}
-	var lc locChange
-	if err := lc.Take(claim); err != nil {
-		return err
-	}
-	loc, err := s.locItems(&lc)
-	if err != nil {
-		return err
 	}
 	return s.runLoc(ctx, append(items, loc...), len(items))
 }

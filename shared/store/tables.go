@@ -415,8 +415,8 @@ func (s *Store) DeleteTable(ctx context.Context, cat string, e TableEntry) error
 
 // SetTableHold records a backfilled claim on an entry still at the pointer
 // it was read with, taking the claim in the same transaction.
-func (s *Store) SetTableHold(ctx context.Context, cat string, e TableEntry, claim Claim) error {
+func (s *Store) SetTableHold(ctx context.Context, cat string, e TableEntry, claim Claim, extra ...Claim) error {
 	pk, sk := tableKey(cat, e.Namespace, e.Name)
 	return s.setHold(ctx, pk, sk, "metadata_location = :m", nil,
-		map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}}, claim)
+		map[string]ddbtypes.AttributeValue{":m": &ddbtypes.AttributeValueMemberS{Value: e.MetadataLocation}}, claim, extra)
 }
