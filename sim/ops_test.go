@@ -689,14 +689,16 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 			s.logf("   %s dropped without purge (soft delete off): its files stay, owned by nobody", g)
 			return nil
 		}
-		if s.touched["props"] > 1 {
+		racedSetting := s.touched["props"] > 1
+		if racedSetting {
 			// A catalog setting of the same round may have landed before
 			// or after the drop, whichever order the model applied them
-			// in: the observation says which purge-on-expiry it took.
+			// in: the observation says which purge-on-expiry it took, and
+			// whether soft delete was still on.
 			props = nil
 		}
 		s.softDropped(g, props, nsProps)
-		g.mayRelease = on != was // raced a change of soft-delete.enabled
+		g.mayRelease = on != was || racedSetting // raced a change of soft-delete.enabled
 		return nil
 	}
 	return op
