@@ -138,22 +138,11 @@ func TestMigrateChildren(t *testing.T) {
 // command each pending one needs.
 func TestMigrateStatus(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	srv := migrateServer(t)
 	status := func() (rep struct{ Done, Pending []string }) {
 		t.Helper()
-		var out bytes.Buffer
-		if err := execute(ctx, []string{"migrate", "status", "--table", localserver.TableName, "--region", localserver.Region,
-			"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard); err != nil {
+		if err := runMigrateCmd(t, srv, "status", &rep); err != nil {
 			t.Fatal(err)
-		}
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			t.Fatalf("status %s: %v", out.String(), err)
 		}
 		return rep
 	}
@@ -182,22 +171,11 @@ func TestMigrateStatus(t *testing.T) {
 // cdk destroy would strand).
 func TestMigrateTeardownCheck(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	srv := migrateServer(t)
 	check := func() (catalog.TeardownReport, error) {
 		t.Helper()
-		var out bytes.Buffer
-		err := execute(ctx, []string{"migrate", "teardown-check", "--table", localserver.TableName, "--region", localserver.Region,
-			"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard)
 		var rep catalog.TeardownReport
-		if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
-			t.Fatalf("report %s: %v", out.String(), jerr)
-		}
+		err := runMigrateCmd(t, srv, "teardown-check", &rep)
 		return rep, err
 	}
 	if rep, err := check(); err != nil || !rep.Empty() {
@@ -249,4 +227,31 @@ func TestMigrateTeardownCheck(t *testing.T) {
 	if len(rep.Held) != 1 || !strings.Contains(rep.Held[0], "table ops.held") {
 		t.Errorf("legal-held %v, want ops.held (listed apart: it strands nothing)", rep.Held)
 	}
+}
+
+// migrateServer is a local server for the migrate commands, with the local
+// account's keys in the environment (the commands sign as the operator).
+func migrateServer(t *testing.T) *localserver.Server {
+	t.Helper()
+	srv, err := localserver.Start(context.Background(), localserver.Options{DeleteWorkers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	return srv
+}
+
+// runMigrateCmd runs `icehold migrate SUB` against srv's store, decodes its
+// JSON report into report and returns the command's error.
+func runMigrateCmd(t *testing.T, srv *localserver.Server, sub string, report any) error {
+	t.Helper()
+	var out bytes.Buffer
+	err := execute(context.Background(), []string{"migrate", sub, "--table", localserver.TableName, "--region", localserver.Region,
+		"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard)
+	if jerr := json.Unmarshal(out.Bytes(), report); jerr != nil {
+		t.Fatalf("migrate %s report %q: %v (%v)", sub, out.String(), jerr, err)
+	}
+	return err
 }
