@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // runtimeAPI is Lambda's Runtime API for one invocation: it hands event to
@@ -98,7 +98,7 @@ func BenchmarkColdStart(b *testing.B) {
 		cmd.Env = []string{
 			"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.URL, "http://"),
 			"AWS_REGION=" + i.Region, "AWS_ACCESS_KEY_ID=" + i.AccessKey, "AWS_SECRET_ACCESS_KEY=" + i.SecretKey,
-			lambdaenv.EnvTable + "=" + i.Table, lambdaenv.EnvAdmins + "=" + localserver.LocalAccountAdmins,
+			lambdaenv.EnvTable + "=" + i.Table, lambdaenv.EnvAdmins + "=" + server.LocalAccountAdmins,
 			lambdaenv.EnvDynamoDBEndpoint + "=" + i.DynamoDB, lambdaenv.EnvS3Endpoint + "=" + i.S3Endpoint,
 		}
 		cmd.Stderr = os.Stderr

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -65,7 +65,7 @@ const granteePrincipal = "arn:aws:iam::123456789012:user/engine"
 func startCost(b *testing.B) *costEnv {
 	b.Helper()
 	m := &meter{}
-	srv, err := localserver.Start(context.Background(), localserver.Options{
+	srv, err := server.Start(context.Background(), server.Options{
 		TimeScale: 0.01, Visibility: time.Minute, DeleteWorkers: 1,
 		// The schedules run when the bench says (their idle runs are a
 		// fixed monthly cost), the outbox relay too (its function's work

@@ -17,9 +17,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localaws"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -47,7 +47,7 @@ func (logFailer) Fatal(args ...any)            { log.Fatal(args...) }
 func (logFailer) Fatalf(f string, args ...any) { log.Fatalf(f, args...) }
 
 func host() {
-	srv, err := localserver.Start(context.Background(), localserver.Options{
+	srv, err := server.Start(context.Background(), server.Options{
 		TimeScale: 0.01, Visibility: time.Minute, ReconcileEvery: time.Hour, DeleteWorkers: -1,
 	})
 	if err != nil {
@@ -102,11 +102,11 @@ func BenchmarkDeleteFunctionMemory(b *testing.B) {
 	}
 	parts := strings.SplitN(strings.TrimSpace(line), " ", 3)
 	ctl := "http://" + parts[1]
-	var info localserver.Info
+	var info server.Info
 	if err := json.Unmarshal([]byte(parts[2]), &info); err != nil {
 		b.Fatal(err)
 	}
-	e := env{srv: &localserver.Server{Info: info}}
+	e := env{srv: &server.Server{Info: info}}
 	lenv := info.FunctionEnv()
 	svc, err := lambdaenv.Purge(context.Background(), lenv)
 	if err != nil {
@@ -124,7 +124,7 @@ func BenchmarkDeleteFunctionMemory(b *testing.B) {
 		res.Body.Close()
 		e.call(b, "DELETE", "/v1/demo/namespaces/mem/tables/"+name+"?purgeRequested=true", nil)
 		ctx, cancel := context.WithCancel(context.Background())
-		poller := &localaws.Poller{Client: lease, QueueURL: lenv.Queue.URL, Workers: 1, BatchSize: 1,
+		poller := &emulators.Poller{Client: lease, QueueURL: lenv.Queue.URL, Workers: 1, BatchSize: 1,
 			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 				out, err := handler(ctx, mustJSON(ev))
 				if err != nil {

@@ -24,19 +24,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
 type env struct {
-	srv *localserver.Server
+	srv *server.Server
 	s3  *s3.Client
 }
 
 func start(b *testing.B) env {
 	b.Helper()
-	srv, err := localserver.Start(context.Background(), localserver.Options{
+	srv, err := server.Start(context.Background(), server.Options{
 		TimeScale: 0.01, Visibility: time.Minute, ReconcileEvery: time.Hour, DeleteWorkers: 2,
 	})
 	if err != nil {

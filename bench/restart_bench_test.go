@@ -17,16 +17,16 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 const journalPath = "dynamodb.journal"
 
 // restartOptions: the local server on dir, its background work off.
-func restartOptions(dir string, compactAt int64) localserver.Options {
-	return localserver.Options{
+func restartOptions(dir string, compactAt int64) server.Options {
+	return server.Options{
 		Dir: dir, DeleteWorkers: -1, ReconcileEvery: time.Hour, HoldExpiryEvery: time.Hour, RetentionEvery: -1,
 		DemoProperties: map[string]string{}, JournalCompactAt: compactAt,
 	}
@@ -52,13 +52,13 @@ func journalSize(b *testing.B, dir string) int64 {
 func restartState(b *testing.B, tables, dropped int) string {
 	b.Helper()
 	dir := b.TempDir()
-	ctx := authz.WithPrincipal(context.Background(), localserver.AdminPrincipal)
-	srv, err := localserver.Start(ctx, restartOptions(dir, -1))
+	ctx := authz.WithPrincipal(context.Background(), server.AdminPrincipal)
+	srv, err := server.Start(ctx, restartOptions(dir, -1))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ns := []string{"bench"}
-	if _, err := srv.Catalog.CreateNamespace(ctx, localserver.DefaultCatalog, ns, nil); err != nil {
+	if _, err := srv.Catalog.CreateNamespace(ctx, server.DefaultCatalog, ns, nil); err != nil {
 		b.Fatal(err)
 	}
 	journal := func(from int64) []byte {
@@ -70,7 +70,7 @@ func restartState(b *testing.B, tables, dropped int) string {
 	}
 	before := journalSize(b, dir)
 	first := journal(0)
-	_, err = srv.Catalog.CreateTable(ctx, localserver.DefaultCatalog, ns, catalog.CreateTableRequest{Name: "t00000", Schema: benchSchema})
+	_, err = srv.Catalog.CreateTable(ctx, server.DefaultCatalog, ns, catalog.CreateTableRequest{Name: "t00000", Schema: benchSchema})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func restartState(b *testing.B, tables, dropped int) string {
 	var drop []byte
 	if dropped > 0 {
 		before = journalSize(b, dir)
-		if _, err := srv.Catalog.DropTable(ctx, localserver.DefaultCatalog, catalog.Ident{Namespace: ns, Name: "t00000"}); err != nil {
+		if _, err := srv.Catalog.DropTable(ctx, server.DefaultCatalog, catalog.Ident{Namespace: ns, Name: "t00000"}); err != nil {
 			b.Fatal(err)
 		}
 		drop = journal(before)
@@ -128,15 +128,15 @@ func restartState(b *testing.B, tables, dropped int) string {
 // countTables lists namespace bench through the catalog.
 func countTables(b *testing.B, dir string) int {
 	b.Helper()
-	ctx := authz.WithPrincipal(context.Background(), localserver.AdminPrincipal)
-	srv, err := localserver.Start(ctx, restartOptions(dir, 0))
+	ctx := authz.WithPrincipal(context.Background(), server.AdminPrincipal)
+	srv, err := server.Start(ctx, restartOptions(dir, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
 	n, token := 0, ""
 	for {
-		page, next, err := srv.Catalog.ListTables(ctx, localserver.DefaultCatalog, []string{"bench"}, token, 1000)
+		page, next, err := srv.Catalog.ListTables(ctx, server.DefaultCatalog, []string{"bench"}, token, 1000)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -149,13 +149,13 @@ func countTables(b *testing.B, dir string) int {
 
 var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
-// restart is localserver.Start then Close on dir: the median of runs.
+// restart is server.Start then Close on dir: the median of runs.
 func restart(b *testing.B, dir string, compactAt int64, runs int) time.Duration {
 	b.Helper()
 	var took []time.Duration
 	for range runs {
 		t0 := time.Now()
-		srv, err := localserver.Start(context.Background(), restartOptions(dir, compactAt))
+		srv, err := server.Start(context.Background(), restartOptions(dir, compactAt))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -169,13 +169,13 @@ func restart(b *testing.B, dir string, compactAt int64, runs int) time.Duration 
 // item, then its metadata file) after the start.
 func restartAndLoad(b *testing.B, dir string) time.Duration {
 	b.Helper()
-	ctx := authz.WithPrincipal(context.Background(), localserver.AdminPrincipal)
+	ctx := authz.WithPrincipal(context.Background(), server.AdminPrincipal)
 	t0 := time.Now()
-	srv, err := localserver.Start(ctx, restartOptions(dir, 0))
+	srv, err := server.Start(ctx, restartOptions(dir, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := srv.Catalog.LoadTable(ctx, localserver.DefaultCatalog, catalog.Ident{Namespace: []string{"bench"}, Name: "t00000"}, false); err != nil {
+	if _, err := srv.Catalog.LoadTable(ctx, server.DefaultCatalog, catalog.Ident{Namespace: []string{"bench"}, Name: "t00000"}, false); err != nil {
 		srv.Close()
 		b.Fatal(err)
 	}
@@ -203,7 +203,7 @@ const (
 
 func startOnce(dir string) {
 	compactAt, _ := strconv.ParseInt(os.Getenv(restartCompactEnv), 10, 64)
-	if _, err := localserver.Start(context.Background(), restartOptions(dir, compactAt)); err != nil {
+	if _, err := server.Start(context.Background(), restartOptions(dir, compactAt)); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("READY")
@@ -260,7 +260,7 @@ func BenchmarkRestart(b *testing.B) {
 			r.journal = restart(b, dir, -1, runs)
 			r.procJ = restartProcess(b, dir, -1, runs)
 			t0 := time.Now()
-			srv, err := localserver.Start(context.Background(), restartOptions(dir, 0))
+			srv, err := server.Start(context.Background(), restartOptions(dir, 0))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -295,7 +295,7 @@ func BenchmarkRestart(b *testing.B) {
 			}
 		}
 	}
-	fmt.Printf("\n== local restart: localserver.Start + Close in process, and a process start until it serves ==\n")
+	fmt.Printf("\n== local restart: server.Start + Close in process, and a process start until it serves ==\n")
 	fmt.Printf("== (snapshot: median of %d, round robin; journal only: median of 3 at 10 tables, once at 10,000) ==\n", snapshotRuns)
 	fmt.Printf("%-30s %11s %11s %11s %11s %11s %11s %9s %9s\n", "", "in process", "", "", "process", "", "first start", "snapshot", "journal")
 	fmt.Printf("%-30s %11s %11s %11s %11s %11s %11s %9s %9s\n", "state", "snapshot", "+ a first", "journal", "snapshot", "journal", "(compacts)", "size", "size")

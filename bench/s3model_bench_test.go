@@ -19,10 +19,10 @@ import (
 	"github.com/johannesboyne/gofakes3"
 
 	"github.com/icehold/icehold/bench/s3model"
+	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localaws"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -56,7 +56,7 @@ type modelEnv struct {
 
 func startModel(b *testing.B) modelEnv {
 	b.Helper()
-	srv, err := localserver.Start(context.Background(), localserver.Options{
+	srv, err := server.Start(context.Background(), server.Options{
 		TimeScale: 0.01, Visibility: time.Minute, ReconcileEvery: time.Hour, DeleteWorkers: -1,
 	})
 	if err != nil {
@@ -114,7 +114,7 @@ func (m modelEnv) startFleet(b *testing.B, n int, shared bool) *fleet {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p := &localaws.Poller{Client: lease, QueueURL: lenv.Queue.URL, Workers: 1, BatchSize: 1, Timeout: 5 * time.Minute,
+		p := &emulators.Poller{Client: lease, QueueURL: lenv.Queue.URL, Workers: 1, BatchSize: 1, Timeout: 5 * time.Minute,
 			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 				return svc.HandleSQS(ctx, lease, lenv.Queue, ev)
 			}}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/icehold/icehold/shared/awstest"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/awstest"
+	"github.com/icehold/icehold/local/server"
 )
 
 // awsCLI runs the AWS CLI against one of the local server's endpoints and
@@ -19,7 +19,7 @@ import (
 func awsCLI(t *testing.T, endpoint string, args ...string) map[string]any {
 	t.Helper()
 	cmd := exec.Command("aws", append([]string{"--endpoint-url", endpoint, "--output", "json"}, args...)...)
-	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_DEFAULT_REGION="+localserver.Region,
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_DEFAULT_REGION="+server.Region,
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
 	out, err := cmd.Output()
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icehold/icehold/local/server"
 	icecat "github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestBackfillClaimsSoftDeletedTables(t *testing.T) {
 	localOnly(t)
 	ctx := context.Background()
-	srv, cat := ownServer(t, localserver.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	srv, cat := ownServer(t, server.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
 	st := srv.Catalog.Store()
 	demo := srv.Info.Catalog
 	if err := cat.CreateNamespace(ctx, table.Identifier{"ns"}, nil); err != nil {

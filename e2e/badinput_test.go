@@ -20,15 +20,15 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
 // storeDigest is a digest of every DynamoDB item (but the event outbox's)
 // and every S3 object of the local server: equal digests mean a
 // byte-for-byte unchanged store.
-func storeDigest(t *testing.T, srv *localserver.Server) string {
+func storeDigest(t *testing.T, srv *server.Server) string {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, S3: srv.Info.S3Endpoint, Region: srv.Info.Region,
@@ -38,7 +38,7 @@ func storeDigest(t *testing.T, srv *localserver.Server) string {
 		t.Fatal(err)
 	}
 	var lines []string
-	p := dynamodb.NewScanPaginator(awsconfig.DynamoDB(cfg, ep), &dynamodb.ScanInput{TableName: aws.String(localserver.TableName)})
+	p := dynamodb.NewScanPaginator(awsconfig.DynamoDB(cfg, ep), &dynamodb.ScanInput{TableName: aws.String(server.TableName)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -90,7 +90,7 @@ func softDeletedIn(t *testing.T, c, ns, name string) string {
 // waitIdle waits until no purge job is active: the pipeline's background
 // work (other tests' purges) would otherwise change the store under a test
 // that compares it.
-func waitIdle(t *testing.T, srv *localserver.Server) {
+func waitIdle(t *testing.T, srv *server.Server) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute) // generous: CI machines are shared
 	for {

@@ -12,16 +12,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // hundredYears is the bound of every duration a user sets (SPEC §2).
 const hundredYears = 36500 * 24 * time.Hour
 
 // putS3 writes an object of the local server's bucket; the s3:// URI.
-func putS3(t *testing.T, srv *localserver.Server, uri string, body []byte) {
+func putS3(t *testing.T, srv *server.Server, uri string, body []byte) {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
@@ -38,7 +38,7 @@ func putS3(t *testing.T, srv *localserver.Server, uri string, body []byte) {
 // metadataWith writes a copy of a table's current metadata with props
 // added, as a new metadata file beside it, and returns its location and the
 // table's location.
-func metadataWith(t *testing.T, srv *localserver.Server, cat, ns, name string, props map[string]string) (string, string) {
+func metadataWith(t *testing.T, srv *server.Server, cat, ns, name string, props map[string]string) (string, string) {
 	t.Helper()
 	var res struct {
 		Metadata map[string]any `json:"metadata"`

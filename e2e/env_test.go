@@ -24,15 +24,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/google/uuid"
 
-	"github.com/icehold/icehold/shared/awstest"
+	"github.com/icehold/icehold/local/awstest"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/eventbus"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // env is where the suite's requests go.
 type env struct {
 	URL, Token, Catalog string
-	Local               *localserver.Server // nil against a remote endpoint
+	Local               *server.Server // nil against a remote endpoint
 }
 
 var shared *env
@@ -95,7 +95,7 @@ func TestMain(m *testing.M) {
 		}
 		o := testOptions(dir)
 		o.Wrap = spec.wrap
-		srv, err := localserver.Start(ctx, o)
+		srv, err := server.Start(ctx, o)
 		if err != nil {
 			panic(err)
 		}
@@ -127,7 +127,7 @@ func serveForever(dir string) {
 	if n, err := strconv.ParseInt(os.Getenv(compactEnv), 10, 64); err == nil {
 		o.JournalCompactAt = n
 	}
-	srv, err := localserver.Start(ctx, o)
+	srv, err := server.Start(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -152,16 +152,16 @@ func serveForever(dir string) {
 // EventBridge are moto's: the resources are named after dir, so a child
 // restarted on the same dir finds its stack and no two servers share one
 // (they share the bucket, as the tests name it; their namespaces differ).
-func testOptions(dir string) localserver.Options {
-	var ext localserver.External
+func testOptions(dir string) server.Options {
+	var ext server.External
 	var stack string
 	if url := awstest.External(); url != "" {
-		ext = localserver.ExternalAt(url)
+		ext = server.ExternalAt(url)
 		ext.DynamoDB = awstest.DynamoDBEndpoint()
 		h := sha256.Sum256([]byte(dir))
 		stack = "ih" + hex.EncodeToString(h[:5])
 	}
-	return localserver.Options{
+	return server.Options{
 		External: ext, Stack: stack,
 		// The suite's demo catalog drops hard (the tests of soft delete make
 		// catalogs with it on).
@@ -188,7 +188,7 @@ func embeddedAWS(t *testing.T) {
 }
 
 // localOnly skips tests that need the in-process server.
-func localOnly(t *testing.T) *localserver.Server {
+func localOnly(t *testing.T) *server.Server {
 	t.Helper()
 	if shared.Local == nil {
 		t.Skip("needs the in-process local server")

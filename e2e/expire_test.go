@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -287,7 +287,7 @@ func snapshotFiles(t *testing.T, tbl *table.Table, ids ...int64) map[string]bool
 }
 
 // objectSizes is every object of the bucket with its size.
-func objectSizes(t *testing.T, srv *localserver.Server) map[string]int64 {
+func objectSizes(t *testing.T, srv *server.Server) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for path, o := range bucketListing(t, srv) {
@@ -297,7 +297,7 @@ func objectSizes(t *testing.T, srv *localserver.Server) map[string]int64 {
 }
 
 // objectsUnder lists a server's objects (key → ETag) under a location.
-func objectsUnder(t *testing.T, srv *localserver.Server, loc string) map[string]string {
+func objectsUnder(t *testing.T, srv *server.Server, loc string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for k, etag := range bucketObjects(t, srv) {

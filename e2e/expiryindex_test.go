@@ -10,16 +10,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
 
 // putExpiryEntry writes an item of the hold-expiry index straight into the
 // store, as one left behind by an earlier version would be.
-func putExpiryEntry(t *testing.T, srv *localserver.Server, sk string, attrs map[string]string) {
+func putExpiryEntry(t *testing.T, srv *server.Server, sk string, attrs map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
@@ -33,7 +33,7 @@ func putExpiryEntry(t *testing.T, srv *localserver.Server, sk string, attrs map[
 	for k, v := range attrs {
 		item[k] = &ddbtypes.AttributeValueMemberS{Value: v}
 	}
-	if _, err := awsconfig.DynamoDB(cfg, ep).PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(localserver.TableName), Item: item}); err != nil {
+	if _, err := awsconfig.DynamoDB(cfg, ep).PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(server.TableName), Item: item}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -44,7 +44,7 @@ func putExpiryEntry(t *testing.T, srv *localserver.Server, sk string, attrs map[
 func TestHoldExpiryRemovesStaleEntries(t *testing.T) {
 	localOnly(t)
 	ctx := context.Background()
-	srv, _ := ownServer(t, localserver.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	srv, _ := ownServer(t, server.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
 	st := srv.Catalog.Store()
 	if _, err := srv.Catalog.CreateCatalog(authz.WithPrincipal(ctx, "local:admin"), "stale", "s3://icehold-warehouse/stale",
 		map[string]string{"soft-delete.enabled": "true", "soft-delete.purge-on-expiry": "false"}); err != nil {
@@ -96,7 +96,7 @@ func TestHoldExpiryRemovesStaleEntries(t *testing.T) {
 
 // heldEntry writes an index entry for the held record (which has none: a
 // stale one, from a hold set by an earlier version).
-func heldEntry(t *testing.T, srv *localserver.Server, st *store.Store) {
+func heldEntry(t *testing.T, srv *server.Server, st *store.Store) {
 	t.Helper()
 	recs, err := st.SoftDeletedByName(context.Background(), "stale", []string{"ns"}, "held")
 	if err != nil || len(recs) != 1 {

@@ -16,15 +16,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
 
 // putObject writes an object to the local warehouse bucket and answers its URI.
-func putObject(t *testing.T, srv *localserver.Server, key string, body []byte) string {
+func putObject(t *testing.T, srv *server.Server, key string, body []byte) string {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/examples"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -42,7 +42,7 @@ func TestOperationsCommandsAsWritten(t *testing.T) {
 	}
 
 	clone := t.TempDir()
-	srv, cat := ownServer(t, localserver.Options{Dir: filepath.Join(clone, ".icehold"), DemoProperties: map[string]string{},
+	srv, cat := ownServer(t, server.Options{Dir: filepath.Join(clone, ".icehold"), DemoProperties: map[string]string{},
 		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, ReconcileEvery: time.Hour, DeleteWorkers: 2})
 	ctx := context.Background()
 	if err := cat.CreateNamespace(ctx, table.Identifier{"sales"}, nil); err != nil {

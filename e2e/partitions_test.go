@@ -23,8 +23,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/icehold/icehold/shared/localaws"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/partitions"
 )
 
@@ -213,7 +213,7 @@ type s3Requests struct {
 	keys   map[string][]string // "GET manifest" → keys
 }
 
-func countS3(srv *localaws.S3, tbl *table.Table) (*s3Requests, func()) {
+func countS3(srv *emulators.S3, tbl *table.Table) (*s3Requests, func()) {
 	loc, _ := strings.CutPrefix(tbl.Location(), "s3://")
 	c := &s3Requests{prefix: "/" + loc + "/", counts: map[string]int{}, keys: map[string][]string{}}
 	srv.SetObserver(func(r *http.Request) {
@@ -705,7 +705,7 @@ func TestPartitionDropReplaysAfterKill9(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cmd, info := startChild(t, dir)
-	open := func(info localserver.Info) *rest.Catalog {
+	open := func(info server.Info) *rest.Catalog {
 		cat, err := rest.NewCatalog(ctx, "icehold", info.RESTURL, rest.WithOAuthToken(info.AdminToken), rest.WithWarehouseLocation(info.Catalog))
 		if err != nil {
 			t.Fatal(err)

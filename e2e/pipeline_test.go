@@ -17,7 +17,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/local/emulators"
 )
 
 func newNamespace(t *testing.T, prefix string) string {
@@ -62,7 +62,7 @@ func TestPoisonBatchDeadLettersAndRedriveCompletes(t *testing.T) {
 	tbl := writtenTable(t, cat, ns, "t", nil, false)
 	data, meta := reachable(t, tbl)
 
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	defer srv.S3Emulator.SetFault(nil)
 	job := dropPurge(t, ns, "t")
 	dead := waitJob(t, job.ID, "DEAD_LETTERED", time.Minute)
@@ -144,7 +144,7 @@ func TestRegisterRecoversPendingPurge(t *testing.T) {
 	}
 
 	// Deletion started: no recovery.
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	job = dropPurge(t, ns, "t")
 	waitJob(t, job.ID, "RUNNING", 10*time.Second)
 	status, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register", shared.Token,
@@ -333,7 +333,7 @@ func TestPurgeEvents(t *testing.T) {
 	}
 
 	writtenTable(t, cat, ns, "dead", nil, false)
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	t.Cleanup(func() { srv.S3Emulator.SetFault(nil) })
 	job = dropPurge(t, ns, "dead")
 	dead := waitJob(t, job.ID, "DEAD_LETTERED", time.Minute)
@@ -379,7 +379,7 @@ func TestJobShowsRetryErrorsAndCountsFilesByKind(t *testing.T) {
 	if len(deletes) == 0 {
 		t.Fatal("the table has no delete file")
 	}
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	t.Cleanup(func() { srv.S3Emulator.SetFault(nil) })
 	job := dropPurge(t, ns, "t")
 

@@ -18,14 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/store"
 )
 
 // bucketObjects lists every object of the local warehouse bucket (key → ETag).
-func bucketObjects(t *testing.T, srv *localserver.Server) map[string]string {
+func bucketObjects(t *testing.T, srv *server.Server) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for path, o := range bucketListing(t, srv) {
@@ -35,7 +35,7 @@ func bucketObjects(t *testing.T, srv *localserver.Server) map[string]string {
 }
 
 // bucketListing lists every object of the local warehouse bucket by URI.
-func bucketListing(t *testing.T, srv *localserver.Server) map[string]s3types.Object {
+func bucketListing(t *testing.T, srv *server.Server) map[string]s3types.Object {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
@@ -326,7 +326,7 @@ func TestPurgeHonoursGCAndLocation(t *testing.T) {
 
 // putObjects writes objects (URIs of the server's bucket) straight to S3,
 // as an engine writing files it never commits does.
-func putObjects(t *testing.T, srv *localserver.Server, uris ...string) {
+func putObjects(t *testing.T, srv *server.Server, uris ...string) {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
@@ -341,7 +341,7 @@ func putObjects(t *testing.T, srv *localserver.Server, uris ...string) {
 
 // assertNothingLeft checks SPEC §3's "SUCCEEDED means nothing is left": no
 // object under the purged location, and the counters add up to what went.
-func assertNothingLeft(t *testing.T, srv *localserver.Server, job jobJSON, loc string, before map[string]string, unreferenced int) {
+func assertNothingLeft(t *testing.T, srv *server.Server, job jobJSON, loc string, before map[string]string, unreferenced int) {
 	t.Helper()
 	if left := objectsUnder(t, srv, loc); len(left) > 0 {
 		t.Errorf("job %s is %s with %d objects left under %s: %v", job.ID, job.State, len(left), loc, sortedKeys(keysOf(left)))

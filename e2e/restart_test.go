@@ -19,12 +19,12 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // startChild runs this test binary as a local server on dir and returns its
 // process and the connection details it wrote.
-func startChild(t *testing.T, dir string, env ...string) (*exec.Cmd, localserver.Info) {
+func startChild(t *testing.T, dir string, env ...string) (*exec.Cmd, server.Info) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), serveEnv+"="+dir), env...)
@@ -54,7 +54,7 @@ func startChild(t *testing.T, dir string, env ...string) (*exec.Cmd, localserver
 	case <-time.After(60 * time.Second):
 		t.Fatal("local server did not start")
 	}
-	var info localserver.Info
+	var info server.Info
 	raw, err := os.ReadFile(filepath.Join(dir, "local.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestStateSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
 	compactOften := compactEnv + "=4096"
 	cmd, info := startChild(t, dir, compactOften)
-	open := func(info localserver.Info) *rest.Catalog {
+	open := func(info server.Info) *rest.Catalog {
 		cat, err := rest.NewCatalog(ctx, "icehold", info.RESTURL, rest.WithOAuthToken(info.AdminToken), rest.WithWarehouseLocation(info.Catalog))
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +158,7 @@ func TestPurgeSurvivesKill9(t *testing.T) {
 	saved := *shared
 	shared = &env{URL: info.RESTURL, Token: info.AdminToken, Catalog: info.Catalog}
 	defer func() { *shared = saved }()
-	child := &localserver.Server{Info: info}
+	child := &server.Server{Info: info}
 
 	cat := client(t, shared.Token)
 	ns := newNamespace(t, "kill")
@@ -185,7 +185,7 @@ func TestPurgeSurvivesKill9(t *testing.T) {
 	cmd, info = startChild(t, dir)
 	defer killHard(t, cmd)
 	shared.URL = info.RESTURL
-	child = &localserver.Server{Info: info}
+	child = &server.Server{Info: info}
 	done := waitJob(t, job.ID, "SUCCEEDED", 2*time.Minute)
 	after := bucketObjects(t, child)
 	for k, etag := range before {
@@ -212,7 +212,7 @@ func TestSoftDeleteSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
 	env := holdExpiryEnv + "=100ms"
 	cmd, info := startChild(t, dir, env)
-	req := func(info localserver.Info, method, path string, body any, want int) []byte {
+	req := func(info server.Info, method, path string, body any, want int) []byte {
 		t.Helper()
 		var rd *strings.Reader
 		raw, _ := json.Marshal(body)

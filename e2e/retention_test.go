@@ -13,19 +13,19 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/partitions"
 )
 
 // Partition retention and verify (SPEC §5) on a server of their own: the
 // sweep walks every policy of the store, and the tests drive its clock.
 
-func retentionServer(t *testing.T) *localserver.Server {
+func retentionServer(t *testing.T) *server.Server {
 	t.Helper()
 	localOnly(t)
-	srv, err := localserver.Start(context.Background(), localserver.Options{DemoProperties: map[string]string{}, RetentionEvery: -1, DeleteWorkers: -1})
+	srv, err := server.Start(context.Background(), server.Options{DemoProperties: map[string]string{}, RetentionEvery: -1, DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func retentionServer(t *testing.T) *localserver.Server {
 	return srv
 }
 
-func lifecyclePath(srv *localserver.Server, ns, tbl, rest string) string {
+func lifecyclePath(srv *server.Server, ns, tbl, rest string) string {
 	return "/lifecycle/v1/catalogs/" + srv.Info.Catalog + "/namespaces/" + ns + "/tables/" + tbl + rest
 }
 
@@ -178,7 +178,7 @@ func TestRetentionSweepIsBoundedAcrossThousandTables(t *testing.T) {
 	const tables = 1000
 	// Straight through the services (the HTTP path is covered above): the
 	// subject is the sweep, and 2,000 requests under -race take a minute.
-	ctx := authz.WithPrincipal(context.Background(), localserver.AdminPrincipal)
+	ctx := authz.WithPrincipal(context.Background(), server.AdminPrincipal)
 	schema := iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz})
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{1}, FieldID: 1000, Name: "ts_day", Transform: iceberg.DayTransform{}})
 	var wg sync.WaitGroup

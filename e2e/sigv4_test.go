@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
@@ -40,7 +40,7 @@ const (
 
 // sigv4Region is the region requests are signed for (E2E_REGION against a
 // deployed stack).
-func sigv4Region() string { return envOr("E2E_REGION", localserver.Region) }
+func sigv4Region() string { return envOr("E2E_REGION", server.Region) }
 
 // sigv4User is a key pair of a principal the endpoint knows: a new local
 // user of the in-process server, or the external endpoint's from the

@@ -17,8 +17,8 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/softdelete"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -434,7 +434,7 @@ func waitJobIn(t *testing.T, cat, id, state string) jobJSON {
 func TestHoldExpiryBoundedAndConcurrent(t *testing.T) {
 	localOnly(t)
 	ctx := context.Background()
-	srv, _ := ownServer(t, localserver.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	srv, _ := ownServer(t, server.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
 	st := srv.Catalog.Store()
 	if _, err := srv.Catalog.CreateCatalog(authz.WithPrincipal(ctx, "local:admin"), "bulk", "s3://icehold-warehouse/bulk",
 		map[string]string{"soft-delete.enabled": "true", "soft-delete.purge-on-expiry": "false"}); err != nil {

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/icehold/icehold/examples"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // tour runs shell commands as a user of a fresh clone would: in an empty
@@ -45,17 +45,17 @@ func TestTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var server, steps []string
+	var serverCmds, steps []string
 	for _, b := range examples.Blocks(string(readme)) {
 		switch b.Marker {
 		case "tour: server":
-			server = append(server, commands(b.Text)...)
+			serverCmds = append(serverCmds, commands(b.Text)...)
 		case "tour":
 			steps = append(steps, commands(b.Text)...)
 		}
 	}
-	if len(server) != 1 || len(steps) == 0 {
-		t.Fatalf("the README's tour: want one <!-- tour: server --> command and <!-- tour --> blocks, got %q and %q", server, steps)
+	if len(serverCmds) != 1 || len(steps) == 0 {
+		t.Fatalf("the README's tour: want one <!-- tour: server --> command and <!-- tour --> blocks, got %q and %q", serverCmds, steps)
 	}
 	makefile, err := os.ReadFile("../Makefile")
 	if err != nil {
@@ -66,12 +66,12 @@ func TestTour(t *testing.T) {
 		!regexp.MustCompile(`(?m)^install:\n\t\$\(GO\) install ./cmd/icehold$`).Match(makefile) {
 		t.Fatal("make run is no longer `go run ./cmd/icehold local --ports $(PORTS)`, or make install `go install ./cmd/icehold`: update the tour test's make shim")
 	}
-	if !strings.Contains(server[0], "PORTS=") {
-		t.Errorf("the tour's server command %q names no base port (PORTS=)", server[0])
+	if !strings.Contains(serverCmds[0], "PORTS=") {
+		t.Errorf("the tour's server command %q names no base port (PORTS=)", serverCmds[0])
 	}
 	tr := newTour(t)
 
-	tr.start(server[0])
+	tr.start(serverCmds[0])
 	today := time.Now().UTC().Format(time.DateOnly)
 	for _, step := range steps {
 		out := tr.run(step)
@@ -81,7 +81,7 @@ func TestTour(t *testing.T) {
 			}
 		}
 		switch {
-		case strings.Contains(step, localserver.ExampleCommand):
+		case strings.Contains(step, server.ExampleCommand):
 			if !strings.Contains(out, "examples.events: appended 3 rows, 3 in the table") {
 				t.Errorf("%s: want 3 rows appended to a new table, got:\n%s", step, out)
 			}
@@ -112,11 +112,11 @@ func TestTour(t *testing.T) {
 	ran := 0
 	for _, line := range strings.Split(banner, "\n") {
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "curl ") && !strings.HasSuffix(line, localserver.ExampleCommand) {
+		if !strings.HasPrefix(line, "curl ") && !strings.HasSuffix(line, server.ExampleCommand) {
 			continue
 		}
 		out := tr.run(line)
-		if strings.HasSuffix(line, localserver.ExampleCommand) && !strings.Contains(out, "examples.events: appended 3 rows") {
+		if strings.HasSuffix(line, server.ExampleCommand) && !strings.Contains(out, "examples.events: appended 3 rows") {
 			t.Errorf("%s: want 3 rows appended, got:\n%s", line, out)
 		}
 		ran++
@@ -264,7 +264,7 @@ func (tr *tour) answers() bool {
 	if err != nil {
 		return false
 	}
-	var info localserver.Info
+	var info server.Info
 	if json.Unmarshal(raw, &info) != nil || info.ConfigCheck == "" {
 		return false
 	}

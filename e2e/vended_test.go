@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 type storageCredential struct {
@@ -25,9 +25,9 @@ type storageCredential struct {
 }
 
 // vendedS3 is an S3 client signing with a storage credential's keys.
-func vendedS3(srv *localserver.Server, c map[string]string) *s3.Client {
+func vendedS3(srv *server.Server, c map[string]string) *s3.Client {
 	return s3.New(s3.Options{
-		Region: localserver.Region, BaseEndpoint: aws.String(srv.Info.S3Endpoint), UsePathStyle: true,
+		Region: server.Region, BaseEndpoint: aws.String(srv.Info.S3Endpoint), UsePathStyle: true,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: c["s3.access-key-id"], SecretAccessKey: c["s3.secret-access-key"], SessionToken: c["s3.session-token"]}, nil
 		}),

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localaws"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -27,7 +27,7 @@ import (
 const memoryDir = ":memory:"
 
 // ownServer starts a local server of the test's own (its clock, timeouts).
-func ownServer(t *testing.T, o localserver.Options) (*localserver.Server, *rest.Catalog) {
+func ownServer(t *testing.T, o server.Options) (*server.Server, *rest.Catalog) {
 	t.Helper()
 	switch o.Dir {
 	case "":
@@ -35,7 +35,7 @@ func ownServer(t *testing.T, o localserver.Options) (*localserver.Server, *rest.
 	case memoryDir:
 		o.Dir = ""
 	}
-	srv, err := localserver.Start(context.Background(), o)
+	srv, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func ownServer(t *testing.T, o localserver.Options) (*localserver.Server, *rest.
 }
 
 // jobOf reads a job of the server's catalog straight from the store.
-func jobOf(t *testing.T, srv *localserver.Server, id string) store.Job {
+func jobOf(t *testing.T, srv *server.Server, id string) store.Job {
 	t.Helper()
 	j, err := srv.Catalog.Store().GetJob(context.Background(), srv.Info.Catalog, id)
 	if err != nil {
@@ -68,7 +68,7 @@ func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
 }
 
 // dropOn drops a table with purge on a server and returns its job.
-func dropOn(t *testing.T, srv *localserver.Server, cat *rest.Catalog, ns string) store.Job {
+func dropOn(t *testing.T, srv *server.Server, cat *rest.Catalog, ns string) store.Job {
 	t.Helper()
 	if err := cat.PurgeTable(context.Background(), table.Identifier{ns, "t"}); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func dropOn(t *testing.T, srv *localserver.Server, cat *rest.Catalog, ns string)
 }
 
 // historyLen counts an execution's events through GetExecutionHistory.
-func historyLen(t *testing.T, srv *localserver.Server, execution string) int {
+func historyLen(t *testing.T, srv *server.Server, execution string) int {
 	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{SFN: srv.Info.StepFns, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
@@ -107,8 +107,8 @@ func historyLen(t *testing.T, srv *localserver.Server, execution string) int {
 func TestPurgeWaitsSeventyTwoHoursOnADeadLetter(t *testing.T) {
 	embeddedAWS(t)
 	ctx := context.Background()
-	clock := localaws.NewManualClock(time.Now())
-	srv, cat := ownServer(t, localserver.Options{
+	clock := emulators.NewManualClock(time.Now())
+	srv, cat := ownServer(t, server.Options{
 		Visibility: time.Second, MaxReceives: 2, TimeScale: 1, Clock: clock,
 		ReconcileEvery: time.Hour, // driven by hand here
 		DeleteWorkers:  2,
@@ -119,7 +119,7 @@ func TestPurgeWaitsSeventyTwoHoursOnADeadLetter(t *testing.T) {
 	}
 	tbl := writtenTableOn(t, cat, ns)
 	data, meta := reachable(t, tbl)
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	job := dropOn(t, srv, cat, ns)
 	waitFor(t, "the job to be dead-lettered", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobDeadLettered })
 	waitFor(t, "the workflow to wait on its token", 10*time.Second, func() bool { return jobOf(t, srv, job.ID).TaskToken != "" })
@@ -170,7 +170,7 @@ func writtenTableOn(t *testing.T, cat *rest.Catalog, ns string) *table.Table {
 // reason and publishes PurgeDeadLettered once; the redrive completes it.
 func TestBatchDeadLetteredByTimeoutShowsOnTheJob(t *testing.T) {
 	ctx := context.Background()
-	srv, cat := ownServer(t, localserver.Options{
+	srv, cat := ownServer(t, server.Options{
 		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, DeleteTimeout: 500 * time.Millisecond,
 		ReconcileEvery: time.Hour, DeleteWorkers: 2, BatchManifests: 100,
 	})
@@ -225,7 +225,7 @@ func TestBatchDeadLetteredByTimeoutShowsOnTheJob(t *testing.T) {
 func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
 	embeddedAWS(t)
 	ctx := context.Background()
-	srv, cat := ownServer(t, localserver.Options{
+	srv, cat := ownServer(t, server.Options{
 		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.01, ReconcileEvery: time.Hour,
 		DeleteWorkers: 1, BatchManifests: 100, // one batch of several manifests: a checkpoint each
 	})
@@ -234,7 +234,7 @@ func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	writtenTableOn(t, cat, ns)
-	srv.S3Emulator.SetFault(&localaws.Fault{Match: localaws.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
+	srv.S3Emulator.SetFault(&emulators.Fault{Match: emulators.IsDeleteObjects, Status: http.StatusForbidden, Code: "AccessDenied"})
 	job := dropOn(t, srv, cat, ns)
 	waitFor(t, "the job to be dead-lettered", 30*time.Second, func() bool { return jobOf(t, srv, job.ID).State == store.JobDeadLettered })
 	waitFor(t, "the dead batch in the DLQ", 10*time.Second, func() bool {
@@ -265,7 +265,7 @@ func TestRedrivenBatchPartialRetryKeepsTheDeadCount(t *testing.T) {
 // that timed out even once would be dead.
 func TestLongBatchContinuesBeforeTheDeadline(t *testing.T) {
 	ctx := context.Background()
-	srv, cat := ownServer(t, localserver.Options{
+	srv, cat := ownServer(t, server.Options{
 		Visibility: 2 * time.Second, MaxReceives: 1, TimeScale: 0.01, DeleteTimeout: 1200 * time.Millisecond, DeleteMargin: 500 * time.Millisecond,
 		ReconcileEvery: time.Hour, DeleteWorkers: 1, BatchManifests: 100, // one batch of many manifests
 	})
@@ -307,7 +307,7 @@ func TestLongBatchContinuesBeforeTheDeadline(t *testing.T) {
 func TestContinuedLastReceiveIsNotDeadLettered(t *testing.T) {
 	ctx := context.Background()
 	var ahead atomic.Int64 // how far the pipeline's clock runs ahead
-	srv, cat := ownServer(t, localserver.Options{
+	srv, cat := ownServer(t, server.Options{
 		Visibility: time.Second, MaxReceives: 1, TimeScale: 0.01, ReconcileEvery: time.Hour,
 		DeleteWorkers: -1, BatchManifests: 100, DeleteMargin: time.Hour,
 		Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) },

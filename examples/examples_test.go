@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/icehold/icehold/examples"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 func readme(t *testing.T) string {
@@ -61,11 +61,11 @@ func TestREADMEQuotesTheExamples(t *testing.T) {
 
 // make run's banner shows the iceberg-go example's region as it is.
 func TestBannerQuotesTheExample(t *testing.T) {
-	banner := localserver.Info{RESTURL: "http://127.0.0.1:8181", AdminToken: "tok", Catalog: "demo"}.HowTo(".icehold")
+	banner := server.Info{RESTURL: "http://127.0.0.1:8181", AdminToken: "tok", Catalog: "demo"}.HowTo(".icehold")
 	if !strings.Contains(banner, "\n"+examples.IcebergGo+"\n") {
 		t.Errorf("the banner does not quote examples/iceberg-go's region:\n%s", banner)
 	}
-	if !strings.Contains(banner, "ICEHOLD_URL=http://127.0.0.1:8181 ICEHOLD_TOKEN=tok ICEHOLD_CATALOG=demo "+localserver.ExampleCommand+"\n") {
+	if !strings.Contains(banner, "ICEHOLD_URL=http://127.0.0.1:8181 ICEHOLD_TOKEN=tok ICEHOLD_CATALOG=demo "+server.ExampleCommand+"\n") {
 		t.Errorf("the banner does not show how to run the example:\n%s", banner)
 	}
 }

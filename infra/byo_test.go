@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/icehold/icehold/infra"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // With icehold:delete-reserved-concurrency the delete function reserves
@@ -39,7 +39,7 @@ func TestExistingBucketsAndKeyFromContext(t *testing.T) {
 	}
 	for id, f := range byoResources("AWS::Lambda::Function") {
 		vars, _ := f["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if got := vars["ICEHOLD_WAREHOUSE_BUCKETS"]; got != localserver.DefaultBucket+",team-lake" {
+		if got := vars["ICEHOLD_WAREHOUSE_BUCKETS"]; got != server.DefaultBucket+",team-lake" {
 			t.Errorf("%s: ICEHOLD_WAREHOUSE_BUCKETS %v", id, got)
 		}
 	}
@@ -59,7 +59,7 @@ func TestExistingBucketsAndKeyFromContext(t *testing.T) {
 		t.Errorf("%d queues", len(queues))
 	}
 	outputs := (*byoTemplate.ToJSON())["Outputs"].(map[string]any)
-	if got := outputs["WarehouseBuckets"].(map[string]any)["Value"]; got != localserver.DefaultBucket+",team-lake" {
+	if got := outputs["WarehouseBuckets"].(map[string]any)["Value"]; got != server.DefaultBucket+",team-lake" {
 		t.Errorf("output WarehouseBuckets %v", got)
 	}
 }

@@ -37,10 +37,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -51,7 +51,7 @@ const (
 	oracleRegion  = "us-east-1"
 	oracleAccount = "000000000000"
 	oracleBus     = "icehold-lifecycle"
-	oracleMachine = "arn:aws:states:us-east-1:000000000000:stateMachine:" + localserver.PurgeMachine
+	oracleMachine = "arn:aws:states:us-east-1:000000000000:stateMachine:" + server.PurgeMachine
 )
 
 // iamRequest is one authorization AWS makes for a call.
@@ -130,7 +130,7 @@ type recorder struct {
 	errs                []string
 }
 
-func newRecorder(t *testing.T, info localserver.Info, sfn *fakeSFN) (*recorder, string) {
+func newRecorder(t *testing.T, info server.Info, sfn *fakeSFN) (*recorder, string) {
 	parse := func(s string) *url.URL {
 		u, err := url.Parse(s)
 		if err != nil {
@@ -363,15 +363,15 @@ type policy []map[string]any
 func localPolicy(t *testing.T, statements []map[string]any) policy {
 	t.Helper()
 	byPrefix := map[string]string{
-		"Catalog.Arn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName,
+		"Catalog.Arn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + server.TableName,
 		// The stream: the event source mapping reads it (not exercised here).
-		"Catalog.StreamArn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + localserver.TableName + "/stream/local",
-		"Warehouse.Arn":     "arn:aws:s3:::" + localserver.DefaultBucket,
-		"DeleteQueue.Arn":   "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + localserver.DeleteQueue,
+		"Catalog.StreamArn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + server.TableName + "/stream/local",
+		"Warehouse.Arn":     "arn:aws:s3:::" + server.DefaultBucket,
+		"DeleteQueue.Arn":   "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + server.DeleteQueue,
 		"PurgeMachine":      oracleMachine,
 		"LifecycleBus.Arn":  "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
 		"Api":               "local-api", // the engines' execute-api:Invoke (not exercised here)
-		"VendingRole.Arn":   "arn:aws:iam::" + oracleAccount + ":role/" + localserver.VendingRole,
+		"VendingRole.Arn":   "arn:aws:iam::" + oracleAccount + ":role/" + server.VendingRole,
 		"AWS::Partition":    "aws",
 		"AWS::Region":       oracleRegion,
 		"AWS::AccountId":    oracleAccount,
@@ -382,7 +382,7 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 		case string:
 			// The purge machine named by its fixed name (<stack>-purge).
 			for _, stack := range []string{"Test", "Byo"} {
-				x = strings.ReplaceAll(x, ":stateMachine:"+stack+"-purge", ":stateMachine:"+localserver.PurgeMachine)
+				x = strings.ReplaceAll(x, ":stateMachine:"+stack+"-purge", ":stateMachine:"+server.PurgeMachine)
 			}
 			return x
 		case map[string]any:
@@ -551,7 +551,7 @@ func (r *recorder) take() ([]iamRequest, []string) {
 
 // functionEnv is a function's environment with every AWS endpoint at its
 // recorder.
-func functionEnv(info localserver.Info, at string) lambdaenv.Env {
+func functionEnv(info server.Info, at string) lambdaenv.Env {
 	env := info.FunctionEnv()
 	env.Endpoints.DynamoDB, env.Endpoints.S3, env.Endpoints.SQS, env.Endpoints.SFN, env.Endpoints.Events = at, at, at, at, at
 	env.IOProps["s3.endpoint"] = at
@@ -576,8 +576,8 @@ func enginePolicyIn(t *testing.T, of func(string) map[string]map[string]any) []m
 
 // The evaluator itself: what the roles must not be able to do.
 func TestOracleEvaluatorRefusals(t *testing.T) {
-	table := "arn:aws:dynamodb:us-east-1:000000000000:table/" + localserver.TableName
-	obj := func(k string) string { return "arn:aws:s3:::" + localserver.DefaultBucket + "/" + k }
+	table := "arn:aws:dynamodb:us-east-1:000000000000:table/" + server.TableName
+	obj := func(k string) string { return "arn:aws:s3:::" + server.DefaultBucket + "/" + k }
 	cases := []struct {
 		who   string
 		pol   []map[string]any
@@ -606,7 +606,7 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
 		{"ApiFn", nil, iamRequest{Action: "dynamodb:Scan", Resource: table}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:other-machine:x"}, false},
-		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:" + localserver.PurgeMachine + ":pj-1"}, true},
+		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:" + server.PurgeMachine + ":pj-1"}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/data/x.parquet")}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true},
 		{"engine", enginePolicy(t), iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00002-a.metadata.json")}, false},
@@ -656,7 +656,7 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 // by its role's synthesized policy.
 func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1, ReconcileEvery: time.Hour, RelayEvery: -1})
+	srv, err := server.Start(ctx, server.Options{DeleteWorkers: -1, ReconcileEvery: time.Hour, RelayEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,7 +677,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Authenticate = func(*http.Request) string { return localserver.AdminPrincipal }
+		cfg.Authenticate = func(*http.Request) string { return server.AdminPrincipal }
 		return router.New(cfg)
 	}
 	api, drop := handler("ApiFn", false), handler("DropFn", true)
@@ -729,8 +729,8 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	engine := awsconfig.S3(ecfg, envs["engine"].Endpoints)
 	put := func(uri string, data []byte) {
 		t.Helper()
-		k := strings.TrimPrefix(uri, "s3://"+localserver.DefaultBucket+"/")
-		if _, err := engine.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(localserver.DefaultBucket), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
+		k := strings.TrimPrefix(uri, "s3://"+server.DefaultBucket+"/")
+		if _, err := engine.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(server.DefaultBucket), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -876,7 +876,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 			m := got.Messages[0]
 			ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
 				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
-				EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + localserver.DeleteQueue}}}
+				EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + server.DeleteQueue}}}
 			raw, _ := json.Marshal(ev)
 			out, err := deleteFn(ctx, raw)
 			if err != nil {
@@ -916,13 +916,13 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	}
 
 	// purge-plan's failure path: t4's metadata file is gone.
-	s3direct := awsconfig.S3(ecfg, awsconfig.Endpoints{S3: info.S3Endpoint, Region: oracleRegion, AccessKey: localserver.AccessKey, SecretKey: localserver.SecretKey})
-	listed, err := s3direct.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(localserver.DefaultBucket), Prefix: aws.String("demo/lp/t4")})
+	s3direct := awsconfig.S3(ecfg, awsconfig.Endpoints{S3: info.S3Endpoint, Region: oracleRegion, AccessKey: server.AccessKey, SecretKey: server.SecretKey})
+	listed, err := s3direct.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(server.DefaultBucket), Prefix: aws.String("demo/lp/t4")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range listed.Contents {
-		if _, err := s3direct.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(localserver.DefaultBucket), Key: o.Key}); err != nil {
+		if _, err := s3direct.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(server.DefaultBucket), Key: o.Key}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -972,8 +972,8 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	// reconcile's orphan sweep and the delete step of an orphans job: a
 	// metadata file whose request never made it current (its intent is two
 	// hours old) goes through the queue like a purge.
-	orphan := "s3://" + localserver.DefaultBucket + "/demo/lp/lost-1/metadata/00000-x.metadata.json"
-	if _, err := s3direct.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(localserver.DefaultBucket),
+	orphan := "s3://" + server.DefaultBucket + "/demo/lp/lost-1/metadata/00000-x.metadata.json"
+	if _, err := s3direct.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(server.DefaultBucket),
 		Key: aws.String("demo/lp/lost-1/metadata/00000-x.metadata.json"), Body: bytes.NewReader([]byte("{}"))}); err != nil {
 		t.Fatal(err) // as the API function wrote it (engines may not)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/icehold/icehold/infra"
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/purge"
 )
 
@@ -34,7 +34,7 @@ const byoKey = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1
 // byoContext are byoTemplate's context values, as -c key=value gives them
 // (strings) or cdk.json may (numbers).
 var byoContext = map[string]any{
-	infra.CtxWarehouseBuckets: localserver.DefaultBucket + ", arn:aws:s3:::team-lake",
+	infra.CtxWarehouseBuckets: server.DefaultBucket + ", arn:aws:s3:::team-lake",
 	infra.CtxKMSKey:           byoKey,
 	infra.CtxDeleteReserved:   "30",
 	infra.CtxAPIRate:          float64(50),
@@ -433,7 +433,7 @@ type variant struct {
 
 var variants = []variant{
 	{"Test", resources, []string{bucketArn}, ""},
-	{"Byo", byoResources, []string{"arn:${Partition}:s3:::" + localserver.DefaultBucket, "arn:${Partition}:s3:::team-lake"}, byoKey},
+	{"Byo", byoResources, []string{"arn:${Partition}:s3:::" + server.DefaultBucket, "arn:${Partition}:s3:::team-lake"}, byoKey},
 }
 
 // objects are the variant's object ARNs matching pattern, one per bucket.

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/credentials"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/objects"
 )
 
@@ -50,7 +50,7 @@ func TestVendingRole(t *testing.T) {
 		t.Errorf("MaxSessionDuration %v, want 43200 (12 hours, vended-credentials.duration's bound)", props["MaxSessionDuration"])
 	}
 
-	table := objects.Location{Bucket: localserver.DefaultBucket, Key: "demo/ns/t-1"}
+	table := objects.Location{Bucket: server.DefaultBucket, Key: "demo/ns/t-1"}
 	doc, err := credentials.Policy(credentials.Scope{Write: []objects.Location{table}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestVendingRole(t *testing.T) {
 		}
 	}
 	role, sess := localPolicy(t, stmts), localPolicy(t, session.Statement)
-	obj := func(k string) string { return "arn:aws:s3:::" + localserver.DefaultBucket + "/" + k }
+	obj := func(k string) string { return "arn:aws:s3:::" + server.DefaultBucket + "/" + k }
 	cases := []struct {
 		action, resource string
 		allow            bool

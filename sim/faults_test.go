@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/local/emulators"
 )
 
 // Faults the generator turns on and off (barriers): delete calls that fail
@@ -28,7 +28,7 @@ func (s *Sim) faultBarrier() *barrier {
 			code   string
 		}{{500, "InternalError"}, {503, "SlowDown"}})
 		return &barrier{desc: fmt.Sprintf("fault: every DeleteObjects answers %d %s until healed", code.status, code.code), run: func() error {
-			s.w.srv.S3Emulator.SetFault(&localaws.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
+			s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
 				return r.Method == http.MethodPost && r.URL.Query().Has("delete")
 			}})
 			s.faulty = true

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -95,12 +95,12 @@ func (w *World) second() *second {
 		return w.sec
 	}
 	db := &pausingDB{DynamoDB: w.ddb}
-	st := store.New(db, localserver.TableName)
+	st := store.New(db, server.TableName)
 	cat := catalog.New(st, objects.New(w.s3))
 	soft := &softdelete.Service{Catalog: cat, Purge: w.srv.Purge, Now: w.clock.Now}
 	cfg := w.srv.RouterConfig
 	cfg.Catalog, cfg.SoftDelete, cfg.Partitions = cat, soft, nil
-	cfg.Authz = authz.New(st, []string{localserver.AdminPrincipal, localserver.LocalAccountAdmins})
+	cfg.Authz = authz.New(st, []string{server.AdminPrincipal, server.LocalAccountAdmins})
 	hs := httptest.NewServer(router.New(cfg))
 	w.sec = &second{db: db, soft: soft, url: hs.URL, srv: hs}
 	return w.sec

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // Locations, registration, renames and the ownership backfill: the
@@ -325,13 +325,13 @@ func (s *Sim) backfill() error {
 		return err
 	}
 	for _, it := range del {
-		if _, err := s.w.ddb.DeleteItem(s.ctx, &dynamodb.DeleteItemInput{TableName: aws.String(localserver.TableName),
+		if _, err := s.w.ddb.DeleteItem(s.ctx, &dynamodb.DeleteItemInput{TableName: aws.String(server.TableName),
 			Key: map[string]ddbtypes.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
 			return err
 		}
 	}
 	for _, it := range put {
-		if _, err := s.w.ddb.PutItem(s.ctx, &dynamodb.PutItemInput{TableName: aws.String(localserver.TableName), Item: it}); err != nil {
+		if _, err := s.w.ddb.PutItem(s.ctx, &dynamodb.PutItemInput{TableName: aws.String(server.TableName), Item: it}); err != nil {
 			return err
 		}
 	}

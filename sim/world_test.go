@@ -20,8 +20,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -31,10 +31,10 @@ import (
 
 const (
 	catalogName = "sim"
-	bucket      = localserver.DefaultBucket
+	bucket      = server.DefaultBucket
 	warehouse   = "s3://" + bucket + "/" + catalogName
 
-	admin  = localserver.AdminPrincipal
+	admin  = server.AdminPrincipal
 	writer = "sim:writer" // every table privilege but TABLE_LEGAL_HOLD; no CATALOG_MANAGE
 	holder = "sim:holder" // TABLE_LEGAL_HOLD, TABLE_READ, TABLE_WRITE
 )
@@ -72,7 +72,7 @@ func (c *Clock) Advance(d time.Duration) {
 type World struct {
 	dir    string
 	clock  *Clock
-	srv    *localserver.Server
+	srv    *server.Server
 	tokens map[string]string // principal → bearer token
 	ddb    *dynamodb.Client
 	s3     *s3.Client
@@ -83,8 +83,8 @@ type World struct {
 	sec *second
 }
 
-func (w *World) options() localserver.Options {
-	return localserver.Options{
+func (w *World) options() server.Options {
+	return server.Options{
 		Dir: w.dir, Catalog: catalogName,
 		DemoProperties: map[string]string{"soft-delete.enabled": "true"},
 		Now:            w.clock.Now,
@@ -98,7 +98,7 @@ func (w *World) options() localserver.Options {
 
 // start starts (or restarts) the server on the world's state folder.
 func (w *World) start(ctx context.Context) error {
-	srv, err := localserver.Start(ctx, w.options())
+	srv, err := server.Start(ctx, w.options())
 	if err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (w *World) objects(ctx context.Context) (map[string]int64, error) {
 
 // scan walks every item of the store.
 func (w *World) scan(ctx context.Context, fn func(item map[string]ddbtypes.AttributeValue) error) error {
-	p := dynamodb.NewScanPaginator(w.ddb, &dynamodb.ScanInput{TableName: aws.String(localserver.TableName)})
+	p := dynamodb.NewScanPaginator(w.ddb, &dynamodb.ScanInput{TableName: aws.String(server.TableName)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {

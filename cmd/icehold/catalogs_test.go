@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // catalogs and grants against a local server: a token's principal holds
@@ -13,7 +13,7 @@ import (
 func TestCatalogsAndGrants(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, DeleteWorkers: -1})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir, DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/spf13/cobra"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // connOpts are the global flags: how to reach icehold and how to print.
@@ -81,7 +81,7 @@ func (o *connOpts) stateDir() string {
 
 // localInfo reads the running local server's details (nil when there are
 // none).
-func (o *connOpts) localInfo() (*localserver.Info, error) {
+func (o *connOpts) localInfo() (*server.Info, error) {
 	raw, err := os.ReadFile(filepath.Join(o.stateDir(), "local.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -89,7 +89,7 @@ func (o *connOpts) localInfo() (*localserver.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	var info localserver.Info
+	var info server.Info
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(o.stateDir(), "local.json"), err)
 	}
@@ -103,7 +103,7 @@ type client struct {
 	creds               aws.CredentialsProvider
 	region              string
 	http                *http.Client
-	local               *localserver.Info // the local server's details, when url is its
+	local               *server.Info // the local server's details, when url is its
 	output              string
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 const iamHelp = `Local IAM users, whose keys sign requests with SigV4 as clients of the
@@ -30,14 +30,14 @@ func iamCmd(conn *connOpts) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := conn.stateDir()
-			u, err := localserver.AddUser(dir, args[0])
+			u, err := server.AddUser(dir, args[0])
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "export AWS_ACCESS_KEY_ID=%s\n", u.AccessKeyID)
 			fmt.Fprintf(out, "export AWS_SECRET_ACCESS_KEY=%s\n", u.SecretAccessKey)
-			fmt.Fprintf(out, "export AWS_REGION=%s\n", localserver.Region)
+			fmt.Fprintf(out, "export AWS_REGION=%s\n", server.Region)
 			fmt.Fprintf(cmd.ErrOrStderr(), "added user %s (%s) to %s\n", u.Name, u.Principal(), dir)
 			return nil
 		},
@@ -47,7 +47,7 @@ func iamCmd(conn *connOpts) *cobra.Command {
 		Short: "Local IAM users",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			us, err := localserver.ListUsers(conn.stateDir())
+			us, err := server.ListUsers(conn.stateDir())
 			if err != nil {
 				return err
 			}

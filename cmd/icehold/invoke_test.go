@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // `icehold invoke` runs the handler on it against a local server.
 func TestSampleEventsInvokeEveryFunction(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: t.TempDir()})
+	srv, err := server.Start(ctx, server.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestSamplesRunInFileOrder(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	// make run's reconcile runs each minute: the samples run before it.
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, ReconcileEvery: time.Hour})
+	srv, err := server.Start(ctx, server.Options{Dir: dir, ReconcileEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

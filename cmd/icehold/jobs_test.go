@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 func TestProgressLine(t *testing.T) {
@@ -39,7 +39,7 @@ func TestProgressLine(t *testing.T) {
 func TestJobsCommands(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
+	srv, err := server.Start(ctx, server.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestJobsCommands(t *testing.T) {
 func TestDropWatch(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir, TimeScale: 0.01, ReconcileEvery: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 func localCmd(conn *connOpts) *cobra.Command {
-	var o localserver.Options
+	var o server.Options
 	var awsEP string
 	var ports int
-	var ext localserver.External
+	var ext server.External
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run the whole product on this machine (make run); its AWS environment, schedules, faults, DLQ redrive and tokens",
@@ -37,7 +37,7 @@ AWS services it uses, state in --dir (.icehold). It listens on six ports from
 			}
 			o.Dir = conn.dir
 			o.AtPorts("", ports)
-			o.External = localserver.ExternalAt(awsEP)
+			o.External = server.ExternalAt(awsEP)
 			for _, e := range []struct{ val, dst *string }{
 				{&ext.DynamoDB, &o.External.DynamoDB}, {&ext.S3, &o.External.S3}, {&ext.SQS, &o.External.SQS}, {&ext.Events, &o.External.Events},
 			} {
@@ -49,7 +49,7 @@ AWS services it uses, state in --dir (.icehold). It listens on six ports from
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&ports, "ports", localserver.DefaultPorts, "the first of the six ports it listens on (make run PORTS=…); 0 picks free ports")
+	f.IntVar(&ports, "ports", server.DefaultPorts, "the first of the six ports it listens on (make run PORTS=…); 0 picks free ports")
 	f.StringVar(&awsEP, "aws-endpoint", "", "put DynamoDB, S3, SQS and EventBridge on this endpoint (moto_server, LocalStack) instead of the embedded emulators; Step Functions stays embedded")
 	f.StringVar(&ext.DynamoDB, "dynamodb-endpoint", "", "DynamoDB endpoint (overrides --aws-endpoint)")
 	f.StringVar(&ext.S3, "s3-endpoint", "", "S3 endpoint (overrides --aws-endpoint)")
@@ -61,7 +61,7 @@ AWS services it uses, state in --dir (.icehold). It listens on six ports from
 
 // portHint names the flag that moves a port another program holds.
 func portHint(err error, base int) error {
-	var be *localserver.BindError
+	var be *server.BindError
 	if !errors.As(err, &be) || !errors.Is(err, syscall.EADDRINUSE) {
 		return err
 	}
@@ -70,9 +70,9 @@ func portHint(err error, base int) error {
 }
 
 // serveLocal runs the local server, state in o.Dir, until ctx ends.
-func serveLocal(ctx context.Context, o localserver.Options, out io.Writer) error {
+func serveLocal(ctx context.Context, o server.Options, out io.Writer) error {
 	dir := &o.Dir // the banner below names it
-	srv, err := localserver.Start(ctx, o)
+	srv, err := server.Start(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // What `make run` runs: the server on 127.0.0.1:8181 answers /v1/config with
@@ -46,7 +46,7 @@ func TestMakeRunServesConfig(t *testing.T) {
 	}
 	defer stop()
 
-	var info localserver.Info
+	var info server.Info
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		raw, err := os.ReadFile(filepath.Join(dir, "local.json"))
@@ -116,7 +116,7 @@ func TestLocalEnvAndRun(t *testing.T) {
 	isolate(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	srv, err := server.Start(ctx, server.Options{Dir: dir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestLocalEnvAndRun(t *testing.T) {
 		t.Errorf("s3 on the edge port: %v", err)
 	}
 
-	for _, name := range localserver.Schedules {
+	for _, name := range server.Schedules {
 		out, _, err := cli("local", "run", name, "--dir", dir)
 		if err != nil || !strings.HasPrefix(out, name+" ran: ") {
 			t.Errorf("local run %s: %v\n%s", name, err, out)

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/spf13/cobra"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // localClient connects to the running local server (run and fault act on
@@ -96,7 +96,7 @@ func writeJSON(out io.Writer, v any) error {
 // runScheduleCmd runs one of the local server's schedules now.
 func runScheduleCmd(conn *connOpts) *cobra.Command {
 	return &cobra.Command{
-		Use:   "run " + strings.Join(localserver.Schedules, "|"),
+		Use:   "run " + strings.Join(server.Schedules, "|"),
 		Short: "Run one of the local server's schedules now and print what it did",
 		Long: `Runs a schedule of the running local server now, as its timer would, and
 prints the run's report:
@@ -106,10 +106,10 @@ prints the run's report:
   reconcile    restarts stuck purge jobs, then sweeps orphans (every minute; 5 in AWS)
   orphans      the orphan sweep alone: metadata files of requests lost an hour ago`,
 		Args:      exactArgs(1),
-		ValidArgs: localserver.Schedules,
+		ValidArgs: server.Schedules,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(localserver.Schedules, args[0]) {
-				return usagef(cmd, "no schedule %q: want one of %s", args[0], strings.Join(localserver.Schedules, ", "))
+			if !slices.Contains(server.Schedules, args[0]) {
+				return usagef(cmd, "no schedule %q: want one of %s", args[0], strings.Join(server.Schedules, ", "))
 			}
 			c, err := localClient(cmd, conn)
 			if err != nil {
@@ -119,7 +119,7 @@ prints the run's report:
 				Schedule string          `json:"schedule"`
 				Report   json.RawMessage `json:"report"`
 			}
-			if err := c.do(cmd.Context(), "POST", localserver.SchedulePath(args[0]), nil, &res); err != nil {
+			if err := c.do(cmd.Context(), "POST", server.SchedulePath(args[0]), nil, &res); err != nil {
 				return err
 			}
 			if c.output == "json" {
@@ -263,7 +263,7 @@ type bucketPolicy struct {
 
 // editPolicy reads the bucket's policy (none: empty), edits it and writes
 // it back; a policy left without statements is deleted.
-func editPolicy(ctx context.Context, info *localserver.Info, bucket string, edit func(*bucketPolicy)) error {
+func editPolicy(ctx context.Context, info *server.Info, bucket string, edit func(*bucketPolicy)) error {
 	ep := awsconfig.Endpoints{S3: info.S3Endpoint, Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey}
 	cfg, err := awsconfig.Load(ctx, ep)
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -26,7 +26,7 @@ import (
 // younger is reported as owning nothing; a second run claims nothing more.
 func TestMigrateOwnership(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
+	srv, err := server.Start(ctx, server.Options{DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +45,9 @@ func TestMigrateOwnership(t *testing.T) {
 	if _, err := srv.Catalog.DropTable(ctx, "demo", catalog.Ident{Namespace: []string{"ops"}, Name: "old"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
-	args := []string{"ownership", "--table", localserver.TableName, "--region", localserver.Region,
+	t.Setenv("AWS_ACCESS_KEY_ID", server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", server.SecretKey)
+	args := []string{"ownership", "--table", server.TableName, "--region", server.Region,
 		"--dynamodb-endpoint", srv.Info.DynamoDB, "--s3-endpoint", srv.Info.S3Endpoint}
 	for run, wantTables := range []int{1, 0} {
 		var out bytes.Buffer
@@ -75,7 +75,7 @@ func TestMigrateOwnership(t *testing.T) {
 }
 
 // createTable makes ops.<name> through the API and returns its metadata location.
-func createTable(t *testing.T, srv *localserver.Server, name string) string {
+func createTable(t *testing.T, srv *server.Server, name string) string {
 	t.Helper()
 	ctx := context.Background()
 	_, _ = srv.Catalog.CreateNamespace(ctx, "demo", []string{"ops"}, nil)
@@ -97,7 +97,7 @@ func createTable(t *testing.T, srv *localserver.Server, name string) string {
 // the decrements would leave it at -2 and it could never be dropped).
 func TestMigrateChildren(t *testing.T) {
 	ctx := context.Background()
-	srv, err := localserver.Start(ctx, localserver.Options{DeleteWorkers: -1})
+	srv, err := server.Start(ctx, server.Options{DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +110,10 @@ func TestMigrateChildren(t *testing.T) {
 	if err := st.SetChildren(ctx, "demo", []string{"ops"}, 0); err != nil { // as before the counter
 		t.Fatal(err)
 	}
-	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	t.Setenv("AWS_ACCESS_KEY_ID", server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", server.SecretKey)
 	var out bytes.Buffer
-	if err := execute(ctx, []string{"migrate", "children", "--table", localserver.TableName, "--region", localserver.Region,
+	if err := execute(ctx, []string{"migrate", "children", "--table", server.TableName, "--region", server.Region,
 		"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +150,13 @@ func TestMigrateStatus(t *testing.T) {
 	if rep := status(); len(rep.Done) != 2 || len(rep.Pending) != 0 {
 		t.Errorf("status of a started local store: %+v, want both done", rep)
 	}
-	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, Region: localserver.Region, AccessKey: localserver.AccessKey, SecretKey: localserver.SecretKey}
+	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, Region: server.Region, AccessKey: server.AccessKey, SecretKey: server.SecretKey}
 	cfg, err := awsconfig.Load(ctx, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// As a store from before the ownership index: its marker absent.
-	if _, err := awsconfig.DynamoDB(cfg, ep).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(localserver.TableName), Key: map[string]ddbtypes.AttributeValue{
+	if _, err := awsconfig.DynamoDB(cfg, ep).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(server.TableName), Key: map[string]ddbtypes.AttributeValue{
 		"pk": &ddbtypes.AttributeValueMemberS{Value: "MIGRATION"}, "sk": &ddbtypes.AttributeValueMemberS{Value: catalog.OwnershipMigration},
 	}}); err != nil {
 		t.Fatal(err)
@@ -231,24 +231,24 @@ func TestMigrateTeardownCheck(t *testing.T) {
 
 // migrateServer is a local server for the migrate commands, with the local
 // account's keys in the environment (the commands sign as the operator).
-func migrateServer(t *testing.T) *localserver.Server {
+func migrateServer(t *testing.T) *server.Server {
 	t.Helper()
-	srv, err := localserver.Start(context.Background(), localserver.Options{DeleteWorkers: -1})
+	srv, err := server.Start(context.Background(), server.Options{DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", localserver.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localserver.SecretKey)
+	t.Setenv("AWS_ACCESS_KEY_ID", server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", server.SecretKey)
 	return srv
 }
 
 // runMigrateCmd runs `icehold migrate SUB` against srv's store, decodes its
 // JSON report into report and returns the command's error.
-func runMigrateCmd(t *testing.T, srv *localserver.Server, sub string, report any) error {
+func runMigrateCmd(t *testing.T, srv *server.Server, sub string, report any) error {
 	t.Helper()
 	var out bytes.Buffer
-	err := execute(context.Background(), []string{"migrate", sub, "--table", localserver.TableName, "--region", localserver.Region,
+	err := execute(context.Background(), []string{"migrate", sub, "--table", server.TableName, "--region", server.Region,
 		"--endpoint-url", srv.Info.DynamoDB}, &out, io.Discard)
 	if jerr := json.Unmarshal(out.Bytes(), report); jerr != nil {
 		t.Fatalf("migrate %s report %q: %v (%v)", sub, out.String(), jerr, err)

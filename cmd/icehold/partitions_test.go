@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // --partition values are JSON where they parse as JSON, strings otherwise.
@@ -38,7 +38,7 @@ func TestTupleFlag(t *testing.T) {
 // nothing to drop; a bad tuple is the server's 400, with the key to retry.
 func TestPartitionsDropCommand(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestPartitionsDropRetryHint(t *testing.T) {
 // retention set, show, clear and tables verify against a local server.
 func TestRetentionAndVerifyCommands(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, RetentionEvery: -1})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir, RetentionEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 }
 
 // seed posts JSON bodies to the local server as its admin.
-func seed(t *testing.T, srv *localserver.Server, reqs []struct{ path, body string }) {
+func seed(t *testing.T, srv *server.Server, reqs []struct{ path, body string }) {
 	t.Helper()
 	for _, r := range reqs {
 		req, _ := http.NewRequest("POST", srv.Info.RESTURL+r.path, strings.NewReader(r.body))

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/localserver"
 )
 
 // sqsAPI is what redrive and jobs show use of SQS.
@@ -33,7 +33,7 @@ type sqsAPI interface {
 
 // dlqARNOf is the DLQ's ARN as its SQS states it (local.json), the
 // embedded SQS's for a local.json of an older server.
-func dlqARNOf(info *localserver.Info) string {
+func dlqARNOf(info *server.Info) string {
 	return cmp.Or(info.DLQARN, "arn:aws:sqs:us-east-1:000000000000:"+queueName(info.DeleteDLQ))
 }
 
@@ -42,7 +42,7 @@ func queueName(url string) string { return path.Base(url) }
 
 // localSQS is the running local server's SQS: the server --dir's
 // local.json names, which must be the one --url names when given.
-func localSQS(ctx context.Context, conn *connOpts) (sqsAPI, *localserver.Info, error) {
+func localSQS(ctx context.Context, conn *connOpts) (sqsAPI, *server.Info, error) {
 	info, err := conn.localInfo()
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +56,7 @@ func localSQS(ctx context.Context, conn *connOpts) (sqsAPI, *localserver.Info, e
 	return sqsOf(ctx, info)
 }
 
-func sqsOf(ctx context.Context, info *localserver.Info) (sqsAPI, *localserver.Info, error) {
+func sqsOf(ctx context.Context, info *server.Info) (sqsAPI, *server.Info, error) {
 	ep := awsconfig.Endpoints{SQS: info.SQS, Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey}
 	cfg, err := awsconfig.Load(ctx, ep)
 	if err != nil {
@@ -93,7 +93,7 @@ only after its visibility timeout (about 30 s): redrive after that.`,
 // redrive starts the move task out of the DLQ and waits until it ends:
 // ListMessageMoveTasks lists the newest task first (one runs at a time per
 // queue).
-func redrive(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writer, every time.Duration) error {
+func redrive(ctx context.Context, sq sqsAPI, info *server.Info, out io.Writer, every time.Duration) error {
 	start, err := sq.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARNOf(info))})
 	if unsupported(err) {
 		// moto 5.2 answers StartMessageMoveTask with an internal error.
@@ -161,7 +161,7 @@ func moveByHand(ctx context.Context, sq sqsAPI, from, to string) (int64, error) 
 	}
 }
 
-func reportMoved(ctx context.Context, sq sqsAPI, info *localserver.Info, out io.Writer, moved int64) error {
+func reportMoved(ctx context.Context, sq sqsAPI, info *server.Info, out io.Writer, moved int64) error {
 	if moved > 0 {
 		_, err := fmt.Fprintf(out, "moved %d message%s from %s back to %s\n", moved, plural(moved), queueName(info.DeleteDLQ), queueName(info.DeleteQueue))
 		return err

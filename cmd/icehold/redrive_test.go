@@ -14,7 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -24,7 +24,7 @@ func TestRedriveCountsAndDeadNote(t *testing.T) {
 	isolate(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv, err := localserver.Start(ctx, localserver.Options{Dir: dir, DeleteWorkers: -1, MaxReceives: 1, ReconcileEvery: time.Hour})
+	srv, err := server.Start(ctx, server.Options{Dir: dir, DeleteWorkers: -1, MaxReceives: 1, ReconcileEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (f *fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInp
 // On an SQS without StartMessageMoveTask (moto) the redrive moves the
 // messages itself instead of failing with the SDK's decoding error.
 func TestRedriveWithoutMoveTasks(t *testing.T) {
-	info := &localserver.Info{SQS: "http://moto", DeleteQueue: "http://moto/123/Q", DeleteDLQ: "http://moto/123/DLQ"}
+	info := &server.Info{SQS: "http://moto", DeleteQueue: "http://moto/123/Q", DeleteDLQ: "http://moto/123/DLQ"}
 	f := &fakeSQS{queues: map[string][]string{info.DeleteDLQ: {"b1", "b2", "b3"}}}
 	var out strings.Builder
 	if err := redrive(context.Background(), f, info, &out, time.Millisecond); err != nil {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -77,8 +77,8 @@ makes only what is missing.`,
 }
 
 // seedSamples makes the samples' state on the local server; what exists is kept.
-func seedSamples(ctx context.Context, info *localserver.Info, out io.Writer) error {
-	ctx = authz.WithPrincipal(ctx, localserver.AdminPrincipal)
+func seedSamples(ctx context.Context, info *server.Info, out io.Writer) error {
+	ctx = authz.WithPrincipal(ctx, server.AdminPrincipal)
 	env := info.FunctionEnv()
 	svc, err := lambdaenv.Purge(ctx, env)
 	if err != nil {
@@ -134,7 +134,7 @@ func seedSamples(ctx context.Context, info *localserver.Info, out io.Writer) err
 			return fmt.Errorf("seed job %s: %w", sj.id, err)
 		}
 		j := store.Job{ID: sj.id, Execution: sj.id, Kind: store.KindPurge, Catalog: cat, Namespace: ns, Table: sj.table, TableUUID: e.TableUUID,
-			MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: localserver.AdminPrincipal}
+			MetadataLocation: e.MetadataLocation, State: store.JobPending, Attempts: 1, CreatedBy: server.AdminPrincipal}
 		switch sj.step {
 		case "awaited":
 			// Unplanned, so the workflow plans it afresh when it starts

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // tables list, namespaces list, and legal-hold naming the table as every
@@ -16,7 +16,7 @@ import (
 func TestTablesNamespacesAndLegalHoldByName(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, DeleteWorkers: -1})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir, DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestDropWithoutPurgeNamesTheFilesLeft(t *testing.T) {
 	}{{"no soft delete", map[string]string{}, true}, {"soft delete", nil, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, DeleteWorkers: -1, DemoProperties: c.props})
+			srv, err := server.Start(context.Background(), server.Options{Dir: dir, DeleteWorkers: -1, DemoProperties: c.props})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 const tokenHelp = `Local bearer tokens:
@@ -29,7 +29,7 @@ func tokenCmd(conn *connOpts) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := conn.stateDir()
-			tok, err := localserver.AddTokenTo(dir, args[0])
+			tok, err := server.AddTokenTo(dir, args[0])
 			if err != nil {
 				return err
 			}
@@ -43,7 +43,7 @@ func tokenCmd(conn *connOpts) *cobra.Command {
 		Short: "Principals and their tokens, masked",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			toks, err := localserver.ListTokens(conn.stateDir())
+			toks, err := server.ListTokens(conn.stateDir())
 			if err != nil {
 				return err
 			}
@@ -54,14 +54,14 @@ func tokenCmd(conn *connOpts) *cobra.Command {
 				}
 				rows := []row{}
 				for _, t := range toks {
-					rows = append(rows, row{t.Principal, localserver.MaskToken(t.Token)})
+					rows = append(rows, row{t.Principal, server.MaskToken(t.Token)})
 				}
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"tokens": rows})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PRINCIPAL\tTOKEN")
 			for _, t := range toks {
-				fmt.Fprintf(tw, "%s\t%s\n", t.Principal, localserver.MaskToken(t.Token))
+				fmt.Fprintf(tw, "%s\t%s\n", t.Principal, server.MaskToken(t.Token))
 			}
 			return tw.Flush()
 		},
@@ -71,12 +71,12 @@ func tokenCmd(conn *connOpts) *cobra.Command {
 		Short: "Remove a token, or every token of a principal",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			revoked, err := localserver.RevokeTokens(conn.stateDir(), args[0])
+			revoked, err := server.RevokeTokens(conn.stateDir(), args[0])
 			if err != nil {
 				return err
 			}
 			for _, t := range revoked {
-				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s)\n", localserver.MaskToken(t.Token), t.Principal)
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s)\n", server.MaskToken(t.Token), t.Principal)
 			}
 			return nil
 		},

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 var tokenRE = regexp.MustCompile(`^ih_[0-9a-f]{32}\n$`)
@@ -41,7 +41,7 @@ func addToken(t *testing.T, dir, principal string) string {
 }
 
 // configStatus is what the server answers GET /v1/config?warehouse=demo with token.
-func configStatus(t *testing.T, srv *localserver.Server, token string) int {
+func configStatus(t *testing.T, srv *server.Server, token string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", srv.Info.RESTURL+"/v1/config?warehouse=demo", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -53,10 +53,10 @@ func configStatus(t *testing.T, srv *localserver.Server, token string) int {
 	return res.StatusCode
 }
 
-func startTokenServer(t *testing.T) (*localserver.Server, string) {
+func startTokenServer(t *testing.T) (*server.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir, DeleteWorkers: -1})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir, DeleteWorkers: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "user:alice") || !strings.Contains(out, localserver.MaskToken(alice)) ||
+	if !strings.Contains(out, "user:alice") || !strings.Contains(out, server.MaskToken(alice)) ||
 		!strings.Contains(out, "local:admin") || strings.Contains(out, alice) || strings.Contains(out, admin) {
 		t.Errorf("list shows no masked tokens of user:alice and local:admin:\n%s", out)
 	}
@@ -126,17 +126,17 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 		t.Errorf("another principal's token after a revoke: %d, want 403", got)
 	}
 
-	if _, err := tokenCLI(t, dir, "revoke", admin); !errors.Is(err, localserver.ErrLastAdmin) {
+	if _, err := tokenCLI(t, dir, "revoke", admin); !errors.Is(err, server.ErrLastAdmin) {
 		t.Errorf("revoking the last admin token: %v, want ErrLastAdmin", err)
 	}
-	if _, err := tokenCLI(t, dir, "revoke", localserver.AdminPrincipal); !errors.Is(err, localserver.ErrLastAdmin) {
+	if _, err := tokenCLI(t, dir, "revoke", server.AdminPrincipal); !errors.Is(err, server.ErrLastAdmin) {
 		t.Errorf("revoking the admin principal: %v, want ErrLastAdmin", err)
 	}
 	if got := configStatus(t, srv, admin); got != 200 {
 		t.Errorf("admin after a refused revoke: %d, want 200", got)
 	}
 
-	admin2 := addToken(t, dir, localserver.AdminPrincipal)
+	admin2 := addToken(t, dir, server.AdminPrincipal)
 	if _, err := tokenCLI(t, dir, "revoke", admin); err != nil {
 		t.Fatalf("revoking an admin token with another left: %v", err)
 	}
@@ -146,13 +146,13 @@ func TestTokenCommandsAgainstRunningServer(t *testing.T) {
 	if got := configStatus(t, srv, admin2); got != 200 {
 		t.Errorf("remaining admin token: %d, want 200", got)
 	}
-	var info localserver.Info
+	var info server.Info
 	raw, _ := os.ReadFile(filepath.Join(dir, "local.json"))
 	if err := json.Unmarshal(raw, &info); err != nil || info.AdminToken != admin2 || info.RESTURL != srv.Info.RESTURL {
 		t.Errorf("local.json after revoking its admin token: admin_token %q (want the remaining one), rest_url %q, %v", info.AdminToken, info.RESTURL, err)
 	}
 
-	fi, err := os.Stat(filepath.Join(dir, localserver.TokensFileName))
+	fi, err := os.Stat(filepath.Join(dir, server.TokensFileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("tokens.json: %v %v, want mode 0600", fi.Mode(), err)
 	}
@@ -199,7 +199,7 @@ func TestTokenAddConcurrent(t *testing.T) {
 	if len(made) != workers*each {
 		t.Fatalf("made %d distinct tokens, want %d", len(made), workers*each)
 	}
-	toks, err := localserver.ListTokens(dir)
+	toks, err := server.ListTokens(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestTokenAddConcurrent(t *testing.T) {
 // The commands' refusals, without a server (tokens.json alone).
 func TestTokenCommandErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := localserver.AddTokenTo(dir, localserver.AdminPrincipal); err != nil {
+	if _, err := server.AddTokenTo(dir, server.AdminPrincipal); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -251,7 +251,7 @@ func TestTokenCommandErrors(t *testing.T) {
 		{"non-ASCII", []string{"add", "user:zoë"}, ""},
 		{"flags first", []string{"add", "--dir", dir, "user:dave"}, ""},
 		{"revoke unknown", []string{"revoke", "user:nobody"}, "no token and no principal"},
-		{"revoke last admin", []string{"revoke", localserver.AdminPrincipal}, "last local:admin"},
+		{"revoke last admin", []string{"revoke", server.AdminPrincipal}, "last local:admin"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

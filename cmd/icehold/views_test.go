@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 // views list, drop, soft-deleted, undrop --rename-to and purge-now
@@ -15,7 +15,7 @@ import (
 // view.
 func TestViewsCommands(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := localserver.Start(context.Background(), localserver.Options{Dir: dir})
+	srv, err := server.Start(context.Background(), server.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

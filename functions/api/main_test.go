@@ -16,8 +16,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/apigw"
-	"github.com/icehold/icehold/shared/localserver"
 	"github.com/icehold/icehold/shared/router"
 )
 
@@ -104,12 +104,12 @@ var expected = map[string]struct {
 // it is there to show (expected): both paths being wrong alike fails too.
 func TestSampleEventsMatchHTTPServer(t *testing.T) {
 	ctx := context.Background()
-	lambdaSide, err := localserver.Start(ctx, localserver.Options{})
+	lambdaSide, err := server.Start(ctx, server.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lambdaSide.Close()
-	httpSide, err := localserver.Start(ctx, localserver.Options{})
+	httpSide, err := server.Start(ctx, server.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/shared/authz"
-	"github.com/icehold/icehold/shared/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 

@@ -1,7 +1,7 @@
 package purge
 
 // The purge's AWS adapters against a real backend: the embedded emulators,
-// or moto under `make test-moto` (shared/awstest). The stub tests beside
+// or moto under `make test-moto` (local/awstest). The stub tests beside
 // these script answers a backend cannot be made to give (SlowDown); these
 // check what a backend must do by itself.
 
@@ -24,8 +24,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/icehold/icehold/shared/awstest"
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/local/awstest"
+	"github.com/icehold/icehold/local/emulators"
 )
 
 // putObjects writes the objects (10 bytes each), a few at a time.
@@ -248,7 +248,7 @@ func TestRedrivePolicyOnSQS(t *testing.T) {
 	var mu sync.Mutex
 	var counts []string
 	pctx, cancel := context.WithCancel(ctx)
-	p := &localaws.Poller{Client: c, QueueURL: url, QueueARN: arn, Workers: 1, BatchSize: 1,
+	p := &emulators.Poller{Client: c, QueueURL: url, QueueARN: arn, Workers: 1, BatchSize: 1,
 		Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			var res events.SQSEventResponse
 			for _, r := range ev.Records {

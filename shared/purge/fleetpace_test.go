@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/icehold/icehold/shared/awstest"
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 
-// paceStore is a record store on a table of its own (shared/awstest): the
+// paceStore is a record store on a table of its own (local/awstest): the
 // book the pacers of a test share, as the delete function's invocations
 // share it.
 func paceStore(t *testing.T) *store.Store {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/icehold/icehold/shared/localaws"
+	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/shared/purge"
 )
 
@@ -18,8 +18,8 @@ import (
 // and its history's length.
 func budgetRun(t *testing.T, definition string, n int) (string, int) {
 	t.Helper()
-	var engine *localaws.StepFunctions
-	lambdas := map[string]localaws.LambdaFunc{
+	var engine *emulators.StepFunctions
+	lambdas := map[string]emulators.LambdaFunc{
 		"plan": func(_ context.Context, raw json.RawMessage) (json.RawMessage, error) {
 			var in purge.Input
 			_ = json.Unmarshal(raw, &in)
@@ -48,7 +48,7 @@ func budgetRun(t *testing.T, definition string, n int) (string, int) {
 			return json.RawMessage(`{"done":true}`), nil
 		},
 	}
-	engine = localaws.NewStepFunctions("", lambdas, func(context.Context, string, string) (string, error) { return "m", nil })
+	engine = emulators.NewStepFunctions("", lambdas, func(context.Context, string, string) (string, error) { return "m", nil })
 	defer engine.Close()
 	progress := "wait"
 	if definition != purge.Definition {
@@ -85,9 +85,9 @@ func budgetRun(t *testing.T, definition string, n int) (string, int) {
 func TestWorkflowHistoryBudget(t *testing.T) {
 	for _, n := range []int{100, 100_000} {
 		status, events := budgetRun(t, purge.Definition, n)
-		t.Logf("%7d batches: %s in %d history events (limit %d)", n, status, events, localaws.HistoryLimit)
-		if status != "SUCCEEDED" || events >= localaws.HistoryLimit {
-			t.Errorf("%d batches: %s with %d events, want SUCCEEDED under %d", n, status, events, localaws.HistoryLimit)
+		t.Logf("%7d batches: %s in %d history events (limit %d)", n, status, events, emulators.HistoryLimit)
+		if status != "SUCCEEDED" || events >= emulators.HistoryLimit {
+			t.Errorf("%d batches: %s with %d events, want SUCCEEDED under %d", n, status, events, emulators.HistoryLimit)
 		}
 	}
 	// The definition this replaced (an inline Map sending one message per

@@ -8,20 +8,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/icehold/icehold/shared/localserver"
+	"github.com/icehold/icehold/local/server"
 )
 
 var (
 	once sync.Once
-	srv  *localserver.Server
+	srv  *server.Server
 )
 
-// server is one in-memory local server shared by the fuzz targets, with a
+// fuzzServer is one in-memory local server shared by the fuzz targets, with a
 // namespace "ns" and a table "ns.t".
-func server(t testing.TB) *localserver.Server {
+func fuzzServer(t testing.TB) *server.Server {
 	once.Do(func() {
 		var err error
-		srv, err = localserver.Start(context.Background(), localserver.Options{})
+		srv, err = server.Start(context.Background(), server.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func server(t testing.TB) *localserver.Server {
 	return srv
 }
 
-func send(s *localserver.Server, method, path, body string) *httptest.ResponseRecorder {
+func send(s *server.Server, method, path, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+s.Info.AdminToken)
 	rec := httptest.NewRecorder()
@@ -63,7 +63,7 @@ func fuzzEndpoint(f *testing.F, method, path string, seeds ...string) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		s := server(t)
+		s := fuzzServer(t)
 		checkAnswer(t, send(s, method, path, body), body)
 	})
 }
@@ -102,7 +102,7 @@ func FuzzNamespacePath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, ns string) {
-		s := server(t)
+		s := fuzzServer(t)
 		if strings.ContainsAny(ns, "/?#") {
 			return // not a path segment
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/icehold/icehold/shared/awstest"
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 

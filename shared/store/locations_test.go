@@ -16,7 +16,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
-	"github.com/icehold/icehold/shared/awstest"
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/icehold/icehold/shared/awstest"
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/shared/store"
 )
 

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package localaws
-
-import "os"
-
-// mapFile reads a file (elsewhere it is mapped: mapfile_unix.go).
-func mapFile(path string) ([]byte, error) { return os.ReadFile(path) }
