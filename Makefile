@@ -29,7 +29,7 @@ run:
 	$(GO) run ./cmd/icehold local --ports $(PORTS)
 
 # The e2e tests whose point is concurrency run under the race detector in make test, the rest of the
-# suite without it (4-5 times faster; docs/design.md, "Tests and CI time"); make test-race runs the
+# suite without it (4-5 times faster; docs/design/tests.md, "Tests and CI time"); make test-race runs the
 # whole suite under it.
 E2E_RACE ?= Race|Racing|Concurren
 
@@ -50,7 +50,7 @@ test: vet lint-cfn
 test-race:
 	$(GO) test -race -count=1 -timeout 60m ./e2e/
 
-# The lifecycle simulation's CI budget (docs/design.md, "Lifecycle simulation").
+# The lifecycle simulation's CI budget (docs/design/simulation.md, "Lifecycle simulation").
 SIM_SEEDS ?= 1+6
 SIM_STEPS ?= 150
 
@@ -172,7 +172,7 @@ preflight: synth
 CFN_LINT ?= cfn-lint
 
 ## lint-cfn: cfn-lint on the template make synth writes; zero errors, and the
-## warnings kept are ignored by name in .cfnlintrc (why: docs/design.md)
+## warnings kept are ignored by name in .cfnlintrc (why: docs/design/infra.md)
 lint-cfn: synth
 	$(CFN_LINT) --version
 	$(CFN_LINT) cdk.out/*.template.json

@@ -5,7 +5,7 @@ import "fmt"
 // previous: SPEC §8's figures from the run this branch started from,
 // printed beside today's. Commit 8647734's `make bench`, run on this
 // machine (2 cores, shared) right before the run recorded in
-// docs/design.md. Its drop benchmark failed before measuring (a second
+// docs/design/tests.md. Its drop benchmark failed before measuring (a second
 // register of one metadata file is a 409 since the ownership index). The
 // issue quoted 133,000 files/s for icehold and 360,000 for the 250-key loop
 // from a quieter run of the same code.

@@ -231,7 +231,7 @@ func restartProcess(b *testing.B, dir string, compactAt int64, runs int) time.Du
 
 // Restart time is flat (issue 13): the DynamoDB journal is compacted into a
 // snapshot, and a start decodes none of the snapshot's items until a
-// request names them (docs/design.md, "The DynamoDB journal: snapshot +
+// request names them (docs/design/local.md, "The DynamoDB journal: snapshot +
 // tail"). Baseline: the journal alone, replayed in full at every start.
 func BenchmarkRestart(b *testing.B) {
 	type row struct {

@@ -491,7 +491,7 @@ func TestPurgeListsOnlyWhatItsTableOwnedAlone(t *testing.T) {
 // listing deletes them (files-unreferenced); when the drop's commit wins,
 // the purge deletes them as reachable files. The purge's plan waits for the
 // drop's answer: what a writer puts under a location after the purge listed
-// it is beyond any purge (see docs/design.md, Async purge).
+// it is beyond any purge (see docs/design/purge.md, Async purge).
 func TestPurgeRacingAPartitionDropLeavesNothing(t *testing.T) {
 	embeddedAWS(t)
 	srv := localOnly(t)

@@ -73,8 +73,7 @@ func TestBannerQuotesTheExample(t *testing.T) {
 // The docs cite only what the repository holds: no contract or emulator
 // notes that live outside it, and every relative link resolves.
 func TestDocsCiteOnlyRepositoryFiles(t *testing.T) {
-	docs, _ := filepath.Glob("../docs/*")
-	docs = append(docs, "../README.md")
+	docs := docPages(t)
 	outside := regexp.MustCompile(`SPEC\.md|LOCAL-AWS\.md|\.\./shared|/work/`)
 	link := regexp.MustCompile(`\]\(([^)#\s]+)`)
 	for _, doc := range docs {
@@ -95,6 +94,61 @@ func TestDocsCiteOnlyRepositoryFiles(t *testing.T) {
 					t.Errorf("%s:%d links %s, which does not exist", doc, n+1, target)
 				}
 			}
+		}
+	}
+}
+
+// docPages is every page under docs/ and the README.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	docs := []string{"../README.md"}
+	err := filepath.WalkDir("../docs", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			docs = append(docs, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// Every page under docs/ is reachable from the README by links, and none is
+// longer than about 600 lines (a newcomer reads a page, not a book).
+func TestDocsAreReachableAndShort(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#\s]+)`)
+	seen := map[string]bool{}
+	queue := []string{filepath.Clean("../README.md")}
+	for len(queue) > 0 {
+		doc := queue[0]
+		queue = queue[1:]
+		if seen[doc] {
+			continue
+		}
+		seen[doc] = true
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			continue // a broken link is TestDocsCiteOnlyRepositoryFiles's to report
+		}
+		if strings.HasSuffix(doc, ".md") && doc != filepath.Clean("../README.md") {
+			if n := strings.Count(string(b), "\n"); n > 620 {
+				t.Errorf("%s is %d lines: split it (about 600 at most)", doc, n)
+			}
+		}
+		if !strings.HasSuffix(doc, ".md") {
+			continue
+		}
+		for _, l := range link.FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(l[1], "://") {
+				continue
+			}
+			queue = append(queue, filepath.Clean(filepath.Join(filepath.Dir(doc), l[1])))
+		}
+	}
+	for _, doc := range docPages(t) {
+		if !seen[filepath.Clean(doc)] {
+			t.Errorf("%s is not reachable from README.md by links", doc)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // What each function's role may do, in one place. Every grant follows from
-// the function's code (docs/design.md, "Least privilege"); the stack tests
+// the function's code (docs/design/infra.md, "Least privilege"); the stack tests
 // pin the exact set per role, and infra/oracle_test.go runs each function's
 // code against the local emulators and checks every AWS call it makes
 // against the synthesized policy of its role.
@@ -39,7 +39,7 @@ var (
 	deleteTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 	// A step that changes a job (the plan when it fails one, the delete
 	// step, reconcile, hold expiry) records the change's lifecycle event in
-	// the same transaction: a Put of an OUTBOX item (docs/design.md, "Events").
+	// the same transaction: a Put of an OUTBOX item (docs/design/purge.md, "Events").
 	// reconcileTableActions: lists the active-job markers and in-flight
 	// batches, reads jobs and batches, renames executions, marks batches
 	// dead, fails jobs past their attempts. The orphan sweep in the same
@@ -49,7 +49,7 @@ var (
 	reconcileTableActions = []string{"GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"}
 )
 
-// Partition keys of the record kinds (docs/design.md, the record store),
+// Partition keys of the record kinds (docs/design/store.md, the record store),
 // as dynamodb:LeadingKeys patterns. The four pipeline functions are held
 // to the kinds they touch; the router functions touch every kind.
 const (
@@ -111,7 +111,7 @@ const metadataFolders = "*/metadata/*"
 // legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
 const legacyGzipMetadata = "*.metadata.json.gz"
 
-// Delete function concurrency (docs/design.md, Delete function
+// Delete function concurrency (docs/design/infra.md, Delete function
 // concurrency). The event source mapping runs at most deleteMaxConcurrency
 // batches at once (SPEC §3: it bounds the deleters on one prefix). By
 // default the function reserves nothing: Lambda refuses a reservation that

@@ -19,7 +19,7 @@ const (
 	CtxAdmins         = "icehold:admins"
 	CtxDefaultCatalog = "icehold:default-catalog"
 	// CtxDeleteReserved reserves concurrency for the delete function
-	// (default: none; docs/design.md, Delete function concurrency).
+	// (default: none; docs/design/infra.md, Delete function concurrency).
 	CtxDeleteReserved = "icehold:delete-reserved-concurrency"
 	// CtxWarehouseBuckets: existing buckets (names or ARNs, comma-separated)
 	// the catalogs' warehouses lie in; default: the stack makes one.

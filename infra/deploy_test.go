@@ -123,7 +123,7 @@ func TestOutputsAreTheOnesTheDocsAndTheCLIName(t *testing.T) {
 	named := regexp.MustCompile("stack's ([A-Z][A-Za-z]+) output|output `([A-Z][A-Za-z]+)`|Object\\.values\\(o\\)\\[0\\]\\.([A-Z][A-Za-z]+)")
 	files, _ := filepath.Glob("../cmd/icehold/*.go")
 	more, _ := filepath.Glob("../examples/*/*.go")
-	files = append(append(files, more...), "../localstack/deploy.sh", "../README.md", "../docs/operations.md", "../docs/design.md")
+	files = append(append(files, more...), "../localstack/deploy.sh", "../README.md", "../docs/operations.md", "../docs/design/infra.md")
 	seen := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {

@@ -75,7 +75,7 @@ func (r iamRequest) String() string {
 
 // kmsRequests are the KMS authorizations the calls need when the table,
 // the buckets' objects and the queues are encrypted with a customer managed
-// key (docs/design.md, "Bring your own storage"): DynamoDB decrypts the
+// key (docs/design/infra.md, "Bring your own storage"): DynamoDB decrypts the
 // table key with the caller's authority on every data call; S3 decrypts an
 // object read (GET; a HEAD reads no data) and a multipart upload's parts
 // (UploadPart, Complete), and generates a data key for an object written

@@ -16,7 +16,7 @@ import (
 // greedy {proxy+}), then to that resource's method for the verb or its ANY.
 // AWS documents neither that order for REST APIs nor whether a request
 // whose resource has no method for its verb goes back up to a {proxy+}
-// above it (docs/design.md, The API's edge): the tree is laid out so that
+// above it (docs/design/infra.md, The API's edge): the tree is laid out so that
 // no request depends on either. Every resource a
 // route makes also takes ANY, and a {proxy+} below it unless a {param}
 // child already takes any segment there, both for the catalog function,

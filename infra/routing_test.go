@@ -10,11 +10,11 @@ import (
 )
 
 // API Gateway (REST) resolves a request against the deployed resource tree
-// (docs/design.md, "The API's edge"): segment by segment the most specific
+// (docs/design/infra.md, "The API's edge"): segment by segment the most specific
 // child matches, a literal path part before a {param} before a greedy
 // {proxy+} (which takes the rest of the path); then the resource's method
 // for the verb, or its ANY: the strictest reading of what AWS documents
-// (docs/design.md, The API's edge). AWS does not document whether a request
+// (docs/design/infra.md, The API's edge). AWS does not document whether a request
 // whose resource has no method for its verb goes back up the tree to a
 // {proxy+}; the tree is laid out so that no request depends on it, and
 // apiTree.resolve never goes back.

@@ -216,7 +216,7 @@ func (s *Stack) warehouseBuckets(st awscdk.Stack, p Props) {
 			// Unversioned, by choice: a purge must remove the bytes it reports
 			// deleted. In a versioned bucket DeleteObjects only adds delete
 			// markers and the data stays as noncurrent versions; recovery is
-			// the catalog's (soft delete, SPEC §4), not S3's (docs/design.md).
+			// the catalog's (soft delete, SPEC §4), not S3's (docs/design/infra.md).
 			Versioned: jsii.Bool(false),
 		}
 		if s.Key != nil {

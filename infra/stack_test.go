@@ -475,7 +475,7 @@ func (v variant) namedMachineArn() string {
 	return "arn:${Partition}:states:${Region}:${AccountId}:stateMachine:" + v.name + "-purge"
 }
 
-// Each function's role grants exactly what its code calls (docs/design.md,
+// Each function's role grants exactly what its code calls (docs/design/infra.md,
 // "Least privilege"), on every warehouse bucket, and with a customer
 // managed key exactly the KMS actions its DynamoDB, S3 and SQS calls need
 // through those services; infra/oracle_test.go checks the calls themselves.

@@ -331,7 +331,7 @@ func (s *Sim) checkProtected() error {
 			}
 			// A previous metadata file under a former location is history:
 			// the former location stays the table's only while a retained
-			// snapshot reaches it (docs/design.md, set-location), and
+			// snapshot reaches it (docs/design/store.md, set-location), and
 			// another table may take it, and purge it, after that.
 			if k != metaKey(g.meta) && strings.HasSuffix(k, ".metadata.json") && !strings.HasPrefix(k, own+"/") {
 				continue
@@ -737,7 +737,7 @@ func (s *Sim) checkPurges(atRest bool) error {
 			// after the purge's final listing and then found the table gone
 			// (no metadata file: its commit never happened). No catalog can
 			// delete what an engine writes after it looked; a later orphan
-			// listing is the remedy (docs/design.md, purge).
+			// listing is the remedy (docs/design/purge.md, purge).
 			s.logf("   %s: purge job %s left %d files an append of the same round wrote after its listing", g, j.ID, len(left))
 			left = nil
 		}

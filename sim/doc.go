@@ -1,4 +1,4 @@
-// Package sim is icehold's lifecycle simulation (docs/design.md, "Lifecycle
+// Package sim is icehold's lifecycle simulation (docs/design/simulation.md, "Lifecycle
 // simulation"): a seeded generator drives the local composition (router,
 // store, purge pipeline, sweeps, on the embedded emulators) through random
 // histories of every lifecycle operation from concurrent actors, with clock

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mutation check (docs/design.md, "Lifecycle simulation"): reintroduce one
+# The mutation check (docs/design/simulation.md, "Lifecycle simulation"): reintroduce one
 # known defect of issue 18 in a temporary worktree of the committed tree and
 # run the simulation there with make test's budget: it must fail, and this
 # says at which seed and step it was caught.

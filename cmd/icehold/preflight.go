@@ -22,7 +22,7 @@ import (
 	"github.com/icehold/icehold/shared/awsconfig"
 )
 
-// Lambda's rules the preflight applies (docs/design.md, Delete function
+// Lambda's rules the preflight applies (docs/design/infra.md, Delete function
 // concurrency): a reservation may not leave the account fewer than
 // minUnreserved concurrent executions for the functions without one; a purge
 // at full speed runs the delete mapping's maximum plus the state machine's

@@ -28,7 +28,7 @@ import (
 // cancellation restores a copy of the whole table taken at its start, so
 // two racing transactions can both pass their conditions, and a cancelled
 // one can erase writes made meanwhile by others. DynamoDB documents
-// transactions as serializable against every other write (docs/design.md,
+// transactions as serializable against every other write (docs/design/local.md,
 // "Fidelity: moto and the AWS CLI"). One request at a time restores that
 // guarantee, so a lost race in the store's contract tests is icehold's bug,
 // never moto's.

@@ -30,7 +30,7 @@ var mutating = map[string]bool{
 	"UpdateItem": true, "DeleteItem": true, "BatchWriteItem": true, "TransactWriteItems": true,
 }
 
-// State on disk (docs/design.md, "The DynamoDB journal: snapshot + tail"):
+// State on disk (docs/design/local.md, "The DynamoDB journal: snapshot + tail"):
 //
 //	dynamodb.snapshot  {"covers":C}, the table definitions, the items, {"end":true}
 //	dynamodb.journal   {"gen":G}, then one applied mutating request per line

@@ -106,7 +106,7 @@ type Authorizer struct {
 
 // TTL is how long a cached reading of a catalog's grants is trusted before
 // its index is read again: the bound on how late a revoke counts in another
-// process (docs/design.md, Authentication and authorization).
+// process (docs/design/authorization.md, Authentication and authorization).
 const TTL = 5 * time.Second
 
 // Bounds of the cache: past them it starts over (a process serving that

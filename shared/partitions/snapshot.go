@@ -19,7 +19,7 @@ import (
 )
 
 // The snapshot a drop commits, built from iceberg-go's manifest readers and
-// writers. What iceberg-go lacks, and this file writes (docs/design.md says
+// writers. What iceberg-go lacks, and this file writes (docs/design/partitions.md says
 // what we would upstream): pruning a manifest list by partition summaries
 // for an exact tuple (its manifest evaluator is unexported and takes row
 // filters), ending entries by partition tuple without reading every

@@ -145,7 +145,7 @@ func TestDeleteObjectsOnS3(t *testing.T) {
 		// Our own limit comes first (deleteObjects refuses 1001); this is
 		// the service's, so the limit we hold is the one S3 enforces.
 		if awstest.External() != "" {
-			// moto 5.2 deletes all 1001 (docs/design.md, "Fidelity").
+			// moto 5.2 deletes all 1001 (docs/design/local.md, "Fidelity").
 			awstest.Skip(t, "moto does not enforce DeleteObjects' 1000-key limit")
 		}
 		ids := make([]string, 1001)

@@ -16,7 +16,7 @@ import (
 // version that every grant change raises in the same transaction and the
 // grants a lookup by the caller's principal cannot find by key (Indexed).
 // An authorization reads the caller's item(s) and the index: a few items
-// whatever the number of principals (docs/design.md, Authentication and
+// whatever the number of principals (docs/design/authorization.md, Authentication and
 // authorization).
 
 // Grant holds the privileges of one principal (or principal pattern) on a catalog.

@@ -236,7 +236,7 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 	names := map[string]string{"#oid": "owner_id", "#below": "below"}
 	var set, conds []string
 	// A released claim sets owner_id = "" (never REMOVE: the local
-	// emulator, minidyn 0.8.2, ignores REMOVE; docs/design.md); tidy then
+	// emulator, minidyn 0.8.2, ignores REMOVE; docs/design/local.md); tidy then
 	// deletes the item if nothing is claimed below it. emptied recognises
 	// these updates by "#oid = :none" and a negative ":d".
 	vals[":none"] = &ddbtypes.AttributeValueMemberS{Value: ""}
