@@ -660,10 +660,7 @@ func (s *S3) serveMultipart(w http.ResponseWriter, r *http.Request, c s3Call) {
 			return
 		}
 		var in xmlCompleteRequest
-		if err := xml.Unmarshal(body, &in); err != nil {
-			fail(w, r, ErrMalformedXML)
-			return
-		}
+		_ = xml.Unmarshal(body, &in) // no parts: MalformedXML, once the upload is known
 		parts := make([]CompletedPart, len(in.Parts))
 		for i, p := range in.Parts {
 			parts[i] = CompletedPart{p.PartNumber, p.ETag}

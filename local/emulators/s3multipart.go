@@ -140,11 +140,11 @@ type CompletedPart struct {
 // CompleteMultipartUpload joins the named parts into the key's new current
 // version (if o's conditions hold) and ends the upload.
 func (s *S3Store) CompleteMultipartUpload(bucket, key, id string, parts []CompletedPart, o PutOptions) (ObjectVersion, error) {
-	if len(parts) == 0 {
-		return ObjectVersion{}, ErrMalformedXML
-	}
 	s.mu.RLock()
 	u, err := s.upload(bucket, key, id)
+	if err == nil && len(parts) == 0 {
+		err = ErrMalformedXML
+	}
 	var readers []io.Reader
 	var closers []io.Closer
 	defer func() {

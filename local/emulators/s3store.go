@@ -95,7 +95,7 @@ var (
 	ErrInvalidBucketName  = s3Err(http.StatusBadRequest, "InvalidBucketName", "The specified bucket is not valid.")
 	ErrKeyTooLong         = s3Err(http.StatusBadRequest, "KeyTooLongError", "Your key is too long")
 	ErrInvalidKey         = s3Err(http.StatusBadRequest, "InvalidArgument", "Object keys must be UTF-8 encoded and not empty.")
-	ErrInvalidVersioning  = s3Err(http.StatusBadRequest, "IllegalVersioningConfigurationException", "The Versioning element must be specified as Enabled or Suspended")
+	ErrInvalidVersioning  = s3Err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema")
 )
 
 // ObjectVersion is one version of an object, or a delete marker.
