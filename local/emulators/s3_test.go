@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,5 +90,31 @@ func TestListingsPage(t *testing.T) {
 				t.Errorf("paged by 2: %v in %d pages, want %v in 4", all, pages, want)
 			}
 		})
+	}
+}
+
+// A state folder written by the gofakes3 backend keeps its objects.
+func TestS3ImportsGofakes3State(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "s3", "buckets", "bkt", "cat", "ns", "t", "metadata")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "00000-a.metadata.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second start finds the journal, not the old folder
+		emu, err := emulators.NewS3(dir, "bkt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := emu.Store.ListObjects("bkt", emulators.ListOptions{MaxKeys: 10})
+		if err != nil || len(res.Objects) != 1 || res.Objects[0].Key != "cat/ns/t/metadata/00000-a.metadata.json" || res.Objects[0].Size != 2 {
+			t.Errorf("objects after the import: %+v, %v", res.Objects, err)
+		}
+		_ = emu.Close()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s3.gofakes3")); err != nil {
+		t.Errorf("the old folder is not set aside: %v", err)
 	}
 }

@@ -229,6 +229,11 @@ func openDiskStore(s *S3Store, dir string) (*S3Store, error) {
 	j.f = f
 	j.synced.Store(j.size.Load())
 	s.journal = j
+	if j.size.Load() == 0 {
+		if err := s.importGofakes3(dir); err != nil {
+			return nil, fmt.Errorf("import %s: %w", filepath.Join(dir, "s3"), err)
+		}
+	}
 	if j.records > 2*s.live()+1000 {
 		if err := s.compact(); err != nil {
 			return nil, err
@@ -295,9 +300,14 @@ func (s *S3Store) maybeCompact() {
 	_ = s.compact() // a failed compaction leaves the journal as it was
 }
 
-// compactDue: the journal holds over 100,000 records, most of them history.
+// s3CompactAt is the fewest journal records a compaction rewrites (tests
+// lower it).
+var s3CompactAt = 100_000
+
+// compactDue: the journal holds over s3CompactAt records, most of them
+// history.
 func (s *S3Store) compactDue() bool {
-	return s.journal.records >= 100_000 && s.journal.records >= 2*s.live()
+	return s.journal.records >= s3CompactAt && s.journal.records >= 2*s.live()
 }
 
 // compact writes the state beside the journal, fsyncs it and renames it
@@ -352,4 +362,48 @@ func (s *S3Store) compact() error {
 	j.size.Store(st.Size())
 	j.synced.Store(st.Size())
 	return nil
+}
+
+// importGofakes3 takes in, once, the objects of a state folder written by
+// the gofakes3 backend this store replaced (<dir>/s3/buckets/<bucket>/<key
+// as a path>), then renames that folder s3.gofakes3: a make run state
+// keeps its tables.
+func (s *S3Store) importGofakes3(dir string) error {
+	old := filepath.Join(dir, "s3")
+	buckets, err := os.ReadDir(filepath.Join(old, "buckets"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, b := range buckets {
+		if !b.IsDir() {
+			continue
+		}
+		if err := s.CreateBucket(b.Name()); err != nil && !errors.Is(err, ErrBucketOwned) {
+			return err
+		}
+		root := filepath.Join(old, "buckets", b.Name())
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = s.PutObject(b.Name(), filepath.ToSlash(rel), f, PutOptions{Metadata: map[string]string{"Content-Type": "binary/octet-stream"}})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return os.Rename(old, old+".gofakes3")
 }
