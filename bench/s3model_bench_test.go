@@ -357,8 +357,8 @@ func BenchmarkPurgeS3Model(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		rows = rows[:0]
-		// PurgeFiles first, while the bucket is small: s3mem's listing
-		// walks the whole bucket on every call (LOCAL-AWS.md).
+		// PurgeFiles first, while the bucket is small (as in earlier runs,
+		// when the emulator's listing walked the whole bucket per call).
 		pf := m.purgeFilesOnModel(b)
 		pf.name = fmt.Sprintf("iceberg-go Table.PurgeFiles, %d-file slice", sliceFiles)
 
