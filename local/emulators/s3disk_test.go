@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -143,4 +144,78 @@ func TestS3Kill9(t *testing.T) {
 		}
 	}
 	t.Errorf("after a kill -9 past %d acknowledged steps: %s", acked, got)
+}
+
+// Concurrent writers share fsyncs, never a journal line: after a restart
+// every acknowledged version of every writer is there, in its order.
+func TestS3ConcurrentWritersShareTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenS3Store(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateBucket("bkt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVersioning("bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 25
+	errs := make(chan error, writers+1)
+	done := make(chan struct{})
+	go func() { // a lister meanwhile
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+				if _, err := s.ListObjectVersions("bkt", ListVersionsOptions{MaxKeys: 7}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := s.PutObject("bkt", fmt.Sprintf("w%d", w), strings.NewReader(strconv.Itoa(i)), PutOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	want := s3Shape(t, s)
+	_ = s.Close()
+	if s, err = OpenS3Store(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s3Shape(t, s); got != want {
+		t.Errorf("after a restart:\n got %s\nwant %s", got, want)
+	}
+	for w := range writers {
+		res, _ := s.ListObjectVersions("bkt", ListVersionsOptions{Prefix: fmt.Sprintf("w%d", w), MaxKeys: 1000})
+		if len(res.Versions) != each {
+			t.Errorf("w%d has %d versions, want %d", w, len(res.Versions), each)
+		}
+		for i, v := range res.Versions {
+			_, rc, _ := s.GetObject("bkt", v.Key, v.VersionID)
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if string(b) != strconv.Itoa(each-1-i) {
+				t.Errorf("w%d version %d holds %q, want %d (newest first)", w, i, b, each-1-i)
+			}
+		}
+	}
 }
