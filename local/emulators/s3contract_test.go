@@ -664,3 +664,60 @@ func TestS3ContractPayloadHash(t *testing.T) {
 		}
 	})
 }
+
+// Multipart uploads: parts join in order into one object (ETag
+// "<md5 of the parts' md5s>-<parts>"); a part under 5 MiB but the last is
+// EntityTooSmall; an aborted upload is gone.
+func TestS3ContractMultipart(t *testing.T) {
+	forEachS3(t, func(t *testing.T, s s3Target) {
+		ctx := context.Background()
+		up := func(key string) string {
+			t.Helper()
+			out, err := s.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return aws.ToString(out.UploadId)
+		}
+		part := func(key, id string, n int32, body string) s3types.CompletedPart {
+			t.Helper()
+			out, err := s.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: aws.String(id),
+				PartNumber: aws.Int32(n), Body: strings.NewReader(body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s3types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag}
+		}
+		big, small := strings.Repeat("a", 5<<20), "tail"
+		id := up("mp/k")
+		parts := []s3types.CompletedPart{part("mp/k", id, 1, big), part("mp/k", id, 2, small)}
+		out, err := s.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String("mp/k"),
+			UploadId: aws.String(id), MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(aws.ToString(out.ETag), `-2"`) {
+			t.Errorf("ETag %s, want a multipart ETag of 2 parts", aws.ToString(out.ETag))
+		}
+		if got, err := s.get("mp/k", ""); err != nil || got != big+small {
+			t.Errorf("the object: %d bytes, %v; want %d", len(got), err, len(big+small))
+		}
+		id = up("mp/small")
+		parts = []s3types.CompletedPart{part("mp/small", id, 1, small), part("mp/small", id, 2, small)}
+		_, err = s.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String("mp/small"),
+			UploadId: aws.String(id), MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+		if code(err) != "EntityTooSmall" {
+			t.Errorf("a first part of 4 bytes: %v, want EntityTooSmall", err)
+		}
+		if _, err := s.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String("mp/small"), UploadId: aws.String(id)}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(s.bucket), Key: aws.String("mp/small"), UploadId: aws.String(id)})
+		if code(err) != "NoSuchUpload" {
+			t.Errorf("the parts of an aborted upload: %v, want NoSuchUpload", err)
+		}
+		if _, err := s.get("mp/small", ""); code(err) != "NoSuchKey" {
+			t.Errorf("the aborted upload's key: %v, want NoSuchKey", err)
+		}
+	})
+}
