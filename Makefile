@@ -72,7 +72,7 @@ soak:
 mutate:
 	bash sim/mutate.sh $(M) $(SIM_SEEDS) $(SIM_STEPS)
 
-## test-moto: the store contract, purge adapter and an e2e subset against moto_server
+## test-moto: the store contract, the S3 contract, purge adapter and an e2e subset against moto_server
 ## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except
 ## under CI=true where its absence fails
 test-moto:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make test-moto: the store contract tests, the purge adapter tests and an
-# e2e subset against moto_server (an AWS implementation no one here wrote)
+# make test-moto: the store contract tests, the S3 contract tests, the purge
+# adapter tests and an e2e subset against moto_server (an AWS implementation no one here wrote)
 # instead of the embedded emulators. Starts moto on a free loopback port,
 # prints each suite's test counts, stops moto.
 set -uo pipefail
@@ -58,6 +58,7 @@ suite() { # name package run-pattern
 	rm -f "$out"
 }
 suite "store contract" ./shared/store/ '.'
+suite "s3 contract" ./local/emulators/ 'TestS3Contract'
 # Not TestSharedPacerHoldsTheSumOfProcesses: it also bounds how long the
 # fleet takes, a speed moto's one-at-a-time DynamoDB does not have.
 suite "purge adapters" ./shared/purge/ 'OnS3|OnSQS|SharedPacerCuts|SharedPacerWithout|PacesPerPrefix'

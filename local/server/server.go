@@ -313,6 +313,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if s.S3Emulator, err = emulators.NewS3(o.Dir, o.Bucket); err != nil {
 			return nil, fmt.Errorf("s3 emulator: %w", err)
 		}
+		s.closers = append(s.closers, s.S3Emulator) // after the servers: no request writes meanwhile
 		ep.S3 = s.serve(ls["S3"], s.S3Emulator)
 	}
 	if x.SQS == "" {
