@@ -108,7 +108,9 @@ const metadataObjects = "*.metadata.json"
 // manifest lists, manifests), at any depth of the warehouse.
 const metadataFolders = "*/metadata/*"
 
-// legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
+// legacyGzipMetadata: Iceberg's older gzip name, which register may be
+// given. The two are every name register reads as metadata
+// (credentials.MetadataSuffixes): engines may write neither.
 const legacyGzipMetadata = "*.metadata.json.gz"
 
 // Delete function concurrency (docs/design/infra.md, Delete function
@@ -386,7 +388,7 @@ func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Effect:    awsiam.Effect_DENY,
 			Actions:   jsii.Strings("s3:PutObject"),
-			Resources: jsii.Strings(s.objects(metadataObjects)...),
+			Resources: jsii.Strings(append(s.objects(metadataObjects), s.objects(legacyGzipMetadata)...)...),
 		}),
 	}
 	// Engines read and write objects under the key (SSE-KMS).

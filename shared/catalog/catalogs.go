@@ -349,8 +349,10 @@ func Vending(props map[string]string) string {
 	return VendingOff
 }
 
-// VendingDuration is how long a catalog's vended credentials live: STS
-// issues sessions of 15 minutes to 12 hours (1 hour when unset).
+// VendingDuration is how long a catalog's vended credentials live: 15
+// minutes (STS's least) to 1 hour (1 hour when unset): the api function
+// assumes the vending role with temporary credentials, role chaining,
+// which STS caps at 1 hour.
 func VendingDuration(props map[string]string) (time.Duration, error) {
 	v, ok := props[PropVendingDuration]
 	if !ok {
@@ -361,7 +363,7 @@ func VendingDuration(props map[string]string) (time.Duration, error) {
 		return 0, err
 	}
 	if d < credentials.MinDuration || d > credentials.MaxDuration {
-		return 0, fmt.Errorf("%w: %s must be 15 minutes to 12 hours (STS's bounds), not %s", ErrOutOfRange, PropVendingDuration, v)
+		return 0, fmt.Errorf("%w: %s must be 15 minutes to 1 hour, not %s: icehold assumes the vending role with its own temporary credentials (role chaining), and STS caps such sessions at 1 hour (and issues none under 15 minutes)", ErrOutOfRange, PropVendingDuration, v)
 	}
 	return d, nil
 }

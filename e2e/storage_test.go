@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/rest"
+	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/icehold/icehold/shared/authz"
+)
+
+// vendedFor loads a table asking for vended credentials as token, checks
+// the answer is kept by no cache, and returns the storage credential and
+// the table's refresh endpoint.
+func vendedFor(t *testing.T, token, cat, ns, name string) (storageCredential, string) {
+	t.Helper()
+	st, h, body := callHeaders(t, "GET", "/v1/"+cat+"/namespaces/"+ns+"/tables/"+name, token, nil,
+		"X-Iceberg-Access-Delegation", "vended-credentials")
+	if st != http.StatusOK {
+		t.Fatalf("load %s.%s: %d %s", ns, name, st, body)
+	}
+	if cc := h.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("a load answer with credentials: Cache-Control %q, want no-store", cc)
+	}
+	var res struct {
+		Config map[string]string   `json:"config"`
+		Creds  []storageCredential `json:"storage-credentials"`
+	}
+	mustDecode(t, body, &res)
+	if len(res.Creds) != 1 {
+		t.Fatalf("load %s.%s: %d storage credentials, want 1", ns, name, len(res.Creds))
+	}
+	return res.Creds[0], "/" + strings.TrimPrefix(res.Config["client.refresh-credentials-endpoint"], "/")
+}
+
+// refreshed calls a table's credentials endpoint as token.
+func refreshed(t *testing.T, token, endpoint string) storageCredential {
+	t.Helper()
+	st, h, body := callHeaders(t, "GET", endpoint, token, nil)
+	if st != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", endpoint, st, body)
+	}
+	if cc := h.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("the credentials endpoint's answer: Cache-Control %q, want no-store", cc)
+	}
+	var res struct {
+		Creds []storageCredential `json:"storage-credentials"`
+	}
+	mustDecode(t, body, &res)
+	if len(res.Creds) != 1 {
+		t.Fatalf("GET %s: %d storage credentials, want 1", endpoint, len(res.Creds))
+	}
+	return res.Creds[0]
+}
+
+// putWith writes an object under a credential's prefix with its keys.
+func putWith(t *testing.T, c storageCredential, rel, body string) error {
+	t.Helper()
+	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(c.Prefix, "s3://"), "/")
+	_, err := vendedS3(localOnly(t), c.Config).PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(prefix + "/" + rel), Body: bytes.NewReader([]byte(body))})
+	return err
+}
+
+// Vending follows the lifecycle: a table under a legal hold (its own, its
+// namespace's or its catalog's) gets read-only sessions, on load and on
+// refresh, whoever asks (the admin and a plain writer alike); a live table
+// gets write sessions. Every answer carrying keys is Cache-Control:
+// no-store.
+func TestVendingFollowsLegalHolds(t *testing.T) {
+	localOnly(t)
+	embeddedAWS(t)
+	ctx := context.Background()
+	held := iceberg.Properties{"icehold.legal-hold": "true"}
+	name, cat := softCatalog(t, map[string]string{"vended-credentials": "allowed"})
+	heldName, heldCat := softCatalog(t, map[string]string{"vended-credentials": "allowed", "icehold.legal-hold": "true"})
+	ns, heldNS := uniq("vl"), uniq("vlh")
+	for _, c := range []struct {
+		cat   *rest.Catalog
+		ns    string
+		props iceberg.Properties
+	}{{cat, ns, nil}, {cat, heldNS, held}, {heldCat, ns, nil}} {
+		if err := c.cat.CreateNamespace(ctx, table.Identifier{c.ns}, c.props); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ cat, ns, name string }{{name, ns, "live"}, {name, heldNS, "t"}, {heldName, ns, "t"}} {
+		mustCall(t, 200, "POST", "/v1/"+c.cat+"/namespaces/"+c.ns+"/tables", shared.Token, map[string]any{"name": c.name, "schema": rawSchema})
+	}
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/"+ns+"/tables", shared.Token, map[string]any{"name": "held", "schema": rawSchema, "properties": held})
+	writerIn := map[string]string{}
+	for _, c := range []string{name, heldName} {
+		writerIn[c] = grantTo(t, shared.Token, c, []authz.Privilege{authz.TableRead, authz.TableWrite})
+	}
+	cases := []struct {
+		what, cat, ns, table string
+		writes               bool
+	}{
+		{"a live table", name, ns, "live", true},
+		{"a legal-held table", name, ns, "held", false},
+		{"a table of a legal-held namespace", name, heldNS, "t", false},
+		{"a table of a legal-held catalog", heldName, ns, "t", false},
+	}
+	for _, c := range cases {
+		for who, token := range map[string]string{"admin": shared.Token, "writer": writerIn[c.cat]} {
+			t.Run(c.what+"/"+who, func(t *testing.T) {
+				cred, endpoint := vendedFor(t, token, c.cat, c.ns, c.table)
+				for when, cred := range map[string]storageCredential{"loaded": cred, "refreshed": refreshed(t, token, endpoint)} {
+					err := putWith(t, cred, "data/engine.parquet", "x")
+					switch {
+					case c.writes && err != nil:
+						t.Errorf("%s session: write a data file: %v", when, err)
+					case !c.writes && s3Code(err) != "AccessDenied":
+						t.Errorf("%s session: write a data file: %v, want AccessDenied (read-only while legal-held)", when, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// No engine writes a file icehold would read as metadata: a vended session
+// writes no key in any of the spellings register takes (.metadata.json,
+// .gz.metadata.json, .metadata.json.gz), anywhere under its table, and
+// register refuses every other spelling (.METADATA.JSON, a .json): what an
+// engine may write under metadata/ (manifests, manifest lists) register
+// never reads as metadata.
+func TestEnginesWriteNoMetadataFile(t *testing.T) {
+	localOnly(t)
+	embeddedAWS(t)
+	name, _ := softCatalog(t, map[string]string{"vended-credentials": "allowed"})
+	ns := uniq("spell")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces/"+ns+"/tables", shared.Token, map[string]any{"name": "t", "schema": rawSchema})
+	cred, _ := vendedFor(t, shared.Token, name, ns, "t")
+	writes := []struct {
+		key   string
+		allow bool
+	}{
+		{"metadata/00009-x.metadata.json", false},
+		{"metadata/00009-x.gz.metadata.json", false},
+		{"metadata/00009-x.metadata.json.gz", false},
+		{"data/x.metadata.json", false},
+		{"metadata/snap-1-1-x.avro", true},
+		{"metadata/x-m0.avro", true},
+		{"metadata/00009-x.METADATA.JSON", true},
+		{"metadata/00009-x.json", true},
+	}
+	for _, w := range writes {
+		err := putWith(t, cred, w.key, "{}")
+		if w.allow && err != nil {
+			t.Errorf("write %s: %v, want it written (engines write it)", w.key, err)
+		}
+		if !w.allow && s3Code(err) != "AccessDenied" {
+			t.Errorf("write %s: %v, want AccessDenied", w.key, err)
+		}
+		if !w.allow || !strings.Contains(w.key, "JSON") && !strings.HasSuffix(w.key, ".json") {
+			continue
+		}
+		st, body := call(t, "POST", "/v1/"+name+"/namespaces/"+ns+"/register", shared.Token,
+			map[string]any{"name": uniq("r"), "metadata-location": cred.Prefix + "/" + w.key})
+		if _, _, msg := errorModel(t, body); st != http.StatusBadRequest || !strings.Contains(msg, ".metadata.json") {
+			t.Errorf("register %s: %d %s, want a 400 naming the metadata file names", w.key, st, body)
+		}
+	}
+}
+
+// vended-credentials.duration stops at 1 hour, the role-chaining cap of
+// the deployed chain, and says so.
+func TestVendingDurationBound(t *testing.T) {
+	localOnly(t)
+	for _, c := range []struct {
+		d    string
+		want int
+	}{{"PT1H", 201}, {"PT15M", 201}, {"PT61M", 400}, {"PT2H", 400}, {"PT12H", 400}} {
+		st, body := call(t, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": uniq("dur"), "warehouse": "s3://icehold-warehouse/" + uniq("dur"),
+			"properties": map[string]string{"vended-credentials": "allowed", "vended-credentials.duration": c.d}})
+		if st != c.want {
+			t.Errorf("duration %s: %d %s, want %d", c.d, st, body, c.want)
+		}
+		if st == 400 && !strings.Contains(string(body), "role chaining") {
+			t.Errorf("duration %s: %s, want the reason (role chaining)", c.d, body)
+		}
+	}
+}
