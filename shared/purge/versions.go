@@ -60,10 +60,10 @@ func (s *Service) versioned(ctx context.Context, bucket string) (bool, error) {
 // versionsPage is one page of ListObjectVersions: every version and
 // delete marker, in one list.
 type versionsPage struct {
-	objs                []object
-	latest              map[string]object // key → its current version (not a marker)
-	nextKey, nextID     string
-	truncated           bool
+	objs            []object
+	latest          map[string]object // key → its current version (not a marker)
+	nextKey, nextID string
+	truncated       bool
 }
 
 func (s *Service) listVersions(ctx context.Context, bucket, prefix, keyMarker, idMarker string) (versionsPage, error) {
