@@ -373,7 +373,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge, Storage: awsconfig.S3(cfg, ep)}
 	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {
