@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/partitions"
 )
 
 // vendedFor loads a table asking for vended credentials as token, checks
@@ -188,5 +191,120 @@ func TestVendingDurationBound(t *testing.T) {
 		if st == 400 && !strings.Contains(string(body), "role chaining") {
 			t.Errorf("duration %s: %s, want the reason (role chaining)", c.d, body)
 		}
+	}
+}
+
+// verifyFiles runs verify and returns its files-intact check.
+func verifyFiles(t *testing.T, cat, ns, name string) partitions.Check {
+	t.Helper()
+	var rep partitions.Report
+	mustDecode(t, mustCall(t, 200, "GET", lifecycleTablePath(cat, ns, name)+"/verify", shared.Token, nil), &rep)
+	for _, c := range rep.Checks {
+		if c.Name == partitions.CheckFiles {
+			if c.OK != rep.OK && c.OK {
+				t.Logf("verify: %+v", rep)
+			}
+			return c
+		}
+	}
+	t.Fatalf("verify answered no %s check: %+v", partitions.CheckFiles, rep)
+	return partitions.Check{}
+}
+
+// An engine's attempts on a live table's committed files, with the keys a
+// load vends it: overwriting a data file, a manifest and a manifest list
+// succeeds at S3 (the session writes its table), deleting one is refused.
+// verify names each file changed, with its key; repair copies back the
+// newest prior version of each (on a versioned bucket; where the bucket
+// keeps no versions it refuses, 409, naming what it cannot restore, and
+// changes nothing); after it the table scans the same rows.
+func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
+	srv := localOnly(t)
+	embeddedAWS(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, map[string]string{"vended-credentials": "allowed"})
+	ns := uniq("attempt")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTable(t, cat, ns, "t", nil, true)
+	before := countRows(t, tbl)
+	if c := verifyFiles(t, name, ns, "t"); !c.OK {
+		t.Fatalf("verify of an intact table: %+v", c)
+	}
+	// A data file of the current snapshot, a manifest that does not name
+	// it (verify reads what a manifest names from the manifest itself)
+	// and the oldest snapshot's manifest list.
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := tbl.Metadata()
+	manifests, err := md.CurrentSnapshot().Manifests(fs)
+	if err != nil || len(manifests) < 2 {
+		t.Fatalf("the current snapshot's manifests: %d, %v; want two or more", len(manifests), err)
+	}
+	entries, err := manifests[0].FetchEntries(fs, true)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("the entries of %s: %v", manifests[0].FilePath(), err)
+	}
+	dataFile, manifest, manifestList := entries[0].DataFile().FilePath(), manifests[len(manifests)-1].FilePath(), md.Snapshots()[0].ManifestList
+	cred, _ := vendedFor(t, shared.Token, name, ns, "t")
+	engine := vendedS3(srv, cred.Config)
+	bucketKey := func(uri string) (*string, *string) {
+		b, k, _ := strings.Cut(strings.TrimPrefix(uri, "s3://"), "/")
+		return aws.String(b), aws.String(k)
+	}
+	changed := []string{dataFile, manifest, manifestList}
+	for _, f := range changed {
+		b, k := bucketKey(f)
+		if _, err := engine.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: k, Body: strings.NewReader("garbage")}); err != nil {
+			t.Fatalf("overwrite %s with the vended keys: %v", f, err)
+		}
+	}
+	b, k := bucketKey(dataFile)
+	if _, err := engine.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k}); s3Code(err) != "AccessDenied" {
+		t.Errorf("delete %s with the vended keys: %v, want AccessDenied", dataFile, err)
+	}
+
+	c := verifyFiles(t, name, ns, "t")
+	if c.OK || c.Violations != int64(len(changed)) {
+		t.Fatalf("verify after the overwrites: %+v; want %d files named", c, len(changed))
+	}
+	for _, f := range changed {
+		if !slices.ContainsFunc(c.Examples, func(e string) bool { return strings.HasPrefix(e, f+" ") }) {
+			t.Errorf("verify names %q; want %s among them", c.Examples, f)
+		}
+	}
+
+	repair := lifecycleTablePath(name, ns, "t") + "/repair"
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	versioned, err := awsconfig.S3(cfg, ep).GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b})
+	if err != nil || versioned.Status != "Enabled" {
+		// The embedded S3 keeps no versions yet: nothing to restore from.
+		st, body := call(t, "POST", repair, shared.Token, nil)
+		if _, _, msg := errorModel(t, body); st != http.StatusConflict || !strings.Contains(msg, dataFile) {
+			t.Errorf("repair without versions: %d %s, want a 409 naming %s", st, body, dataFile)
+		}
+		if c := verifyFiles(t, name, ns, "t"); c.Violations != int64(len(changed)) {
+			t.Errorf("a refused repair changed something: %+v", c)
+		}
+		return
+	}
+	var rep partitions.RepairReport
+	mustDecode(t, mustCall(t, 200, "POST", repair, shared.Token, nil), &rep)
+	if len(rep.Restored) != len(changed) {
+		t.Errorf("repair restored %+v, want the %d changed files", rep.Restored, len(changed))
+	}
+	if c := verifyFiles(t, name, ns, "t"); !c.OK {
+		t.Errorf("verify after repair: %+v", c)
+	}
+	mustDecode(t, mustCall(t, 200, "POST", repair, shared.Token, nil), &rep)
+	if len(rep.Restored) != 0 {
+		t.Errorf("a second repair restored %+v, want nothing", rep.Restored)
+	}
+	if n := countRows(t, loadTable(t, cat, ns, "t")); n != before {
+		t.Errorf("%d rows after repair, want %d", n, before)
 	}
 }

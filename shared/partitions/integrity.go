@@ -272,14 +272,20 @@ func (s *Service) headSize(ctx context.Context, path string, listed []objects.Lo
 }
 
 func isMissing(err error) bool {
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "NotFound", "NoSuchKey", "NoSuchVersion":
-			return true
-		}
+	switch code(err) {
+	case "NotFound", "NoSuchKey", "NoSuchVersion":
+		return true
 	}
 	return false
+}
+
+// code is an S3 error's code ("" for none).
+func code(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
 }
 
 // checkFiles is verify's files-intact check.
@@ -323,7 +329,10 @@ type RepairReport struct {
 
 // Repair restores every damaged file of a table from its newest prior
 // version that matches. Nothing damaged: nothing changes. A damaged file
-// without such a version: ErrUnrepairable naming it, and nothing changes.
+// without such a version: ErrUnrepairable naming it, and nothing of its
+// round changes (files restored by an earlier round, a manifest list or
+// manifest whose names the next round needed, stay restored: they are
+// what the metadata records).
 func (s *Service) Repair(ctx context.Context, cat string, id catalog.Ident) (RepairReport, error) {
 	if s.Storage == nil {
 		return RepairReport{}, fmt.Errorf("%w: this deployment gives repair no S3 access", ErrUnrepairable)
@@ -352,41 +361,60 @@ func (s *Service) Repair(ctx context.Context, cat string, id catalog.Ident) (Rep
 	if err != nil {
 		return rep, fmt.Errorf("file io: %w", err)
 	}
-	bad, err := s.damaged(ctx, entry, meta, fs)
-	if err != nil {
-		return rep, err
-	}
-	// Plan every restore first: all or nothing.
-	var plan []Restored
-	var refused []string
-	for _, d := range bad[:min(len(bad), maxDamaged)] {
-		r, err := s.restore(ctx, d)
-		switch {
-		case errors.Is(err, ErrUnrepairable):
-			refused = append(refused, d.String())
-		case err != nil:
-			return rep, err
-		default:
-			plan = append(plan, r)
-		}
-	}
-	if len(refused) > 0 {
-		return rep, fmt.Errorf("%w: no prior version matches what the metadata records: %s", ErrUnrepairable, strings.Join(refused, "; "))
-	}
-	for _, r := range plan {
-		if err := s.copyBack(ctx, r); err != nil {
+	// Rounds: what a damaged manifest list or manifest names is known once
+	// it is restored, so a round restores what it sees and the next looks
+	// again (metadata, lists, manifests, data: four at most).
+	for round := 0; round < maxRepairRounds; round++ {
+		bad, err := s.damaged(ctx, entry, meta, fs)
+		if err != nil {
 			return rep, err
 		}
-		rep.Restored = append(rep.Restored, r)
+		if len(bad) == 0 {
+			break
+		}
+		// Plan the round's restores first: all of them or none.
+		var plan []Restored
+		var refused []string
+		for _, d := range bad[:min(len(bad), maxDamaged)] {
+			r, err := s.restore(ctx, d)
+			switch {
+			case errors.Is(err, ErrUnrepairable):
+				refused = append(refused, d.String())
+			case err != nil:
+				return rep, err
+			default:
+				plan = append(plan, r)
+			}
+		}
+		if len(refused) > 0 {
+			err := fmt.Errorf("%w: no prior version matches what the metadata records: %s", ErrUnrepairable, strings.Join(refused, "; "))
+			return rep, errors.Join(err, s.repaired(ctx, cat, id, entry, rep))
+		}
+		for _, r := range plan {
+			if err := s.copyBack(ctx, r); err != nil {
+				return rep, errors.Join(err, s.repaired(ctx, cat, id, entry, rep))
+			}
+			rep.Restored = append(rep.Restored, r)
+		}
 	}
+	return rep, s.repaired(ctx, cat, id, entry, rep)
+}
+
+// maxRepairRounds: a metadata file, then manifest lists, manifests, and
+// the data and delete files they name.
+const maxRepairRounds = 4
+
+// repaired records the TableRepaired event of what a repair restored
+// (nothing restored: no event).
+func (s *Service) repaired(ctx context.Context, cat string, id catalog.Ident, entry store.TableEntry, rep RepairReport) error {
 	if len(rep.Restored) > 0 {
 		ev := eventbus.Event{Type: EventTableRepaired, Actor: authz.Principal(ctx), Catalog: cat, Namespace: id.Namespace, Table: id.Name,
 			TableUUID: entry.TableUUID, Detail: map[string]any{"restored": rep.Restored}}
 		if err := s.Catalog.Store().RecordEvents(ctx, outbox.Record(ev)); err != nil {
-			return rep, fmt.Errorf("record the %s event: %w", EventTableRepaired, err)
+			return fmt.Errorf("record the %s event: %w", EventTableRepaired, err)
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // restore finds the newest version of a damaged file, other than its
@@ -400,6 +428,10 @@ func (s *Service) restore(ctx context.Context, d damage) (Restored, error) {
 	in := &s3.ListObjectVersionsInput{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.Key)}
 	for {
 		out, err := s.Storage.ListObjectVersions(ctx, in)
+		if code(err) == "NotImplemented" {
+			// An S3 that keeps no versions: nothing to restore from.
+			return Restored{}, fmt.Errorf("%w: %s (the bucket keeps no versions)", ErrUnrepairable, d)
+		}
 		if err != nil {
 			return Restored{}, fmt.Errorf("list the versions of %s: %w", d.path, err)
 		}
