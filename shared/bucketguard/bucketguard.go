@@ -28,23 +28,40 @@ const (
 	SidConfig   = "IceholdOnlyIceholdChangesVersioning"
 )
 
+// Rule is one Deny of the guard: Actions on Resource to every principal
+// whose ARN (aws:PrincipalArn, a role's sessions match their role's ARN)
+// is not one of Exempt.
+type Rule struct {
+	Sid      string
+	Actions  []string
+	Resource string
+	Exempt   []string
+}
+
+// Rules are the guard's two Denies for a bucket: versions may be deleted
+// only by the deleters (icehold's delete function's role, and the
+// break-glass role), versioning, lifecycle rules and the policy changed
+// only by those and the deployers (the role CloudFormation deploys the
+// stack with, which writes this policy).
+func Rules(bucket string, deleters, deployers []string) []Rule {
+	arn := "arn:aws:s3:::" + bucket
+	return []Rule{
+		{SidVersions, ObjectActions, arn + "/*", slices.Clone(deleters)},
+		{SidConfig, BucketActions, arn, append(slices.Clone(deleters), deployers...)},
+	}
+}
+
 // Statement is a policy statement as JSON carries it.
 type Statement map[string]any
 
-// Statements are the guard's two Deny statements for a bucket: versions
-// may be deleted only by the deleters (icehold's delete function's role,
-// and the break-glass role), versioning, lifecycle rules and the policy
-// changed only by those and the deployers (the role CloudFormation deploys
-// the stack with, which writes this policy). Each list holds role ARNs
-// (aws:PrincipalArn: a role's sessions match their role's ARN).
+// Statements are the rules as bucket policy statements.
 func Statements(bucket string, deleters, deployers []string) []Statement {
-	arn := "arn:aws:s3:::" + bucket
-	return []Statement{
-		{"Sid": SidVersions, "Effect": "Deny", "Principal": "*", "Action": ObjectActions, "Resource": arn + "/*",
-			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": deleters}}},
-		{"Sid": SidConfig, "Effect": "Deny", "Principal": "*", "Action": BucketActions, "Resource": arn,
-			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": append(slices.Clone(deleters), deployers...)}}},
+	var out []Statement
+	for _, r := range Rules(bucket, deleters, deployers) {
+		out = append(out, Statement{"Sid": r.Sid, "Effect": "Deny", "Principal": "*", "Action": r.Actions, "Resource": r.Resource,
+			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": r.Exempt}}})
 	}
+	return out
 }
 
 // Policy is the guard as a bucket policy document.
@@ -56,8 +73,8 @@ func Policy(bucket string, deleters, deployers []string) string {
 // Missing names what a bucket's policy lacks of the guard: each guarded
 // action that no statement denies to every principal (Principal "*")
 // on the bucket (its objects, for ObjectActions), and, when deleters are
-// given, a guard that does not exempt one of them (icehold's purge would
-// then fail on its first version delete). Empty: the policy guards the
+// given (role ARNs, or role names), a guard that does not exempt one of
+// them (icehold's purge would then fail on its first version delete). Empty: the policy guards the
 // bucket. Exemptions other than those (a break-glass role) are the
 // operator's to choose.
 func Missing(policy, bucket string, deleters []string) []string {
@@ -83,7 +100,7 @@ func Missing(policy, bucket string, deleters []string) []string {
 				continue
 			}
 			for _, d := range deleters {
-				if !exempts(st, d) {
+				if !exempts(st, d) && !exemptsName(st, d) {
 					out = append(out, fmt.Sprintf("the Deny of %s does not exempt icehold's deleting role %s", action, d))
 				}
 			}
@@ -136,6 +153,30 @@ func matchesAny(v any, s string, fold bool) bool {
 		}
 		if wildcard(p, s) {
 			return true
+		}
+	}
+	return false
+}
+
+// exemptsName: a deleter given by role name (no "arn:"; the deployed
+// stack's delete role, its account unknown) is exempted by an ARN that
+// ends in role/<name> or role/<path>/<name>.
+func exemptsName(st map[string]any, name string) bool {
+	if strings.HasPrefix(name, "arn:") {
+		return false
+	}
+	cond, _ := st["Condition"].(map[string]any)
+	for _, keys := range cond {
+		m, _ := keys.(map[string]any)
+		for k, v := range m {
+			if !strings.EqualFold(k, "aws:PrincipalArn") {
+				continue
+			}
+			for _, arn := range list(v) {
+				if strings.HasSuffix(arn, "/"+name) && strings.Contains(arn, ":role/") {
+					return true
+				}
+			}
 		}
 	}
 	return false

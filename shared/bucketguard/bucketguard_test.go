@@ -35,3 +35,15 @@ func TestMissing(t *testing.T) {
 		})
 	}
 }
+
+// A deleter given by role name (preflight knows the deployed delete role's
+// name, not its account) is found among the exempt ARNs.
+func TestMissingByRoleName(t *testing.T) {
+	policy := Policy("wh", []string{"arn:aws:iam::123456789012:role/Icehold-DeleteFnRole"}, nil)
+	if got := Missing(policy, "wh", []string{"Icehold-DeleteFnRole"}); len(got) != 0 {
+		t.Errorf("Missing = %q, want nothing", got)
+	}
+	if got := Missing(policy, "wh", []string{"Other-DeleteFnRole"}); len(got) != 5 {
+		t.Errorf("Missing = %q, want the five Denies not exempting the role", got)
+	}
+}
