@@ -344,6 +344,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := guardBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
+		return nil, err
+	}
 	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	s.Catalog.SetWarehouseBuckets([]string{o.Bucket}) // the one bucket it serves
