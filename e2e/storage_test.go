@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/rest"
@@ -306,5 +308,65 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	}
 	if n := countRows(t, loadTable(t, cat, ns, "t")); n != before {
 		t.Errorf("%d rows after repair, want %d", n, before)
+	}
+}
+
+// A legal hold, a soft drop or a revoke of TABLE_WRITE takes effect on a
+// write session vended before it when the session expires, at most
+// vended-credentials.duration after its issue (STS cannot revoke a
+// session; the docs state the bound): until then the old keys write (an
+// overwrite leaves the prior version: repair), from then on they are
+// refused, and what is vended after the change cannot write.
+func TestVendedSessionsEndWithTheirDuration(t *testing.T) {
+	srv := localOnly(t)
+	embeddedAWS(t)
+	name, _ := softCatalog(t, map[string]string{"vended-credentials": "allowed", "vended-credentials.duration": "PT15M"})
+	ns := uniq("bound")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{ns}})
+	writer := grantTo(t, shared.Token, name, []authz.Privilege{authz.TableRead, authz.TableWrite})
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables"
+	hold := map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"icehold.legal-hold": "true"}}}}
+	changes := []struct {
+		what  string
+		apply func(table string)
+		after func(t *testing.T, table string) // what a new vend gives
+	}{
+		{"legal hold", func(tbl string) { mustCall(t, 200, "POST", tables+"/"+tbl, shared.Token, hold) }, func(t *testing.T, tbl string) {
+			cred, _ := vendedFor(t, writer, name, ns, tbl)
+			if err := putWith(t, cred, "data/new.parquet", "x"); s3Code(err) != "AccessDenied" {
+				t.Errorf("a session vended after the hold wrote: %v", err)
+			}
+		}},
+		{"soft drop", func(tbl string) { mustCall(t, 204, "DELETE", tables+"/"+tbl, shared.Token, nil) }, func(t *testing.T, tbl string) {
+			if st, _ := call(t, "GET", tables+"/"+tbl+"/credentials", writer, nil); st != http.StatusNotFound {
+				t.Errorf("credentials of a soft-dropped table: %d, want 404", st)
+			}
+		}},
+		{"revoke", func(string) {
+			mustCall(t, 200, "PUT", "/lifecycle/v1/catalogs/"+name+"/grants/"+principalOf(t, writer), shared.Token, map[string]any{"privileges": []string{"TABLE_READ"}})
+		}, func(t *testing.T, tbl string) {
+			cred, _ := vendedFor(t, writer, name, ns, tbl)
+			if err := putWith(t, cred, "data/new.parquet", "x"); s3Code(err) != "AccessDenied" {
+				t.Errorf("a session vended after the revoke wrote: %v", err)
+			}
+		}},
+	}
+	for i, c := range changes {
+		t.Run(c.what, func(t *testing.T) {
+			tbl := fmt.Sprintf("t%d", i)
+			mustCall(t, 200, "POST", tables, shared.Token, map[string]any{"name": tbl, "schema": rawSchema})
+			srv.SetCredentialsClock(nil)
+			cred, _ := vendedFor(t, writer, name, ns, tbl)
+			c.apply(tbl)
+			if err := putWith(t, cred, "data/old-session.parquet", "x"); err != nil {
+				t.Errorf("within its duration the old session writes (the documented bound): %v", err)
+			}
+			c.after(t, tbl)
+			srv.SetCredentialsClock(func() time.Time { return time.Now().Add(15*time.Minute + time.Second) })
+			defer srv.SetCredentialsClock(nil)
+			if err := putWith(t, cred, "data/old-session-2.parquet", "x"); s3Code(err) != "ExpiredToken" {
+				t.Errorf("past vended-credentials.duration the old session: %v, want ExpiredToken", err)
+			}
+		})
 	}
 }
