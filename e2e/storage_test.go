@@ -15,7 +15,10 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/partitions"
@@ -214,8 +217,10 @@ func verifyFiles(t *testing.T, cat, ns, name string) partitions.Check {
 }
 
 // An engine's attempts on a live table's committed files, with the keys a
-// load vends it: overwriting a data file, a manifest and a manifest list
-// succeeds at S3 (the session writes its table), deleting one is refused.
+// load vends it and with the static engine policy: overwriting a data
+// file, a manifest and a manifest list succeeds at S3 (the session writes
+// its table), deleting one is refused, and so is writing any metadata
+// file name.
 // verify names each file changed, with its key; repair copies back the
 // newest prior version of each (on a versioned bucket; where the bucket
 // keeps no versions it refuses, 409, naming what it cannot restore, and
@@ -268,6 +273,35 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	if _, err := engine.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k}); s3Code(err) != "AccessDenied" {
 		t.Errorf("delete %s with the vended keys: %v, want AccessDenied", dataFile, err)
 	}
+	// The static engine policy (the local vending role's own policy is the
+	// stack's engine policy, infra/vending.go): a session of it alone.
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	role, err := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(srv.Info.S3Endpoint) }).AssumeRole(ctx, &sts.AssumeRoleInput{
+		RoleArn: aws.String(emulators.RoleARN(server.VendingRole)), RoleSessionName: aws.String("engine")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyEngine := vendedS3(srv, map[string]string{"s3.access-key-id": aws.ToString(role.Credentials.AccessKeyId),
+		"s3.secret-access-key": aws.ToString(role.Credentials.SecretAccessKey), "s3.session-token": aws.ToString(role.Credentials.SessionToken)})
+	if len(entries) > 1 {
+		other := entries[len(entries)-1].DataFile().FilePath()
+		b, k := bucketKey(other)
+		if _, err := policyEngine.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: k, Body: strings.NewReader("engine policy")}); err != nil {
+			t.Fatalf("overwrite %s with the engine policy: %v", other, err)
+		}
+		if _, err := policyEngine.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k}); s3Code(err) != "AccessDenied" {
+			t.Errorf("delete %s with the engine policy: %v, want AccessDenied", other, err)
+		}
+		changed = append(changed, other)
+	}
+	mb, mk := bucketKey(tbl.MetadataLocation())
+	for _, spelling := range []string{".metadata.json", ".metadata.json.gz", ".gz.metadata.json"} {
+		key := strings.TrimSuffix(aws.ToString(mk), ".metadata.json") + "-forged" + spelling
+		if _, err := policyEngine.PutObject(ctx, &s3.PutObjectInput{Bucket: mb, Key: aws.String(key), Body: strings.NewReader("{}")}); s3Code(err) != "AccessDenied" {
+			t.Errorf("write %s with the engine policy: %v, want AccessDenied", key, err)
+		}
+	}
 
 	c := verifyFiles(t, name, ns, "t")
 	if c.OK || c.Violations != int64(len(changed)) {
@@ -280,8 +314,6 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	}
 
 	repair := lifecycleTablePath(name, ns, "t") + "/repair"
-	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
-	cfg, _ := awsconfig.Load(ctx, ep)
 	versioned, err := awsconfig.S3(cfg, ep).GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b})
 	if err != nil || versioned.Status != "Enabled" {
 		// The embedded S3 keeps no versions yet: nothing to restore from.
