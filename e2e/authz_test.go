@@ -214,6 +214,7 @@ var matrix = []row{
 	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "show partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.TableRead), want: 200},
 	{route: "DELETE " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "clear partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.PartitionDrop), want: 204},
 	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/verify", name: "verify", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/verify", privs: p(authz.TableRead), want: 200},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/repair", name: "repair", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/repair", privs: p(authz.TableWrite), want: 200},
 }
 
 func routeKey(r router.RouteSpec) string {

@@ -82,7 +82,8 @@ func TestPartitionsDropRetryHint(t *testing.T) {
 	}
 }
 
-// retention set, show, clear and tables verify against a local server.
+// retention set, show, clear, tables verify and tables repair against a
+// local server.
 func TestRetentionAndVerifyCommands(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := server.Start(context.Background(), server.Options{Dir: dir, RetentionEvery: -1})
@@ -114,8 +115,12 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 		t.Errorf("show after clear: %v", err)
 	}
 	out.Reset()
-	if err := execute(context.Background(), append([]string{"tables", "verify", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "files-inside-location") {
+	if err := execute(context.Background(), append([]string{"tables", "verify", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "files-inside-location") || !strings.Contains(out.String(), "files-intact") {
 		t.Errorf("verify: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := execute(context.Background(), append([]string{"tables", "repair", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "nothing to repair") {
+		t.Errorf("repair of an intact table: %v\n%s", err, out.String())
 	}
 }
 

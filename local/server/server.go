@@ -345,6 +345,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := guardBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
+		return nil, err
+	}
 	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	s.Catalog.SetWarehouseBuckets([]string{o.Bucket}) // the one bucket it serves
@@ -374,7 +377,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge, Storage: awsconfig.S3(cfg, ep)}
 	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {

@@ -26,6 +26,10 @@ func legalHoldOf(props map[string]string) bool {
 	return on
 }
 
+// LegalHeld reports whether properties (a table's, a namespace's or a
+// catalog's) set a legal hold.
+func LegalHeld(props map[string]string) bool { return legalHoldOf(props) }
+
 // checkLegalHoldChange lets a request set or clear a table's legal hold only
 // with TABLE_LEGAL_HOLD (SPEC §2): a hold the table's writers could lift
 // would hold nothing. from is the hold before the request, to after it.

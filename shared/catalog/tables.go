@@ -618,6 +618,9 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 		return TableResult{}, err
 	}
+	if err := checkMetadataName(metaLoc); err != nil {
+		return TableResult{}, err
+	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
 	if err != nil {
 		return TableResult{}, namedMetadataErr(err)

@@ -421,6 +421,9 @@ func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLo
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 		return TableResult{}, err
 	}
+	if err := checkMetadataName(metaLoc); err != nil {
+		return TableResult{}, err
+	}
 	meta, raw, err := s.parseView(ctx, metaLoc)
 	if err != nil {
 		return TableResult{}, namedMetadataErr(err)

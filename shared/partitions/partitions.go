@@ -64,6 +64,9 @@ type Service struct {
 	// Pipeline takes snapshot expiry's files (the retention sweep's); nil:
 	// the sweep expires no snapshot.
 	Pipeline Pipeline
+	// Storage lists and restores objects for verify's files check and
+	// repair (integrity.go); nil: neither.
+	Storage Storage
 	// Workers bounds the manifests read and written at once (0: 8).
 	Workers int
 	// Now stamps snapshots (nil: time.Now).

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +49,15 @@ type Sender interface {
 // BulkDeleter is the S3 calls of the delete function: DeleteObjects, the one
 // call that deletes, and the listing of a purged table's location (finalize);
 // only the delete and finalize steps hold it (and only their role may delete).
+//
+// On a versioned bucket (versions.go) it also reads the bucket's
+// versioning and lists versions, to delete every version and delete
+// marker of what it deletes.
 type BulkDeleter interface {
 	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
 	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	GetBucketVersioning(ctx context.Context, in *s3.GetBucketVersioningInput, optFns ...func(*s3.Options)) (*s3.GetBucketVersioningOutput, error)
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, optFns ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // Lease extends an SQS message's visibility while its batch runs.
@@ -90,6 +97,8 @@ type Service struct {
 	// checks (tests advance it); nil: time.Now.
 	Now       func() time.Time
 	crashHook atomic.Pointer[func(string) error]
+	// versioning caches each bucket's versioning (versions.go).
+	versioning sync.Map
 }
 
 // SetCrash installs a hook called at the pipeline's crash points; an error it

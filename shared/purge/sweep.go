@@ -163,7 +163,7 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 	if err := s.crash("finalize.sweep-counted"); err != nil {
 		return err
 	}
-	if _, err := s.deleteObjects(ctx, bucket, j.Scope, objs); err != nil {
+	if _, err := s.deleteKeys(ctx, bucket, j.Scope, objs); err != nil {
 		return err
 	}
 	return s.clearPending(ctx, j, last)
@@ -195,7 +195,7 @@ func (s *Service) finishPage(ctx context.Context, j store.Job, bucket, prefix st
 		}
 		for len(objs) > 0 {
 			n := min(len(objs), MaxKeysPerCall)
-			if _, err := s.deleteObjects(ctx, bucket, j.Scope, objs[:n]); err != nil {
+			if _, err := s.deleteKeys(ctx, bucket, j.Scope, objs[:n]); err != nil {
 				return err
 			}
 			objs = objs[n:]

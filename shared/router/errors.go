@@ -92,6 +92,7 @@ func statusOf(err error) (int, string) {
 		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrFilesMissing, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
+		{partitions.ErrUnrepairable, http.StatusConflict, "UnrepairableException"},
 		{partitions.ErrNoRetention, http.StatusNotFound, "NoSuchRetentionPolicyException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},

@@ -127,6 +127,7 @@ func (s *server) table() []route {
 		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.TableRead), h: s.getRetention},
 		{method: "DELETE", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.deleteRetention},
 		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/verify", privs: p(authz.TableRead), h: s.verifyTable},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/repair", privs: p(authz.TableWrite), h: s.repairTable},
 	}
 }
 

@@ -68,6 +68,25 @@ func (s *server) mayWrite(r *http.Request) bool {
 	return s.Authz.Check(r.Context(), catalogInfo(r).Name, authz.TableWrite) == nil
 }
 
+// writes: a session vended to the caller for the table may write: the
+// caller holds TABLE_WRITE and no legal hold covers the table, neither its
+// own nor one of its namespaces' or its catalog's (SPEC §2: a legal-held
+// table's sessions are read-only, whoever asks). A namespace that cannot
+// be read counts as held: the answer errs on the side of reading.
+func (s *server) writes(r *http.Request, e store.TableEntry) bool {
+	cat := catalogInfo(r)
+	if e.LegalHold || catalog.LegalHeld(cat.Properties) || !s.mayWrite(r) {
+		return false
+	}
+	for i := range e.Namespace {
+		ns, err := s.Catalog.LoadNamespace(r.Context(), cat.Name, e.Namespace[:i+1])
+		if err != nil || catalog.LegalHeld(ns.Properties) {
+			return false
+		}
+	}
+	return true
+}
+
 // vend assumes a session for the caller on the table's owned prefixes. nil
 // (and no error) when the table owns none it can be scoped to, or its
 // location makes a session policy STS refuses, unless the catalog requires
@@ -76,7 +95,7 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 	cat := catalogInfo(r)
 	required := catalog.Vending(cat.Properties) == catalog.VendingRequired
 	var scope credentials.Scope
-	write := s.mayWrite(r)
+	write := s.writes(r, e)
 	for i, h := range e.Holds() {
 		l := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
 		if h.Prefix == "" {
@@ -204,5 +223,14 @@ func (s *server) loadCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"storage-credentials": storageCredentials(v, e.MetadataLocation)})
+}
+
+// noStore marks an answer whose config carries secrets (vended sessions,
+// or the deployment's own S3 keys) as not to be kept by any cache.
+func noStore(w http.ResponseWriter, config map[string]string) {
+	if config["s3.secret-access-key"] != "" {
+		w.Header().Set("Cache-Control", "no-store")
+	}
 }
