@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
@@ -195,13 +196,13 @@ func (m *IAM) allows(k sigv4.Key, a access) bool {
 	if !ok {
 		return false
 	}
-	var role iamDocument
-	if json.Unmarshal([]byte(rp), &role) != nil || !role.allows(a) {
+	role, err := iampolicy.Parse(rp)
+	if err != nil || !role.Allows(a.request(k.Principal)) {
 		return false
 	}
 	if k.Policy == "" {
 		return true
 	}
-	var session iamDocument
-	return json.Unmarshal([]byte(k.Policy), &session) == nil && session.allows(a)
+	session, err := iampolicy.Parse(k.Policy)
+	return err == nil && session.Allows(a.request(k.Principal))
 }

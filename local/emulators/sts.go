@@ -3,7 +3,6 @@ package emulators
 import (
 	"bytes"
 	"compress/flate"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
@@ -129,8 +129,7 @@ func (m *IAM) assumeRole(caller sigv4.Key, form url.Values) (Session, error) {
 		return Session{}, stsError{http.StatusBadRequest, "ValidationError", "The requested DurationSeconds exceeds the 1 hour session limit for roles assumed by role chaining.", true}
 	}
 	if policy != "" {
-		var doc iamDocument
-		if json.Unmarshal([]byte(policy), &doc) != nil || len(doc.Statement) == 0 {
+		if _, err := iampolicy.Parse(policy); err != nil {
 			return Session{}, stsError{http.StatusBadRequest, "MalformedPolicyDocument", "The policy is not in the valid JSON format.", true}
 		}
 	}

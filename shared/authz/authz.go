@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -94,7 +95,10 @@ var ErrTooManyPatterns = errors.New("too many pattern grants")
 // execution environment, the local server) and trusted for TTL: past it,
 // one read of the catalog's grant index tells whether any grant changed
 // (its version), and only then is the rest read again. So a grant change
-// counts within TTL everywhere, and at once in the process that made it.
+// counts within TTL everywhere, and at once in the process that made it:
+// a change drops the catalog's cached scope and moves a fence (changes),
+// and a read that began before the fence moved caches nothing, so no
+// check under way while a grant changes can put back what it replaced.
 type Authorizer struct {
 	grants Grants
 	admins []matcher
@@ -102,6 +106,8 @@ type Authorizer struct {
 
 	mu     sync.Mutex
 	scopes map[string]*scope
+	// changes counts the grant changes this process made: the fence.
+	changes uint64
 }
 
 // TTL is how long a cached reading of a catalog's grants is trusted before
@@ -144,64 +150,33 @@ func New(g Grants, admins []string) *Authorizer {
 // SetClock replaces the clock the cache's TTL is measured on (tests).
 func (a *Authorizer) SetClock(now func() time.Time) { a.now = now }
 
-// matcher is a principal pattern, compiled once. As in IAM policies, '*'
-// matches any run of characters ('/' included) and '?' any one, so
-// arn:aws:sts::123:assumed-role/etl-* covers every session of the etl roles.
-// A pattern naming an IAM role (arn:aws:iam::123:role/path/name) also covers
-// the role's sessions (arn:aws:sts::123:assumed-role/name/*): API Gateway
-// reports a caller who assumed the role by its session ARN.
+// matcher is a principal pattern, compiled once: an IAM pattern
+// (shared/iampolicy), so '*' matches any run of characters ('/' included)
+// and '?' any one, and arn:aws:sts::123:assumed-role/etl-* covers every
+// session of the etl roles. A pattern naming an IAM role
+// (arn:aws:iam::123:role/path/name) also covers the role's sessions
+// (arn:aws:sts::123:assumed-role/name/*): API Gateway reports a caller who
+// assumed the role by its session ARN.
 type matcher struct {
-	exact    string
-	glob     string // "" : exact only
-	sessions string // the role's sessions' glob; "": not a role
+	pattern  iampolicy.Pattern
+	sessions *iampolicy.Pattern // nil: not a role
 }
 
 func compile(pattern string) matcher {
-	m := matcher{exact: pattern}
-	if strings.ContainsAny(pattern, "*?") {
-		m.glob = pattern
-	}
+	m := matcher{pattern: iampolicy.Compile(pattern)}
 	if sessions, ok := roleSessions(pattern); ok {
-		m.sessions = sessions
+		p := iampolicy.Compile(sessions)
+		m.sessions = &p
 	}
 	return m
 }
 
 func (m matcher) match(principal string) bool {
-	return principal == m.exact || m.glob != "" && glob(m.glob, principal) ||
-		m.sessions != "" && glob(m.sessions, principal)
+	return m.pattern.Match(principal) || m.sessions != nil && m.sessions.Match(principal)
 }
 
 // matches reports whether principal fits pattern (see matcher).
 func matches(pattern, principal string) bool { return compile(pattern).match(principal) }
-
-// glob matches s against a '*'/'?' pattern, rune by rune, going back only
-// to the last '*' (linear in practice, no regular expression to compile: a
-// new process reads up to 100 pattern grants on its first check).
-func glob(pattern, s string) bool {
-	p, t := []rune(pattern), []rune(s)
-	pi, ti := 0, 0
-	star, mark := -1, 0
-	for ti < len(t) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
-			pi++
-			ti++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ti
-			pi++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			ti = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
-}
 
 var roleARN = regexp.MustCompile(`^arn:(aws[a-z-]*):iam::([0-9]{12}|\*):role/(.+)$`)
 
@@ -217,7 +192,7 @@ func roleSessions(pattern string) (string, bool) {
 		// Role names are unique in an account whatever their path, so an
 		// exact role with a path maps to its sessions; a wildcard with a
 		// path would not (the session ARN has no path to check it against).
-		if strings.ContainsAny(name, "*?") {
+		if iampolicy.HasWildcard(name) {
 			return "", false
 		}
 		name = name[i+1:]
@@ -235,7 +210,7 @@ func roleSessions(pattern string) (string, bool) {
 // under the caller's principal or, for a role session, its role's ARN
 // without a path (lookupKeys).
 func Indexed(principal string) bool {
-	if strings.ContainsAny(principal, "*?") {
+	if iampolicy.HasWildcard(principal) {
 		return true
 	}
 	m := roleARN.FindStringSubmatch(principal)
@@ -325,10 +300,13 @@ func (a *Authorizer) Revoke(ctx context.Context, scope, principal string) error 
 	return a.grants.DeleteGrant(ctx, scope, principal, Indexed)
 }
 
+// forget runs after a grant change was written (or failed): what was
+// cached of the scope goes, and reads under way cache nothing.
 func (a *Authorizer) forget(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.scopes, name)
+	a.changes++
 }
 
 // held reads the privileges the principal holds on one scope: the catalog's
@@ -385,7 +363,7 @@ func (a *Authorizer) held(ctx context.Context, name, principal string) (map[Priv
 func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	now := a.now()
 	a.mu.Lock()
-	sc := a.scopes[name]
+	sc, fence := a.scopes[name], a.changes
 	a.mu.Unlock()
 	if sc != nil && now.Sub(sc.checked) < TTL {
 		return sc, nil
@@ -396,7 +374,11 @@ func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if cur := a.scopes[name]; cur != nil && cur.version == ix.Version {
+	// A grant changed here while the index was read: what was read may
+	// predate the change. It answers this check (which began before the
+	// change returned) and is not kept.
+	stale := a.changes != fence
+	if cur := a.scopes[name]; !stale && cur != nil && cur.version == ix.Version {
 		if cur.checked.Before(now) {
 			cur.checked = now
 		}
@@ -406,7 +388,7 @@ func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	for _, g := range ix.Patterns {
 		sc.patterns = append(sc.patterns, pattern{compile(g.Principal), g.Privileges})
 	}
-	if ix.Version == 0 {
+	if ix.Version == 0 || stale {
 		return sc, nil
 	}
 	if len(a.scopes) >= maxScopes {

@@ -164,3 +164,57 @@ func TestCachedChecksReadLittle(t *testing.T) {
 		}
 	}
 }
+
+// pausing holds the first GetGrantIndex it is armed for after its read:
+// the read has returned what was stored then, and its caller has not used
+// it yet.
+type pausing struct {
+	authz.Grants
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (p *pausing) GetGrantIndex(ctx context.Context, cat string, indexed store.Indexed) (store.GrantIndex, error) {
+	ix, err := p.Grants.GetGrantIndex(ctx, cat, indexed)
+	if p.armed.CompareAndSwap(true, false) {
+		close(p.read)
+		<-p.release
+	}
+	return ix, err
+}
+
+// Defect: a check whose read of the grant index began before a revoke
+// stored, after the revoke, a cached scope that still held the revoked
+// pattern, so a check issued after the revoke returned passed (for up to
+// authz.TTL). A revoke counts at once in its own process, whichever
+// grant it removes and whatever check was under way.
+func TestRevokeCountsAtOnceDespiteAReadUnderWay(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct{ name, grantee, caller string }{
+		{"pattern", "user-*", "user-1"},
+		{"principal", "user-1", "user-1"},
+		{"role with a path", "arn:aws:iam::123456789012:role/team/analyst", "arn:aws:sts::123456789012:assumed-role/analyst/s1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, _ := newStore(t)
+			p := &pausing{Grants: st, read: make(chan struct{}), release: make(chan struct{})}
+			az := authz.New(p, nil)
+			az.SetClock(func() time.Time { return time.Unix(1000, 0) }) // the cache never ages here
+			grant(t, az, c.grantee, authz.TableRead)
+			caller := authz.WithPrincipal(ctx, c.caller)
+			p.armed.Store(true)
+			during := make(chan error, 1)
+			go func() { during <- az.Check(caller, "c", authz.TableRead) }()
+			<-p.read // the check under way has read the index: the grant is in it
+			if err := az.Revoke(ctx, "c", c.grantee); err != nil {
+				t.Fatal(err)
+			}
+			close(p.release)
+			<-during // it began before the revoke returned: either answer is right
+			if err := az.Check(caller, "c", authz.TableRead); !errors.Is(err, authz.ErrForbidden) {
+				t.Errorf("a check issued after the revoke returned: %v, want forbidden", err)
+			}
+		})
+	}
+}
