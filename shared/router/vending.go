@@ -68,6 +68,13 @@ func (s *server) mayWrite(r *http.Request) bool {
 	return s.Authz.Check(r.Context(), catalogInfo(r).Name, authz.TableWrite) == nil
 }
 
+// vendsWrite: credentials vended now for the table would write (the
+// caller holds TABLE_WRITE and the table has a location of its own); what
+// a vended tag says of its credentials (revalidates).
+func (s *server) vendsWrite(r *http.Request, e store.TableEntry) bool {
+	return e.Hold != nil && e.Hold.Prefix != "" && s.mayWrite(r)
+}
+
 // vend assumes a session for the caller on the table's owned prefixes. nil
 // (and no error) when the table owns none it can be scoped to, or its
 // location makes a session policy STS refuses, unless the catalog requires
@@ -76,13 +83,13 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 	cat := catalogInfo(r)
 	required := catalog.Vending(cat.Properties) == catalog.VendingRequired
 	var scope credentials.Scope
-	write := s.mayWrite(r)
+	write := s.vendsWrite(r, e)
 	for i, h := range e.Holds() {
 		l := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
 		if h.Prefix == "" {
 			continue // never the whole bucket
 		}
-		if i == 0 && e.Hold != nil && write {
+		if i == 0 && write {
 			scope.Write = append(scope.Write, l)
 		} else {
 			scope.Read = append(scope.Read, l)
