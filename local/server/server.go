@@ -499,7 +499,7 @@ func (s *Server) AddToken(principal string) (string, error) {
 		}
 		return tok, s.refreshTokens()
 	}
-	if err := ValidatePrincipal(principal); err != nil {
+	if err := authz.ValidatePrincipal(principal); err != nil {
 		return "", err
 	}
 	tok := NewToken()

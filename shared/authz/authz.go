@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/store"
@@ -85,8 +87,61 @@ type Grants interface {
 	DeleteGrant(ctx context.Context, catalog, principal string, indexed store.Indexed) error
 }
 
-// ErrTooManyPatterns: a catalog holds store.MaxIndexedGrants pattern grants.
-var ErrTooManyPatterns = errors.New("too many pattern grants")
+// ErrTooManyPatterns: a catalog holds store.MaxIndexedGrants grants found
+// through its index (patterns, and role ARNs with a path) already.
+var ErrTooManyPatterns = errors.New("too many indexed grants")
+
+// ErrBadPrincipal: a string that cannot name a principal.
+var ErrBadPrincipal = errors.New("not a principal")
+
+// MaxPrincipalBytes bounds a principal's length (IAM ARNs stay far below it).
+const MaxPrincipalBytes = 2048
+
+// ValidatePrincipal is the one rule for every principal icehold stores or
+// grants to (the grants API, local tokens, local IAM users): 1 to
+// MaxPrincipalBytes bytes of valid UTF-8, with no whitespace, no control
+// character (0x00-0x1F, 0x7F, and U+0080-U+009F) and no U+FFFD (the mark
+// of text decoded lossily on its way here). It reads bytes as given:
+// nothing is decoded into something else first, so two spellings never
+// reach one grant.
+func ValidatePrincipal(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: it is empty", ErrBadPrincipal)
+	case len(p) > MaxPrincipalBytes:
+		return fmt.Errorf("%w: it is %d bytes long, at most %d", ErrBadPrincipal, len(p), MaxPrincipalBytes)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadPrincipal, p)
+	}
+	for _, r := range p {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Errorf("%w: %q holds whitespace or a control character (%U)", ErrBadPrincipal, p, r)
+		case r == utf8.RuneError:
+			return fmt.Errorf("%w: %q holds U+FFFD, the replacement character (text decoded lossily)", ErrBadPrincipal, p)
+		}
+	}
+	return nil
+}
+
+// Grantee is whom a grant names: one principal by its name, or (Pattern)
+// every principal an IAM pattern matches. A name is never a pattern: a
+// principal called user:a* is granted as itself, and user:a.b gains
+// nothing from it.
+type Grantee struct {
+	Principal string
+	Pattern   bool
+}
+
+// Key is how the grant is stored and looked up: as an IAM pattern, a name
+// escaped so that its '*', '?' and '$' are characters. (Patterns stored
+// before names were escaped keep their meaning.)
+func (g Grantee) Key() string {
+	if g.Pattern {
+		return g.Principal
+	}
+	return iampolicy.Escape(g.Principal)
+}
 
 // Authorizer checks privileges against grants. Admins (patterns) hold every
 // privilege everywhere: the bootstrap that lets the first catalog be made.
@@ -220,11 +275,12 @@ func Indexed(principal string) bool {
 var sessionARN = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([^/]+)/`)
 
 // lookupKeys are the grants that may name the caller, besides the indexed
-// ones: its own principal and, for a role session, the role's ARN.
+// ones: its own principal and, for a role session, the role's ARN (as
+// names: Grantee.Key).
 func lookupKeys(principal string) []string {
-	keys := []string{principal}
+	keys := []string{Grantee{Principal: principal}.Key()}
 	if m := sessionARN.FindStringSubmatch(principal); m != nil {
-		keys = append(keys, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3])
+		keys = append(keys, Grantee{Principal: "arn:" + m[1] + ":iam::" + m[2] + ":role/" + m[3]}.Key())
 	}
 	return keys
 }
@@ -282,22 +338,47 @@ func (a *Authorizer) CheckAny(ctx context.Context, catalog string, privs ...Priv
 	return fmt.Errorf("%w: %s holds none of %v on catalog %s", ErrForbidden, principal, privs, catalog)
 }
 
-// Grant sets principal's privileges on a scope (a catalog, or the system
+// Grant sets the grantee's privileges on a scope (a catalog, or the system
 // scope), counting at once in this process.
-func (a *Authorizer) Grant(ctx context.Context, scope, principal string, privs []string) error {
-	defer a.forget(scope)
-	err := a.grants.PutGrant(ctx, scope, store.Grant{Principal: principal, Privileges: privs}, Indexed)
-	if errors.Is(err, store.ErrTooManyIndexed) {
-		return fmt.Errorf("grant %s on %s: %w (%v): name the principals, or fewer patterns", principal, scope, ErrTooManyPatterns, err)
+func (a *Authorizer) Grant(ctx context.Context, scope string, who Grantee, privs []string) error {
+	if err := ValidatePrincipal(who.Principal); err != nil {
+		return err
 	}
-	return err
+	defer a.forget(scope)
+	key := who.Key()
+	err := a.grants.PutGrant(ctx, scope, store.Grant{Principal: key, Privileges: privs}, Indexed)
+	if !errors.Is(err, store.ErrTooManyIndexed) {
+		return err
+	}
+	const full = "catalog %s holds %d grants found through its index already (patterns, and role ARNs with a path)"
+	if m := roleARN.FindStringSubmatch(key); m != nil && !iampolicy.HasWildcard(key) {
+		// Role names are unique in an account whatever their path, and a
+		// session's ARN names the role without it: the ARN without the
+		// path names the same role, and is found by key.
+		return fmt.Errorf("grant %s on %s: %w: "+full+"; grant %s instead (the same role without its path, found without the index)",
+			who.Principal, scope, ErrTooManyPatterns, scope, store.MaxIndexedGrants, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3][strings.LastIndexByte(m[3], '/')+1:])
+	}
+	return fmt.Errorf("grant %s on %s: %w: "+full+"; name the principals, or use fewer patterns", who.Principal, scope, ErrTooManyPatterns, scope, store.MaxIndexedGrants)
 }
 
-// Revoke removes principal's grant on a scope (store.ErrNotFound if none),
-// counting at once in this process.
-func (a *Authorizer) Revoke(ctx context.Context, scope, principal string) error {
+// Lookup reads the grantee's grant on a scope (store.ErrNotFound if none).
+func (a *Authorizer) Lookup(ctx context.Context, scope string, who Grantee) (store.Grant, error) {
+	if err := ValidatePrincipal(who.Principal); err != nil {
+		return store.Grant{}, err
+	}
+	g, err := a.grants.GetGrant(ctx, scope, who.Key())
+	g.Principal = who.Principal
+	return g, err
+}
+
+// Revoke removes the grantee's grant on a scope (store.ErrNotFound if
+// none), counting at once in this process.
+func (a *Authorizer) Revoke(ctx context.Context, scope string, who Grantee) error {
+	if err := ValidatePrincipal(who.Principal); err != nil {
+		return err
+	}
 	defer a.forget(scope)
-	return a.grants.DeleteGrant(ctx, scope, principal, Indexed)
+	return a.grants.DeleteGrant(ctx, scope, who.Key(), Indexed)
 }
 
 // forget runs after a grant change was written (or failed): what was

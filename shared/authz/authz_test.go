@@ -1,6 +1,11 @@
 package authz
 
-import "testing"
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestPrincipalPatterns(t *testing.T) {
 	cases := []struct {
@@ -38,5 +43,45 @@ func TestPrincipalPatterns(t *testing.T) {
 				t.Errorf("matches = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+func TestValidatePrincipal(t *testing.T) {
+	good := []string{"user:alice", "arn:aws:sts::123456789012:assumed-role/etl/s", "user:a*", "user:é", "user:${*}", strings.Repeat("a", MaxPrincipalBytes)}
+	bad := []string{"", "user:a\x00b", "user:a\nb", "user:a\x7fb", "user:a\u0085b", "user:a b", "user:a\tb", "user:a\u2028b",
+		"user:\xfe", "user:\xff", "user:\xc0", "user:\ufffd", strings.Repeat("a", MaxPrincipalBytes+1)}
+	for _, p := range good {
+		if err := ValidatePrincipal(p); err != nil {
+			t.Errorf("ValidatePrincipal(%q): %v", p, err)
+		}
+	}
+	for _, p := range bad {
+		if err := ValidatePrincipal(p); !errors.Is(err, ErrBadPrincipal) {
+			t.Errorf("ValidatePrincipal(%q) = %v, want ErrBadPrincipal", p, err)
+		}
+	}
+}
+
+// A name is stored as the pattern that matches only it; a pattern as given.
+func TestGranteeKey(t *testing.T) {
+	cases := []struct {
+		who    Grantee
+		caller string
+		want   bool
+	}{
+		{Grantee{Principal: "user:a*"}, "user:a*", true},
+		{Grantee{Principal: "user:a*"}, "user:a.b", false},
+		{Grantee{Principal: "user:a*", Pattern: true}, "user:a.b", true},
+		{Grantee{Principal: "user:a$b"}, "user:a$b", true},
+		{Grantee{Principal: "user:${*}"}, "user:${*}", true},
+		{Grantee{Principal: "user:${*}"}, "user:*", false},
+	}
+	for _, c := range cases {
+		if got := matches(c.who.Key(), c.caller); got != c.want {
+			t.Errorf("%+v (key %q) matches %q = %v, want %v", c.who, c.who.Key(), c.caller, got, c.want)
+		}
+		if got := slices.Contains(lookupKeys(c.caller), c.who.Key()); got != (c.want && !Indexed(c.who.Key())) {
+			t.Errorf("%+v: found by key for %q = %v", c.who, c.caller, got)
+		}
 	}
 }
