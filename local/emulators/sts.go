@@ -122,9 +122,11 @@ func (m *IAM) assumeRole(caller sigv4.Key, form url.Values) (Session, error) {
 	case len([]rune(policy)) > stsMaxPolicy:
 		return Session{}, stsError{http.StatusBadRequest, "ValidationError", fmt.Sprintf("1 validation error detected: Value at 'policy' failed to satisfy constraint: Member must have length less than or equal to %d", stsMaxPolicy), true}
 	}
-	if _, ok := m.rolePolicy(role); !ok {
+	if !m.mayAssume(caller, role) {
 		return Session{}, stsError{http.StatusForbidden, "AccessDenied", fmt.Sprintf("User: %s is not authorized to perform: sts:AssumeRole on resource: %s", caller.Principal, role), true}
 	}
+	// Role chaining: a caller with temporary credentials (a role's session:
+	// a Lambda function's own, a vended one) gets at most an hour.
 	if caller.Role != "" && d > time.Hour {
 		return Session{}, stsError{http.StatusBadRequest, "ValidationError", "The requested DurationSeconds exceeds the 1 hour session limit for roles assumed by role chaining.", true}
 	}

@@ -122,8 +122,13 @@ func (s Statement) Decide(r Request) string {
 	if s.Principal != nil && r.Principal != "" && !s.Principal.Names(r.Principal) {
 		return ""
 	}
-	// Action names are case-insensitive; resources are not.
-	if !anyMatch(s.Action, strings.ToLower(r.Action), strings.ToLower) || !anyMatch(s.Resource, r.Resource, nil) {
+	// Action names are case-insensitive; resources are not. A statement of
+	// a resource's own policy (a trust policy) may name no Resource: it is
+	// about the resource it is attached to. One without a Principal may not.
+	if !anyMatch(s.Action, strings.ToLower(r.Action), strings.ToLower) {
+		return ""
+	}
+	if len(s.Resource) > 0 && !anyMatch(s.Resource, r.Resource, nil) || len(s.Resource) == 0 && s.Principal == nil {
 		return ""
 	}
 	for op, conds := range s.Condition {
@@ -204,18 +209,44 @@ func (p Principal) MarshalJSON() ([]byte, error) {
 }
 
 // Names reports whether the element covers the caller's ARN: exactly (no
-// wildcards in a Principal, as in IAM), or through its account's root.
+// wildcards in a Principal, as in IAM), through its account's root, or,
+// for a role's session (arn:aws:sts::A:assumed-role/NAME/SESSION), by the
+// role's ARN (arn:aws:iam::A:role/PATH/NAME: a role's name is unique in
+// its account whatever its path).
 func (p Principal) Names(arn string) bool {
 	if p.Any || slices.Contains(p.AWS, "*") {
 		return true
 	}
 	account := AccountOf(arn)
+	role, isSession := sessionRole(arn)
 	for _, a := range p.AWS {
-		if a == arn || account != "" && (a == account || a == "arn:"+partitionOf(arn)+":iam::"+account+":root") {
+		switch {
+		case a == arn:
+			return true
+		case account != "" && (a == account || a == "arn:"+partitionOf(arn)+":iam::"+account+":root"):
+			return true
+		case isSession && strings.HasPrefix(a, role.prefix) && a[strings.LastIndexByte(a, '/')+1:] == role.name:
 			return true
 		}
 	}
 	return slices.Contains(p.Service, arn)
+}
+
+type roleOf struct{ prefix, name string }
+
+// sessionRole reads a session's ARN: the prefix of its role's ARN
+// (arn:P:iam::A:role/) and the role's name.
+func sessionRole(arn string) (roleOf, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) < 6 || parts[2] != "sts" {
+		return roleOf{}, false
+	}
+	rest, ok := strings.CutPrefix(parts[5], "assumed-role/")
+	name, _, found := strings.Cut(rest, "/")
+	if !ok || !found || name == "" {
+		return roleOf{}, false
+	}
+	return roleOf{prefix: "arn:" + parts[1] + ":iam::" + parts[4] + ":role/", name: name}, true
 }
 
 // AccountOf is the account id of an IAM or STS ARN ("" if none).

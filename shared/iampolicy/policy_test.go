@@ -67,10 +67,24 @@ func TestPrincipal(t *testing.T) {
 	}{
 		{"arn:aws:iam::111111111111:role/api", true},
 		{"arn:aws:iam::111111111111:role/api2", false},
-		{"arn:aws:sts::111111111111:assumed-role/api/s", false},
+		{"arn:aws:sts::111111111111:assumed-role/api/s", true}, // the role's session
 		{"arn:aws:iam::222222222222:user/x", true},
 		{"arn:aws:sts::222222222222:assumed-role/r/s", true},
 		{"lambda.amazonaws.com", true},
+	}
+	var role Principal
+	if err := json.Unmarshal([]byte(`{"AWS":"arn:aws:iam::111111111111:role/team/api"}`), &role); err != nil {
+		t.Fatal(err)
+	}
+	for arn, want := range map[string]bool{
+		"arn:aws:sts::111111111111:assumed-role/api/s1":  true, // a session of the role, named without its path
+		"arn:aws:sts::111111111111:assumed-role/api2/s1": false,
+		"arn:aws:sts::222222222222:assumed-role/api/s1":  false,
+		"arn:aws:iam::111111111111:user/api":             false,
+	} {
+		if got := role.Names(arn); got != want {
+			t.Errorf("a role's ARN names %s: %v, want %v", arn, got, want)
+		}
 	}
 	for _, c := range cases {
 		if got := p.Names(c.arn); got != c.want {
@@ -81,9 +95,16 @@ func TestPrincipal(t *testing.T) {
 	if !root.Names("arn:aws:iam::111111111111:user/u") || root.Names("arn:aws:iam::333333333333:user/u") {
 		t.Error("an account's root names its principals, and only them")
 	}
-	st := Statement{Effect: Allow, Principal: &root, Action: StringOrList{"sts:AssumeRole"}, Resource: StringOrList{"*"}}
-	if st.Decide(Request{Action: "sts:AssumeRole", Resource: "r", Principal: "arn:aws:iam::333333333333:user/u"}) != "" {
-		t.Error("a statement applied to a principal it does not name")
+	trust := Document{Statement: []Statement{{Effect: Allow, Principal: &root, Action: StringOrList{"sts:AssumeRole"}}}}
+	if trust.Allows(Request{Action: "sts:AssumeRole", Resource: "r", Principal: "arn:aws:iam::333333333333:user/u"}) {
+		t.Error("a trust policy let in a principal it does not name")
+	}
+	if !trust.Allows(Request{Action: "sts:AssumeRole", Resource: "r", Principal: "arn:aws:iam::111111111111:user/u"}) {
+		t.Error("a trust policy without Resource kept out the account it names")
+	}
+	identity := Document{Statement: []Statement{{Effect: Allow, Action: StringOrList{"*"}}}}
+	if identity.Allows(Request{Action: "s3:GetObject", Resource: "r"}) {
+		t.Error("an identity statement without Resource allowed something")
 	}
 	b, _ := json.Marshal(Statement{Effect: Deny, Principal: &Principal{Any: true}, Action: StringOrList{"s3:DeleteObject"}, Resource: StringOrList{"a", "b"}})
 	if string(b) != `{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":["a","b"]}` {

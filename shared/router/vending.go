@@ -179,6 +179,8 @@ func (s *server) clientConfig(r *http.Request) map[string]string {
 		for _, k := range staticKeys {
 			delete(out, k)
 		}
+	} else if s.ClientKeys != nil {
+		maps.Copy(out, s.ClientKeys(r.Context()))
 	}
 	return out
 }
