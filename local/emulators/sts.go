@@ -22,7 +22,11 @@ import (
 // The STS emulation: AssumeRole and GetCallerIdentity over STS's query
 // protocol (form POST, XML answers), signed for service sts. It is served
 // on the embedded S3's port: requests are told apart by the service their
-// signature names, as LocalStack's single edge port does.
+// signature names, as LocalStack's single edge port does. AssumeRole is
+// authorized as STS does it: the role's trust policy lets the caller in,
+// and the caller's own permissions include sts:AssumeRole on the role;
+// a caller with temporary credentials (role chaining) gets an hour at
+// most.
 
 // STS's bounds on AssumeRole.
 const (
