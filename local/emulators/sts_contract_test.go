@@ -7,13 +7,9 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +18,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/icehold/icehold/local/awstest"
 	"github.com/icehold/icehold/local/emulators"
 )
 
@@ -93,7 +90,8 @@ func embeddedSTS(t *testing.T) stsWorld {
 // motoSTS is a moto_server of the test's own: turning its authorization on
 // is global to the server.
 func motoSTS(t *testing.T) stsWorld {
-	endpoint := startMoto(t)
+	awstest.RequireMoto(t)
+	endpoint := awstest.StartMoto(t)
 	call := func(t *testing.T, params url.Values, out any) {
 		t.Helper()
 		params.Set("Version", "2010-05-08")
@@ -153,17 +151,12 @@ func motoSTS(t *testing.T) stsWorld {
 // refused as STS refuses it. The same cases run against moto where it
 // models them.
 func TestSTSContract(t *testing.T) {
-	worlds := []func(*testing.T) stsWorld{embeddedSTS}
-	if _, err := exec.LookPath("moto_server"); err == nil {
-		worlds = append(worlds, motoSTS)
-	} else if os.Getenv("CI") == "true" {
-		t.Fatal("moto_server is not on PATH, and CI=true requires it")
-	} else {
-		t.Log("moto_server is not on PATH: the embedded STS only")
-	}
-	for _, mk := range worlds {
-		w := mk(t)
-		t.Run(w.name, func(t *testing.T) {
+	for _, world := range []struct {
+		name string
+		make func(*testing.T) stsWorld
+	}{{"embedded", embeddedSTS}, {"moto", motoSTS}} {
+		t.Run(world.name, func(t *testing.T) {
+			w := world.make(t)
 			ctx := context.Background()
 			u := w.user(t, "alice")
 			alice := "arn:aws:iam::" + w.account + ":user/alice"
@@ -253,44 +246,6 @@ func TestSTSContract(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startMoto runs a moto_server of its own and stops it at cleanup.
-func startMoto(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("moto_server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	log, err := os.Create(filepath.Join(t.TempDir(), "moto.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logged := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("moto_server's log:\n%s", logged())
-		}
-	})
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for range 1200 { // a loaded 2-core machine takes tens of seconds to start moto
-		if r, err := http.Get(endpoint + "/moto-api/"); err == nil {
-			r.Body.Close()
-			return endpoint
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("moto_server did not start in 2 minutes: %s", logged())
-	return ""
 }
 
 func sha256Hex(s string) string {
