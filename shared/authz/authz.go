@@ -105,13 +105,8 @@ const MaxPrincipalBytes = 2048
 // nothing is decoded into something else first, so two spellings never
 // reach one grant.
 func ValidatePrincipal(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("%w: it is empty", ErrBadPrincipal)
-	case len(p) > MaxPrincipalBytes:
-		return fmt.Errorf("%w: it is %d bytes long, at most %d", ErrBadPrincipal, len(p), MaxPrincipalBytes)
-	case !utf8.ValidString(p):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadPrincipal, p)
+	if err := validName(p); err != nil {
+		return err
 	}
 	for _, r := range p {
 		switch {
@@ -120,6 +115,21 @@ func ValidatePrincipal(p string) error {
 		case r == utf8.RuneError:
 			return fmt.Errorf("%w: %q holds U+FFFD, the replacement character (text decoded lossily)", ErrBadPrincipal, p)
 		}
+	}
+	return nil
+}
+
+// validName: p can name a grant at all (what reading and revoking one
+// need: a grant stored before ValidatePrincipal's rule can still be read
+// and revoked, and invalid UTF-8 never reaches one by a lossy decoding).
+func validName(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: it is empty", ErrBadPrincipal)
+	case len(p) > MaxPrincipalBytes:
+		return fmt.Errorf("%w: it is %d bytes long, at most %d", ErrBadPrincipal, len(p), MaxPrincipalBytes)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadPrincipal, p)
 	}
 	return nil
 }
@@ -363,7 +373,7 @@ func (a *Authorizer) Grant(ctx context.Context, scope string, who Grantee, privs
 
 // Lookup reads the grantee's grant on a scope (store.ErrNotFound if none).
 func (a *Authorizer) Lookup(ctx context.Context, scope string, who Grantee) (store.Grant, error) {
-	if err := ValidatePrincipal(who.Principal); err != nil {
+	if err := validName(who.Principal); err != nil {
 		return store.Grant{}, err
 	}
 	g, err := a.grants.GetGrant(ctx, scope, who.Key())
@@ -374,7 +384,7 @@ func (a *Authorizer) Lookup(ctx context.Context, scope string, who Grantee) (sto
 // Revoke removes the grantee's grant on a scope (store.ErrNotFound if
 // none), counting at once in this process.
 func (a *Authorizer) Revoke(ctx context.Context, scope string, who Grantee) error {
-	if err := ValidatePrincipal(who.Principal); err != nil {
+	if err := validName(who.Principal); err != nil {
 		return err
 	}
 	defer a.forget(scope)

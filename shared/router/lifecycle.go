@@ -83,13 +83,10 @@ func grantOf(who authz.Grantee, privs []string) grantBody {
 	return grantBody{Principal: who.Principal, Privileges: privs, Pattern: who.Pattern}
 }
 
-// grantee is whom the path names: the principal (authz.ValidatePrincipal),
-// a pattern only with ?pattern=true.
+// grantee is whom the path names: the principal as its bytes are
+// (authz checks them), a pattern only with ?pattern=true.
 func grantee(r *http.Request) (authz.Grantee, error) {
 	who := authz.Grantee{Principal: r.PathValue("principal")}
-	if err := authz.ValidatePrincipal(who.Principal); err != nil {
-		return who, fmt.Errorf("%w: %w", catalog.ErrBadRequest, err)
-	}
 	switch v, ok := r.URL.Query()["pattern"]; {
 	case !ok:
 	case len(v) == 1 && (v[0] == "true" || v[0] == "false"):
