@@ -7,7 +7,7 @@ FUZZTIME ?= 3000x
 # target:package
 FUZZ_TARGETS := FuzzCommitTable:./shared/router/ FuzzCreateTable:./shared/router/ FuzzNamespaceRequests:./shared/router/ \
 	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/ \
-	FuzzDecodeStrict:./shared/catalog/
+	FuzzDecodeStrict:./shared/catalog/ FuzzMatch:./shared/iampolicy/
 
 export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true

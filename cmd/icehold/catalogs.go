@@ -104,19 +104,30 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 	return group("catalogs", "Catalogs: create, show, set-properties", create, show, update)
 }
 
-// grantPath is a principal's grant on the catalog (or "*", the system scope).
-func grantPath(c *client, principal string) string {
-	return "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/grants/" + url.PathEscape(principal)
+// grantPath is a principal's grant on the catalog (or "*", the system
+// scope); pattern: the principal is an IAM pattern.
+func grantPath(c *client, principal string, pattern bool) string {
+	p := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/grants/" + url.PathEscape(principal)
+	if pattern {
+		p += "?pattern=true"
+	}
+	return p
 }
 
 func grantsCmd(conn *connOpts) *cobra.Command {
 	type grant struct {
 		Principal  string   `json:"principal,omitempty"`
 		Privileges []string `json:"privileges"`
+		Pattern    bool     `json:"pattern,omitempty"`
 	}
+	var pattern bool
 	print := func(cmd *cobra.Command, c *client, g grant) error {
 		return c.emit(cmd.OutOrStdout(), g, func(out io.Writer) error {
-			_, err := fmt.Fprintf(out, "%s on %s: %s\n", g.Principal, c.catalog, strings.Join(g.Privileges, ", "))
+			what := g.Principal
+			if g.Pattern {
+				what = "the pattern " + what
+			}
+			_, err := fmt.Fprintf(out, "%s on %s: %s\n", what, c.catalog, strings.Join(g.Privileges, ", "))
 			return err
 		})
 	}
@@ -133,7 +144,7 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
-			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0]), nil, &g); err != nil {
+			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0], pattern), nil, &g); err != nil {
 				return err
 			}
 			return print(cmd, c, g)
@@ -156,11 +167,11 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		},
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
-			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0]), grant{Privileges: args[1:]}, &g); err != nil {
+			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0], pattern), grant{Privileges: args[1:]}, &g); err != nil {
 				return err
 			}
 			if g.Principal == "" {
-				g = grant{Principal: args[0], Privileges: args[1:]}
+				g = grant{Principal: args[0], Privileges: args[1:], Pattern: pattern}
 			}
 			return print(cmd, c, g)
 		}),
@@ -170,12 +181,15 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		Short: "Remove a principal's grant on the catalog",
 		Args:  exactArgs(1),
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
-			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0]), nil, nil); err != nil {
+			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0], pattern), nil, nil); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked the grant of %s on %s\n", args[0], c.catalog)
 			return err
 		}),
+	}
+	for _, c := range []*cobra.Command{show, set, revoke} {
+		c.Flags().BoolVar(&pattern, "pattern", false, "PRINCIPAL is an IAM pattern ('*', '?'; 'arn:aws:sts::123456789012:assumed-role/etl-*'); without it a principal's own name")
 	}
 	return group("grants", "Grants: show, set, revoke (a principal's privileges on a catalog)", show, set, revoke)
 }

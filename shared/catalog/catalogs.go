@@ -189,7 +189,7 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 	// reaches into none of them.
 	var creator *store.Grant
 	if p := authz.Principal(ctx); p != "" {
-		creator = &store.Grant{Principal: p, Privileges: []string{string(authz.CatalogManage)}}
+		creator = &store.Grant{Principal: authz.Grantee{Principal: p}.Key(), Privileges: []string{string(authz.CatalogManage)}}
 	}
 	if err := s.store.CreateCatalog(ctx, c, &claim, creator, authz.Indexed); err != nil {
 		switch {

@@ -53,6 +53,7 @@ func statusOf(err error) (int, string) {
 		{authz.ErrUnauthenticated, http.StatusUnauthorized, "NotAuthorizedException"},
 		{authz.ErrForbidden, http.StatusForbidden, "ForbiddenException"},
 		{authz.ErrTooManyPatterns, http.StatusBadRequest, "BadRequestException"},
+		{authz.ErrBadPrincipal, http.StatusBadRequest, "BadRequestException"},
 		// A SigV4 signature refused (locally; in AWS API Gateway answers
 		// these with the stack's gateway responses, the same shape).
 		{sigv4.ErrNotSigned, http.StatusForbidden, "NotAuthorizedException"},

@@ -287,7 +287,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	// A revalidation is answered from the entry alone: no metadata read,
 	// no credentials vended.
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.writes(r, e) }, time.Now()); ok {
+		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.vendsWrite(r, e) }, time.Now()); ok {
 			notModified(w, tag)
 			return
 		}

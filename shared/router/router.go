@@ -6,6 +6,7 @@ package router
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,8 +66,12 @@ type Config struct {
 	// vending role, and vends none).
 	Vendor *credentials.Vendor
 	// ClientDefaults are handed to clients in /v1/config (locally: the S3
-	// endpoint and keys of the embedded S3).
+	// endpoint of the embedded S3).
 	ClientDefaults map[string]string
+	// ClientKeys, when set, are S3 keys handed with them to clients that
+	// are not vended credentials (locally: a session of the engine role;
+	// nil in AWS, where engines bring their own).
+	ClientKeys func(context.Context) map[string]string
 	// DefaultCatalog answers /v1/config without a warehouse.
 	DefaultCatalog string
 }

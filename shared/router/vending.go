@@ -87,6 +87,13 @@ func (s *server) writes(r *http.Request, e store.TableEntry) bool {
 	return true
 }
 
+// vendsWrite: credentials vended now for the table would write (a location
+// of its own and writes allowed); what a vended tag says of its credentials
+// (revalidates).
+func (s *server) vendsWrite(r *http.Request, e store.TableEntry) bool {
+	return e.Hold != nil && e.Hold.Prefix != "" && s.writes(r, e)
+}
+
 // vend assumes a session for the caller on the table's owned prefixes. nil
 // (and no error) when the table owns none it can be scoped to, or its
 // location makes a session policy STS refuses, unless the catalog requires
@@ -95,13 +102,13 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 	cat := catalogInfo(r)
 	required := catalog.Vending(cat.Properties) == catalog.VendingRequired
 	var scope credentials.Scope
-	write := s.writes(r, e)
+	write := s.vendsWrite(r, e)
 	for i, h := range e.Holds() {
 		l := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
 		if h.Prefix == "" {
 			continue // never the whole bucket
 		}
-		if i == 0 && e.Hold != nil && write {
+		if i == 0 && write {
 			scope.Write = append(scope.Write, l)
 		} else {
 			scope.Read = append(scope.Read, l)
@@ -191,6 +198,8 @@ func (s *server) clientConfig(r *http.Request) map[string]string {
 		for _, k := range staticKeys {
 			delete(out, k)
 		}
+	} else if s.ClientKeys != nil {
+		maps.Copy(out, s.ClientKeys(r.Context()))
 	}
 	return out
 }
