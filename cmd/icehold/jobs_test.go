@@ -104,7 +104,7 @@ func TestDropWatch(t *testing.T) {
 		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "t")},
 		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "u")},
 	})
-	out, _, err := cli("tables", "drop", "ops.t", "--purge", "--watch", "--every", "50ms", "--dir", dir)
+	out, _, err := cli("tables", "drop", "ops.t", "--purge", "--yes", "--watch", "--every", "50ms", "--dir", dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

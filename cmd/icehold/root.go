@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode"
 
@@ -24,11 +25,20 @@ func usagef(cmd *cobra.Command, format string, a ...any) error {
 }
 
 // execute runs one command line on a fresh command tree (tests run many in
-// one process; flags keep no state between them).
+// one process; flags keep no state between them). A question (confirm) is
+// asked only when both stdin and stderr are a terminal.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return executeIn(ctx, args, os.Stdin, isTerminal(os.Stdin) && isTerminal(stderr), stdout, stderr)
+}
+
+// executeIn is execute with the input a question reads and whether it is a
+// terminal (tests stand in for one).
+func executeIn(ctx context.Context, args []string, stdin io.Reader, terminal bool, stdout, stderr io.Writer) error {
 	root := newRoot(stdout, stderr)
+	root.SetIn(stdin)
 	root.SetArgs(goFlags(args))
-	return root.ExecuteContext(ctx)
+	ctx = context.WithValue(ctx, terminalKey{}, terminal)
+	return explain(root.ExecuteContext(ctx))
 }
 
 // goFlags spells Go's single-dash long flags (-dir X, from before cobra) as

@@ -257,7 +257,7 @@ func restTablePath(c *client, levels []string, name string) string {
 // --purge the answer's Icehold-Purge-Job header names the purge job, which
 // --watch follows.
 func dropCmd(conn *connOpts) *cobra.Command {
-	var purge, watchIt bool
+	var purge, watchIt, yes bool
 	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "drop NAMESPACE.TABLE",
@@ -270,6 +270,11 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			levels, name, err := splitIdent(args[0])
 			if err != nil {
 				return usagef(cmd, "%v", err)
+			}
+			if purge {
+				if err := confirm(cmd, yes, "tables drop --purge deletes "+args[0]+" and every file its metadata reaches, for good (no undrop)"); err != nil {
+					return err
+				}
 			}
 			c, err := conn.connect(cmd.Context())
 			if err != nil {
@@ -304,6 +309,7 @@ func dropCmd(conn *connOpts) *cobra.Command {
 	cmd.Flags().BoolVar(&purge, "purge", false, "delete the table's files too (a purge job)")
 	cmd.Flags().BoolVar(&watchIt, "watch", false, "with --purge: follow the purge job until it ends")
 	cmd.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+	yesFlag(cmd, &yes)
 	return cmd
 }
 
