@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/icehold/icehold/local/server"
 )
 
@@ -278,7 +280,7 @@ func TestNoCredentialsSaysWhatToSet(t *testing.T) {
 	}
 }
 
-var _ = io.Discard
+type cobraCommand = cobra.Command
 
 // namespaces create, tables create with a simple schema, tables show: what
 // a reader needs to practise on an empty catalog.
@@ -385,4 +387,83 @@ func TestLegalHoldOnALiveTable(t *testing.T) {
 	if out := run("tables", "legal-hold", "ops.t", "--off"); !strings.Contains(out, "legal hold off") {
 		t.Errorf("legal-hold --off of the dropped table:\n%s", out)
 	}
+}
+
+// Completion offers what the server holds: namespaces (going on with a
+// '.'), tables, views, soft-deleted ones and job ids; never file names.
+func TestCompletionFromTheServer(t *testing.T) {
+	isolate(t)
+	srv, dir := startLocal(t, server.Options{})
+	view := `{"name":"v","schema":{"type":"struct","fields":[]},"view-version":{"version-id":1,"timestamp-ms":1,"schema-id":0,` +
+		`"summary":{},"representations":[{"type":"sql","sql":"select 1","dialect":"spark"}],"default-namespace":["ops"]}}`
+	seed(t, srv, []struct{ path, body string }{
+		{"/v1/demo/namespaces", `{"namespace":["ops"]}`},
+		{"/v1/demo/namespaces", `{"namespace":["ops","eu"]}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"orders",` + schemaX + `}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"gone",` + schemaX + `}`},
+		{"/v1/demo/namespaces/ops/tables", `{"name":"old",` + schemaX + `}`},
+		{"/v1/demo/namespaces/ops/views", view},
+	})
+	if _, _, err := cli(append([]string{"tables", "drop", "ops.gone"}, dir...)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cli(append([]string{"tables", "drop", "ops.old", "--purge", "--yes"}, dir...)...); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := srv.Catalog.Store().ListJobs(context.Background(), "demo", "", 10)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs %v %v", jobs, err)
+	}
+	for _, c := range []struct {
+		args      []string
+		want, not []string
+		noSpace   bool
+	}{
+		{[]string{"tables", "drop", ""}, []string{"ops."}, nil, true},
+		{[]string{"tables", "show", "ops."}, []string{"ops.orders", "ops.eu."}, []string{"ops.gone", "ops.v\n"}, true},
+		{[]string{"tables", "show", "ops.o"}, []string{"ops.orders"}, []string{"ops.eu."}, false},
+		{[]string{"views", "drop", "ops."}, []string{"ops.v"}, []string{"ops.orders"}, true},
+		{[]string{"tables", "list", ""}, []string{"ops"}, []string{"ops."}, false},
+		{[]string{"tables", "undrop", ""}, []string{"ops.gone"}, []string{"ops.orders"}, false},
+		{[]string{"tables", "legal-hold", "ops."}, []string{"ops.gone", "ops.orders"}, nil, true},
+		{[]string{"jobs", "show", ""}, []string{jobs[0].ID}, nil, false},
+		{[]string{"jobs", "watch", ""}, []string{jobs[0].ID}, nil, false},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			args := append(append([]string{"__complete"}, c.args[:len(c.args)-1]...), dir...)
+			out, _, err := cli(append(args, c.args[len(c.args)-1])...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("lacks %q:\n%s", w, out)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(out, n) {
+					t.Errorf("offers %q:\n%s", n, out)
+				}
+			}
+			directive := out[strings.LastIndex(out, ":"):]
+			d, _ := strconv.Atoi(strings.Fields(directive[1:])[0])
+			if d&4 == 0 { // ShellCompDirectiveNoFileComp
+				t.Errorf("offers file names too (directive %d)", d)
+			}
+			if got := d&2 != 0; got != c.noSpace { // ShellCompDirectiveNoSpace
+				t.Errorf("no space after it: %v, want %v", got, c.noSpace)
+			}
+		})
+	}
+	// Every argument that names a namespace, table or view completes.
+	var walk func(c *cobraCommand)
+	walk = func(c *cobraCommand) {
+		if strings.Contains(c.Use, "NAMESPACE") && c.ValidArgsFunction == nil && !strings.HasPrefix(c.Use, "drop NAMESPACE.TABLE --partition") {
+			t.Errorf("%s takes %s but completes nothing", c.CommandPath(), c.Use)
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
 }
