@@ -73,8 +73,27 @@ func TestTour(t *testing.T) {
 
 	tr.start(serverCmds[0])
 	today := time.Now().UTC().Format(time.DateOnly)
+	seen := map[string]int{} // how many times each step ran so far
+	checked := map[int]bool{}
 	for _, step := range steps {
 		out := tr.run(step)
+		bare := withoutComment(step)
+		seen[bare]++
+		for i, c := range softDeleteTour {
+			if bare == c.step && seen[bare] == c.nth {
+				checked[i] = true
+				for _, w := range c.want {
+					if !strings.Contains(out, w) {
+						t.Errorf("%s: want %q in:\n%s", step, w, out)
+					}
+				}
+				for _, n := range c.not {
+					if strings.Contains(out, n) {
+						t.Errorf("%s: want no %q in:\n%s", step, n, out)
+					}
+				}
+			}
+		}
 		if m := statusComment.FindStringSubmatch(step); m != nil && strings.Contains(step, "%{http_code}") {
 			if got := strings.TrimSpace(out); got != m[1] {
 				t.Errorf("%s: status %s, the README says %s", step, got, m[1])
@@ -104,6 +123,12 @@ func TestTour(t *testing.T) {
 		}
 	}
 
+	for i, c := range softDeleteTour {
+		if !checked[i] {
+			t.Errorf("the README's tour has no step %q (run %d times): the soft-delete walkthrough changed, update softDeleteTour", c.step, c.nth)
+		}
+	}
+
 	// make run's banner: its code is the example's region, its commands run.
 	banner := tr.serverOut()
 	if !strings.Contains(banner, "\n"+examples.IcebergGo+"\n") {
@@ -124,6 +149,44 @@ func TestTour(t *testing.T) {
 	if ran != 2 {
 		t.Errorf("ran %d commands of make run's banner, want its curl and its iceberg-go line:\n%s", ran, banner)
 	}
+}
+
+// softDeleteTour is what the README's soft-delete walkthrough shows, step
+// by step (a step's text at its nth run): the deadline and the undrop
+// command at the drop, the record listed, the undrop, the legal hold of a
+// live table and of a dropped one, the expiry held off, then done.
+var softDeleteTour = []struct {
+	step      string
+	nth       int
+	want, not []string
+}{
+	{"icehold tables drop shop.orders", 1, []string{"soft-deleted shop.orders", "recoverable until", "(hold period P7D)", "undo: icehold tables undrop shop.orders"}, nil},
+	{"icehold tables soft-deleted", 1, []string{"shop.orders", "PURGE AT"}, nil},
+	{"icehold tables undrop shop.orders", 1, []string{"undropped shop.orders"}, nil},
+	{"icehold tables legal-hold shop.orders --on", 1, []string{"shop.orders (live", "legal hold on", "icehold.legal-hold=true"}, nil},
+	{"icehold tables drop shop.scratch", 1, []string{"(hold period PT1S)", "under legal hold"}, nil},
+	{"icehold local run hold-expiry", 1, []string{"expired=0"}, nil},
+	{"icehold tables legal-hold shop.scratch --off", 1, []string{"shop.scratch (soft-deleted", "legal hold off"}, nil},
+	{"icehold tables soft-deleted", 2, nil, []string{"shop.scratch"}},
+}
+
+// withoutComment is a command line without its trailing comment: from the
+// first '#' outside quotes that follows a blank.
+func withoutComment(line string) string {
+	var quote rune
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '#' && i > 0 && (line[i-1] == ' ' || line[i-1] == '\t'):
+			return strings.TrimSpace(line[:i])
+		}
+	}
+	return strings.TrimSpace(line)
 }
 
 // statusComment is the status a curl -w '%{http_code}' step says it gets.
