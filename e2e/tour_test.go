@@ -219,23 +219,8 @@ func newTour(t *testing.T) *tour {
 			t.Fatal(err)
 		}
 	}
-	// The binaries "go run ./PKG" stands for, built once from this tree.
-	pkgs := map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go", "./examples/partitioned": "partitioned"}
-	var cases []string
-	for pkg, name := range pkgs {
-		build := exec.Command("go", "build", "-o", filepath.Join(bin, "pkg", name), pkg)
-		build.Dir = ".."
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-		cases = append(cases, fmt.Sprintf("  %s) shift 2; exec %q \"$@\";;", pkg, filepath.Join(bin, "pkg", name)))
-	}
-	sort.Strings(cases)
-	cli := filepath.Join(bin, "pkg", "icehold")
+	cli := goRunShim(t, bin, map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go", "./examples/partitioned": "partitioned"})
 	shims := map[string]string{
-		"go": "#!/bin/sh\n# the tour test's go: go run ./PKG runs PKG as built from the repository\n" +
-			"[ \"$1\" = run ] && case \"$2\" in\n" + strings.Join(cases, "\n") + "\nesac\n" +
-			"echo \"tour test: no shim for go $*\" >&2; exit 2\n",
 		"make": "#!/bin/sh\n# the tour test's make: make install puts icehold on PATH; make run [PORTS=N] runs it on a free base port\n" +
 			"case \"$*\" in\n" +
 			"  install) ln -sf " + fmt.Sprintf("%q %q", cli, filepath.Join(bin, "icehold")) + " && exit 0;;\n" +
@@ -263,6 +248,33 @@ func newTour(t *testing.T) *tour {
 	}
 	t.Cleanup(sh.close)
 	return &tour{t: t, tmp: tmp, dir: dir, env: env, cli: cli, sh: sh}
+}
+
+// goRunShim builds each package of pkgs (path: binary name) from this
+// tree into bin/pkg and writes bin/go, which runs them for "go run ./PKG";
+// it returns the path of the icehold binary.
+func goRunShim(t *testing.T, bin string, pkgs map[string]string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(bin, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var cases []string
+	for pkg, name := range pkgs {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, "pkg", name), pkg)
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+		cases = append(cases, fmt.Sprintf("  %s) shift 2; exec %q \"$@\";;", pkg, filepath.Join(bin, "pkg", name)))
+	}
+	sort.Strings(cases)
+	shim := "#!/bin/sh\n# the documentation tests' go: go run ./PKG runs PKG as built from the repository\n" +
+		"[ \"$1\" = run ] && case \"$2\" in\n" + strings.Join(cases, "\n") + "\nesac\n" +
+		"echo \"documentation test: no shim for go $*\" >&2; exit 2\n"
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(bin, "pkg", "icehold")
 }
 
 // run runs one command to its end; a non-zero exit fails the test.
