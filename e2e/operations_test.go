@@ -22,14 +22,15 @@ import (
 // a local server in a clone's .icehold/ (make run's composition, with short
 // queue timings): the shell set up as the page says, the practice (a table
 // made, its deletes denied, its purge watched until it dead-letters, the
-// fault cleared), the page's redrive, and its inspection commands, which
-// must pick the table's newest job: an older job of the same table, made
-// before the practice, ended long ago.
+// fault cleared), the page's redrive, and its inspection commands (the
+// icehold CLI's, then the AWS CLI's), which must pick the table's newest
+// job: an older job of the same table, made before the practice, ended
+// long ago.
 func TestOperationsCommandsAsWritten(t *testing.T) {
 	needAWSCLI(t)
 	embeddedAWS(t) // moto lacks start-message-move-task
 	blocks := docBlocks(t, "../docs/operations.md", "ops: ")
-	for _, name := range []string{"local setup", "practice", "redrive", "inspect"} {
+	for _, name := range []string{"local setup", "practice", "redrive", "jobs", "inspect"} {
 		if len(blocks[name]) == 0 {
 			t.Fatalf("docs/operations.md has no <!-- ops: %s --> block", name)
 		}
@@ -85,7 +86,7 @@ func TestOperationsCommandsAsWritten(t *testing.T) {
 	waitFor(t, "the job to succeed after the redrive", time.Minute, func() bool { return jobOf(t, srv, id).State == store.JobSucceeded })
 
 	var all strings.Builder
-	for _, line := range blocks["inspect"] {
+	for _, line := range append(blocks["jobs"], blocks["inspect"]...) {
 		all.WriteString(sh.expect(line))
 	}
 	for _, want := range []string{id + "\tSUCCEEDED", `"S": "SUCCEEDED"`, "ExecutionSucceeded", `"S": "` + id + `"`} {

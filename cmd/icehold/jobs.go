@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -171,7 +172,7 @@ func showJob(out io.Writer, j job, note string) {
 		lastErr = "- (recovered from: " + *j.RecoveredError + ")"
 	}
 	for _, row := range [][2]string{
-		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State},
+		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State}, {"metadata", cmp.Or(j.MetadataLocation, "-")},
 		{"batches", fmt.Sprintf("%d done, %d dead, of %d", j.BatchesDone, j.BatchesDead, j.BatchesTotal)},
 		{"files", fmt.Sprintf("%d deleted (%d data, %d delete, %d metadata), %d missing, %d skipped, %d unreferenced deleted",
 			j.FilesDeleted, j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.FilesMissing, j.FilesSkipped, j.FilesUnreferenced)},
