@@ -305,7 +305,7 @@ func TestAWSCommandsAsWritten(t *testing.T) {
 	if err != nil || c.Properties["soft-delete.enabled"] != "true" {
 		t.Errorf("the first catalog: %+v %v, want sales with soft delete", c, err)
 	}
-	for _, want := range []string{"analytics\n", `"unfinished-jobs": []`} {
+	for _, want := range []string{"analytics\n", `"unfinished-jobs": []`, "sales  s3://" + srv.Info.Bucket + "/sales"} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("the commands printed no %q", want)
 		}

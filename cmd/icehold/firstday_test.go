@@ -467,3 +467,38 @@ func TestCompletionFromTheServer(t *testing.T) {
 	}
 	walk(newRoot(io.Discard, io.Discard))
 }
+
+// catalogs list names every catalog: on the local server from its table,
+// against a stack from the table --table (ICEHOLD_TABLE) names.
+func TestCatalogsList(t *testing.T) {
+	isolate(t)
+	srv, dir := startLocal(t, server.Options{})
+	if _, _, err := cli(append([]string{"catalogs", "create", "sales", "--warehouse", "s3://" + srv.Info.Bucket + "/sales"}, dir...)...); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(append([]string{"catalogs", "list"}, dir...)...)
+	if err != nil || !strings.Contains(out, "demo ") || !strings.Contains(out, "sales ") || !strings.Contains(out, "s3://"+srv.Info.Bucket+"/sales") {
+		t.Errorf("catalogs list: %v\n%s", err, out)
+	}
+	var listed struct {
+		Catalogs []struct {
+			Name string `json:"name"`
+		} `json:"catalogs"`
+	}
+	out, _, err = cli(append([]string{"catalogs", "list", "-o", "json"}, dir...)...)
+	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed.Catalogs) != 2 {
+		t.Errorf("catalogs list -o json: %v\n%s", err, out)
+	}
+	// As against a stack: the table and an endpoint named, AWS keys.
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.Info.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.Info.SecretKey)
+	t.Setenv("ICEHOLD_TABLE", srv.Info.Table)
+	out, _, err = cli("catalogs", "list", "--url", "https://abc.execute-api.us-east-1.amazonaws.com/v1", "--endpoint-url", srv.Info.AWSEndpoint, "--dir", t.TempDir())
+	if err != nil || !strings.Contains(out, "sales ") {
+		t.Errorf("catalogs list of a stack's table: %v\n%s", err, out)
+	}
+	t.Setenv("ICEHOLD_TABLE", "")
+	if _, _, err := cli("catalogs", "list", "--url", "https://abc.execute-api.us-east-1.amazonaws.com/v1", "--dir", t.TempDir()); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--table") {
+		t.Errorf("catalogs list of a stack without its table: %v, want a usage error naming --table", err)
+	}
+}
