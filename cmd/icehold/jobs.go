@@ -210,7 +210,8 @@ func watch(ctx context.Context, out io.Writer, every time.Duration, asJSON bool,
 		}
 		switch {
 		case redraw:
-			fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start))+retrying(j, 80))
+			// \x1b[K clears what a longer line before left (a retry reason gone).
+			fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start))+retrying(j, 80)+"\x1b[K")
 		case asJSON:
 			seen := j
 			seen.UpdatedAt = ""
