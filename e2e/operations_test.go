@@ -71,9 +71,16 @@ func TestOperationsCommandsAsWritten(t *testing.T) {
 	if j := jobOf(t, srv, id); j.State != store.JobDeadLettered {
 		t.Fatalf("after the practice the job is %s, want DEAD_LETTERED", j.State)
 	}
-	for _, want := range []string{"retrying: ", "AccessDenied", "is DEAD_LETTERED", "fix the cause first", "deletes denied under", "1 fault cleared"} {
+	for _, want := range []string{"retry reason: ", "AccessDenied", "is DEAD_LETTERED", "fix the cause first", "deletes denied under", "1 fault cleared"} {
 		if !strings.Contains(practice.String(), want) {
 			t.Errorf("the practice printed no %q", want)
+		}
+	}
+	// The watch, to a pipe, prints a line when something changes.
+	lines := strings.Split(practice.String(), "\n")
+	for i := 1; i < len(lines); i++ {
+		if lines[i] != "" && lines[i] == lines[i-1] {
+			t.Errorf("the practice printed %q twice in a row", lines[i])
 		}
 	}
 	// A batch reaches the DLQ a visibility timeout after its last receive

@@ -270,7 +270,7 @@ func retrying(j job, width int) string {
 	if j.LastError == nil || (j.State != "RUNNING" && j.State != "PENDING") {
 		return ""
 	}
-	s := "  retrying: " + *j.LastError
+	s := "  retry reason: " + *j.LastError
 	if r := []rune(s); width > 0 && len(r) > width {
 		s = string(r[:width-1]) + "…"
 	}
