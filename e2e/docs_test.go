@@ -228,9 +228,20 @@ func TestAWSCommandsAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo, _ := filepath.Abs("..")
+	// The stack's outputs, as infra/stack.go makes them: each one answered.
+	stack, err := os.ReadFile("../infra/stack.go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var keys []string
-	for k := range outputs {
-		keys = append(keys, k)
+	for _, m := range regexp.MustCompile(`NewCfnOutput\(st, jsii\.String\("(\w+)"\)`).FindAllStringSubmatch(string(stack), -1) {
+		if _, ok := outputs[m[1]]; !ok {
+			t.Errorf("the stack's output %s has no stand-in value in TestAWSCommandsAsWritten", m[1])
+		}
+		keys = append(keys, m[1])
+	}
+	if len(keys) == 0 {
+		t.Fatal("found no NewCfnOutput in infra/stack.go: the reading of them is out of date")
 	}
 	sort.Strings(keys)
 	var answers strings.Builder
@@ -244,7 +255,8 @@ func TestAWSCommandsAsWritten(t *testing.T) {
 			"out=$(AWS_MAX_ATTEMPTS=1 " + shellQuote(realAWS) + " --endpoint-url " + refused + " --cli-connect-timeout 2 \"$@\" 2>&1 </dev/null)\n" +
 			"case \"$out\" in *'Could not connect to the endpoint URL'*) ;; *) echo \"aws $*: the AWS CLI refuses it: $out\" >&2; exit 2;; esac\n" +
 			"echo \"(aws $1 $2: arguments checked by the AWS CLI)\" >&2\n" +
-			"if [ \"$1 $2\" = 'cloudformation describe-stacks' ]; then\n  case \"$*\" in\n" + answers.String() + "  esac\n  echo '[]'\nfi\n",
+			"if [ \"$1 $2\" = 'cloudformation describe-stacks' ]; then\n  case \"$*\" in\n" + answers.String() +
+			"    *OutputKey==*) echo \"aws: the stack has no such output: $*\" >&2; exit 2;;\n  esac\n  echo '[]'\nfi\n",
 		filepath.Join(bin, "make"): "#!/bin/sh\n# the documentation test's make: the targets exist (make -n)\n" +
 			shellQuote(lookPath(t, "make")) + " -n -C " + shellQuote(repo) + " \"$@\" >/dev/null || { echo \"make $*: not a target of the Makefile\" >&2; exit 2; }\n" +
 			"echo \"(make $*: checked with make -n)\" >&2\n",

@@ -19,9 +19,8 @@ make lambdas LAMBDA_ARCH=$goarch
 $bin/cdklocal bootstrap -c icehold:assets=dist -c icehold:arch=$arch
 $bin/cdklocal deploy --require-approval never -c icehold:assets=dist -c icehold:arch=$arch \
   -c "icehold:admins=arn:aws:iam::000000000000:*" --outputs-file localstack/outputs.json
-out() { node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0][process.argv[1]])' "$1"; }
-url=$(out CatalogUri)
-bucket=$(out WarehouseBuckets | cut -d, -f1)
+url=$(node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0].CatalogUri)')
+bucket=$(node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0].WarehouseBuckets)' | cut -d, -f1)
 # The suite's default catalog; a second deploy finds it there (409).
 go run ./cmd/icehold catalogs create demo --warehouse "s3://$bucket/demo" --url "${url%/}" --sigv4 --region us-east-1 ||
   echo "(catalog demo exists already, or see the error above)"
