@@ -121,6 +121,13 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	}
 	st := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: st}
+	if len(p.Admins) == 0 {
+		// It deploys, but grants start from the admins: without one nobody
+		// can create a catalog (a 403 on the system scope).
+		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("icehold:no-admins"), jsii.String("icehold:admins is empty: "+
+			"no principal holds any privilege, so nobody can create a catalog after this deploy. "+
+			"Deploy with -c icehold:admins=arn:aws:iam::<account>:role/<admin-role> (docs/deploy.md, Admins)"), nil)
+	}
 	if p.KMSKeyARN != "" {
 		s.Key = awskms.Key_FromKeyArn(st, jsii.String("Key"), jsii.String(p.KMSKeyARN))
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -66,14 +65,12 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, ep), t.table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
 	if which == "teardown-check" {
 		rep, err := cat.Teardown(ctx)
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
 		if !rep.Empty() {
@@ -101,7 +98,7 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 				rep.Pending = append(rep.Pending, m.marker+": run "+m.command)
 			}
 		}
-		return enc.Encode(rep)
+		return writeJSON(out, rep)
 	}
 	if which == "children" {
 		n, err := cat.BackfillChildren(ctx)
@@ -121,5 +118,5 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	if err := st.Mark(ctx, catalog.OwnershipMigration); err != nil {
 		return err
 	}
-	return enc.Encode(rep)
+	return writeJSON(out, rep)
 }
