@@ -366,6 +366,9 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err := checkTableProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
 	}
+	if err := s.checkPaths(ctx, base, meta); err != nil {
+		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
 		return staged{}, fmt.Errorf("commit: %w", err)
 	}
@@ -618,11 +621,17 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 		return TableResult{}, err
 	}
+	if err := objects.CheckPath(metaLoc); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w: metadata-location %v", id, ErrBadRequest, err)
+	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
 	if err != nil {
 		return TableResult{}, namedMetadataErr(err)
 	}
 	if err := checkTableProperties(meta.Properties()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+	}
+	if err := s.checkPaths(ctx, nil, meta); err != nil {
 		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)

@@ -242,13 +242,14 @@ type references struct {
 // location, or its owner's metadata (current file and metadata log) does not
 // name it. Whatever cannot be decided keeps the file.
 func (c *orphanCheck) unreferenced(ctx context.Context, path string) (objects.Location, bool, error) {
-	obj, err := objects.Parse(path)
-	if err != nil || obj.Key == "" {
+	obj, ok := candidate(path)
+	if !ok {
 		return obj, false, nil
 	}
 	dir := obj.Bucket + "/" + obj.Key[:max(strings.LastIndexByte(obj.Key, '/'), 0)]
 	refs, ok := c.dirs[dir]
 	if !ok {
+		var err error
 		if refs, err = c.referencesAt(ctx, obj, path); err != nil {
 			return obj, false, err
 		}
