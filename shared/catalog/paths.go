@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -119,7 +120,9 @@ func (s *Service) checkManifests(ctx context.Context, base table.Metadata, added
 					mfs, err = iceberg.ReadManifestList(bytes.NewReader(raw))
 				}
 				if err != nil {
-					slog.Warn("path check: manifest list unreadable; not checked", "path", p, "error", err)
+					if !errors.Is(err, objects.ErrNotFound) {
+						slog.Warn("path check: manifest list unreadable; not checked", "path", p, "error", err)
+					}
 					return nil
 				}
 				mu.Lock()
@@ -169,7 +172,9 @@ func (s *Service) checkManifests(ctx context.Context, base table.Metadata, added
 				entries, err = iceberg.ReadManifest(m, bytes.NewReader(raw), false)
 			}
 			if err != nil {
-				slog.Warn("path check: manifest unreadable; not checked", "path", m.FilePath(), "error", err)
+				if !errors.Is(err, objects.ErrNotFound) {
+					slog.Warn("path check: manifest unreadable; not checked", "path", m.FilePath(), "error", err)
+				}
 				return nil
 			}
 			for _, e := range entries {
