@@ -350,8 +350,11 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 			return staged{}, err
 		}
-		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
-			return staged{}, fmt.Errorf("commit %s: assert-create: %w", id, ErrCommitFailed)
+		if e, err := s.store.GetEntry(ctx, cat, id.Namespace, id.Name); err == nil {
+			if e.IsView() {
+				return staged{}, fmt.Errorf("commit %s: assert-create: %w", id, s.Taken(ctx, cat, id, false))
+			}
+			return staged{}, fmt.Errorf("commit %s: assert-create: the table exists: %w", id, ErrCommitFailed)
 		}
 	}
 	for _, r := range ch.Requirements {
@@ -589,7 +592,7 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	case errors.Is(err, store.ErrTombstoned):
 		return s.purging(ctx, cat, to)
 	case errors.Is(err, store.ErrExists):
-		return tableErr("rename to", to, err)
+		return fmt.Errorf("rename %s to %s: %w", from, to, s.Taken(ctx, cat, to, false))
 	case errors.Is(err, store.ErrNotFound):
 		return tableErr("rename", from, err)
 	}
@@ -681,6 +684,8 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 			return TableResult{}, fmt.Errorf("register %s: %w", id, s.ownedBy(ctx, w.Claim.Hold))
 		case errors.Is(err, store.ErrNotFound):
 			return TableResult{}, nsErr("register in", id.Namespace, err)
+		case errors.Is(err, store.ErrExists):
+			return TableResult{}, fmt.Errorf("register %s: %w", id, s.Taken(ctx, cat, id, false)) // a view's name
 		}
 		return TableResult{}, tableErr("register", id, err)
 	}
@@ -755,7 +760,7 @@ func (s *Service) reregister(ctx context.Context, cat string, id Ident, u store.
 	case errors.Is(err, store.ErrTombstoned):
 		return TableResult{}, s.purging(ctx, cat, id)
 	case errors.Is(err, store.ErrExists):
-		return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+		return TableResult{}, fmt.Errorf("register %s: %w", id, s.Taken(ctx, cat, id, false))
 	case err != nil:
 		return TableResult{}, tableErr("register", id, err)
 	}

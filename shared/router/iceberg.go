@@ -414,6 +414,11 @@ func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var req struct{} // no fields: {"purge":true} is a 400, not an unregister
+	if err := decodeStrict(r, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
 	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)
