@@ -282,6 +282,14 @@ func (c *orphanCheck) referencesAt(ctx context.Context, obj objects.Location, pa
 			return nil, ignoreMissing(err)
 		}
 		current = []string{j.MetadataLocation}
+	case owner.Unregistered:
+		// Its claim names it by a name a new table may hold now: the
+		// record that keeps the claim says what it references.
+		u, err := s.Store.UnregisteredByClaim(ctx, owner.Catalog, owner.ID)
+		if err != nil {
+			return nil, ignoreMissing(err)
+		}
+		current = []string{u.MetadataLocation}
 	case owner.SoftDeleted:
 		recs, err := s.Store.SoftDeletedByName(ctx, owner.Catalog, owner.Namespace, owner.Name)
 		if err != nil {
