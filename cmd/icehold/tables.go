@@ -121,8 +121,8 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 
-	return group("tables", "Tables: list, drop, soft-deleted, undrop, purge-now, legal-hold, verify",
-		list, dropCmd(conn), softDeleted, undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn))
+	return group("tables", "Tables: list, drop, soft-deleted, unregistered, undrop, purge-now, legal-hold, verify",
+		list, dropCmd(conn), softDeleted, unregisteredCmd(conn), undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn))
 }
 
 type tableIdent struct {

@@ -83,7 +83,13 @@ func (s *Service) ownedBy(ctx context.Context, h store.Hold) error {
 	if err != nil {
 		return fmt.Errorf("location %s overlaps a prefix owned by another table or catalog: %w", h.URI(), ErrLocationOwned)
 	}
-	return fmt.Errorf("location %s overlaps %s: %w", h.URI(), owner, ErrLocationOwned)
+	why := ""
+	if owner.JobID != "" {
+		if j, err := s.store.GetJob(ctx, owner.Catalog, owner.JobID); err == nil && j.State == store.JobFailed {
+			why = fmt.Sprintf("; job %s FAILED and keeps the location until an operator retries or abandons it (icehold jobs retry|abandon %s)", j.ID, j.ID)
+		}
+	}
+	return fmt.Errorf("location %s overlaps %s%s: %w", h.URI(), owner, why, ErrLocationOwned)
 }
 
 // checkFree refuses early (before any file is written) a claim that

@@ -721,6 +721,13 @@ func (s *Service) UnregisterTable(ctx context.Context, cat string, id Ident) (Ta
 		if err != nil {
 			return TableResult{}, err
 		}
+		if e.LegalHold {
+			// It would leave every listing: only who may lift the hold
+			// may do that (its claims keep its files either way).
+			if err := s.requireLegalHold(ctx, cat, fmt.Sprintf("unregister %s: it is under legal hold (%s), which needs TABLE_LEGAL_HOLD", id, PropLegalHold)); err != nil {
+				return TableResult{}, err
+			}
+		}
 		_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
 		if err != nil {
 			return TableResult{}, fmt.Errorf("unregister table %s: %w", id, err)
@@ -736,6 +743,16 @@ func (s *Service) UnregisterTable(ctx context.Context, cat string, id Ident) (Ta
 		}
 		return TableResult{MetadataLocation: e.MetadataLocation, Metadata: raw, Entry: e}, nil
 	}
+}
+
+// ListUnregistered pages through a catalog's unregistered tables, each
+// with the claims it keeps.
+func (s *Service) ListUnregistered(ctx context.Context, cat, token string, limit int) ([]store.Unregistered, string, error) {
+	out, next, err := s.store.ListUnregistered(ctx, cat, token, limit)
+	if errors.Is(err, store.ErrBadPageToken) {
+		err = fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return out, next, err
 }
 
 // reregister is register of an unregistered table's metadata: the new entry

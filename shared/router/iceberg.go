@@ -414,9 +414,7 @@ func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct{} // no fields: {"purge":true} is a 400, not an unregister
-	if err := decodeStrict(r, &req, true); err != nil {
-		writeError(w, err)
+	if !noBody(w, r) { // {"purge":true} is a 400, not an unregister
 		return
 	}
 	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)

@@ -119,6 +119,9 @@ func (s *server) table() []route {
 		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
 		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize", "state", "kind", "namespace", "table"}, h: s.listJobs},
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
+		{method: "POST", path: lc + "/purge-jobs/{id}/retry", privs: p(authz.CatalogManage), h: s.retryJob},
+		{method: "POST", path: lc + "/purge-jobs/{id}/abandon", privs: p(authz.CatalogManage), h: s.abandonJob},
+		{method: "GET", path: lc + "/unregistered-tables", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize"}, h: s.listUnregistered},
 
 		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), query: []string{"pageToken", "pageSize", "namespace", "kind"}, h: s.listSoftDeleted},
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},
