@@ -53,8 +53,8 @@ type JobView struct {
 	AbandonedBy *string `json:"abandoned-by,omitempty"`
 	AbandonedAt *string `json:"abandoned-at,omitempty"`
 	CreatedBy   string  `json:"created-by"`
-	CreatedAt      string  `json:"created-at"`
-	UpdatedAt      string  `json:"updated-at"`
+	CreatedAt   string  `json:"created-at"`
+	UpdatedAt   string  `json:"updated-at"`
 }
 
 // PurgeJobHeader names the purge job a drop with purge (or purge-now)
