@@ -330,8 +330,8 @@ func (s *Service) formerLocations(ctx context.Context, meta table.Metadata, loc 
 	found := map[objects.Location]bool{}
 	err := s.eachReached(ctx, meta, func(path string) bool {
 		obj, err := objects.Parse(path)
-		if err != nil || loc.Contains(obj) {
-			return false
+		if err != nil || loc.Contains(obj) || objects.CleanKey(obj.Key) != nil {
+			return false // a path with a dot segment names no location
 		}
 		k := obj.Key
 		switch {
