@@ -61,6 +61,10 @@ type TableChange struct {
 	// Job, when set, is created in the pointer swap's transaction (its
 	// metadata location set to the new file): snapshot expiry's delete job.
 	Job *store.Job `json:"-"`
+	// OwnFiles: icehold wrote every file the change adds from the table's
+	// own entries (a partition drop): its manifests are not read back for
+	// the path check (checkPaths), which a client's commit gets.
+	OwnFiles bool `json:"-"`
 }
 
 // TableResult is what load, create, register and commit answer: the metadata
@@ -369,8 +373,10 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	if err := checkTableProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
 	}
-	if err := s.checkPaths(ctx, base, meta); err != nil {
-		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	if !ch.OwnFiles {
+		if err := s.checkPaths(ctx, base, meta); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
 	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
 		return staged{}, fmt.Errorf("commit: %w", err)

@@ -189,7 +189,7 @@ func (s *server) guard(rt route) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
-		if err := strictInput(r, rt, body); err != nil {
+		if err := strictInput(r, rt); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -209,13 +209,12 @@ func (s *server) guard(rt route) http.HandlerFunc {
 	}
 }
 
-// strictInput reads the query and body of icehold's own routes (the
-// lifecycle API and unregister) strictly, as their bodies are (SPEC §2,
-// strict input): a query parameter the route does not take, given twice
-// or given empty, and a body on a route that reads none (GET, DELETE),
-// are a 400 naming it. The Iceberg REST routes follow the spec's
-// clients, which send parameters this would refuse (an empty pageToken).
-func strictInput(r *http.Request, rt route, body []byte) error {
+// strictInput reads the query of icehold's own routes (the lifecycle API
+// and unregister) strictly, as their bodies are (SPEC §2, strict input): a
+// query parameter the route does not take, given twice or given empty, is
+// a 400 naming it. The Iceberg REST routes follow the spec's clients,
+// which send parameters this would refuse (an empty pageToken).
+func strictInput(r *http.Request, rt route) error {
 	if !strings.HasPrefix(rt.path, "/lifecycle/") && !strings.HasSuffix(rt.path, "/unregister") {
 		return nil
 	}
@@ -236,9 +235,6 @@ func strictInput(r *http.Request, rt route, body []byte) error {
 		case vs[0] == "":
 			return fmt.Errorf("%w: query parameter %q is empty (leave it out for none)", catalog.ErrBadRequest, k)
 		}
-	}
-	if (rt.method == http.MethodGet || rt.method == http.MethodDelete) && len(bytes.TrimSpace(body)) > 0 {
-		return fmt.Errorf("%w: %s %s takes no body", catalog.ErrBadRequest, rt.method, rt.path)
 	}
 	return nil
 }
