@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -71,26 +72,17 @@ func unregisteredCmd(conn *connOpts) *cobra.Command {
 		Args:  noArgs,
 		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
 			var all []router.UnregisteredView
-			for token := ""; ; {
-				q := url.Values{}
-				if token != "" {
-					q.Set("pageToken", token)
-				}
+			err := pages(cmd.Context(), c, "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/unregistered-tables", url.Values{}, func(raw json.RawMessage) (string, error) {
 				var page struct {
 					Tables []router.UnregisteredView `json:"tables"`
 					Next   string                    `json:"next-page-token"`
 				}
-				path := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/unregistered-tables"
-				if len(q) > 0 {
-					path += "?" + q.Encode()
-				}
-				if err := c.do(cmd.Context(), "GET", path, nil, &page); err != nil {
-					return err
-				}
+				err := json.Unmarshal(raw, &page)
 				all = append(all, page.Tables...)
-				if token = page.Next; token == "" {
-					break
-				}
+				return page.Next, err
+			})
+			if err != nil {
+				return err
 			}
 			return c.emit(cmd.OutOrStdout(), map[string]any{"tables": all}, func(out io.Writer) error {
 				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
