@@ -365,7 +365,7 @@ func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
 	out := []awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("execute-api:Invoke"),
-			Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
+			Resources: jsii.Strings(s.executeAPIArns()...),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),

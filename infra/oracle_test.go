@@ -371,6 +371,7 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 		"PurgeMachine":      oracleMachine,
 		"LifecycleBus.Arn":  "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
 		"Api":               "local-api", // the engines' execute-api:Invoke (not exercised here)
+		"HttpApi":           "local-http-api",
 		"VendingRole.Arn":   "arn:aws:iam::" + oracleAccount + ":role/" + server.VendingRole,
 		"AWS::Partition":    "aws",
 		"AWS::Region":       oracleRegion,
