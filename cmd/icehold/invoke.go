@@ -140,15 +140,15 @@ func apiRunner(withPurge bool) func(ctx context.Context, env lambdaenv.Env, even
 // routerRunner runs the router as a function's main builds it.
 func routerRunner(build func(context.Context, lambdaenv.Env) (router.Config, error)) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 	return func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
-		var ev events.APIGatewayProxyRequest
-		if err := json.Unmarshal(event, &ev); err != nil {
-			return nil, fmt.Errorf("not an API Gateway proxy event: %w", err)
+		if !json.Valid(event) {
+			return nil, fmt.Errorf("not an API Gateway proxy event: invalid JSON")
 		}
 		cfg, err := build(ctx, env)
 		if err != nil {
 			return nil, err
 		}
-		return apigw.Handler(router.New(cfg))(ctx, ev)
+		// A REST API's event or an HTTP API's (version 2.0), as the function.
+		return apigw.Serve(router.New(cfg))(ctx, event)
 	}
 }
 

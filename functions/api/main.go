@@ -22,5 +22,5 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(apigw.Handler(router.New(cfg)))
+	lambda.Start(apigw.Serve(router.New(cfg)))
 }
