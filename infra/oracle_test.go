@@ -41,6 +41,10 @@ import (
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/outboxenv"
+	"github.com/icehold/icehold/shared/lambdaenv/partitionsenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -674,7 +678,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	// The two router functions, as their mains build them; API Gateway
 	// authenticated the caller.
 	handler := func(fn string, withPurge bool) http.Handler {
-		cfg, err := lambdaenv.RouterConfig(ctx, envs[fn], withPurge)
+		cfg, err := routerenv.RouterConfig(ctx, envs[fn], withPurge)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -809,7 +813,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+j1.JobID, nil, 200)
 
 	svc := func(fn string) *purge.Service {
-		s, err := lambdaenv.Purge(ctx, envs[fn])
+		s, err := purgeenv.Purge(ctx, envs[fn])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -850,7 +854,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	esm := awsconfig.SQS(dcfg, denv.Endpoints)
-	lease, err := lambdaenv.SQS(ctx, denv)
+	lease, err := purgeenv.SQS(ctx, denv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -861,7 +865,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		}
 		return nil
 	})
-	deleteFn := del.DeleteHandler(lease, denv.Queue)
+	deleteFn := del.DeleteHandler(lease, purgeenv.Queue(denv))
 	deliver := func(n int) {
 		t.Helper()
 		for b := range n {
@@ -956,7 +960,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	// the sweep, and as the outbox function runs it on the stream.
 	relay := func(fn string) int {
 		t.Helper()
-		st, bus, err := lambdaenv.Outbox(ctx, envs[fn])
+		st, bus, err := outboxenv.Outbox(ctx, envs[fn])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1071,7 +1075,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	if _, err := srv.Partitions.SetRetention(ctx, "demo", catalog.Ident{Namespace: []string{"lp"}, Name: "ev"}, "ts_day", "P7D"); err != nil {
 		t.Fatal(err)
 	}
-	retention, err := lambdaenv.Partitions(ctx, envs["RetentionFn"])
+	retention, err := partitionsenv.Partitions(ctx, envs["RetentionFn"])
 	if err != nil {
 		t.Fatal(err)
 	}
