@@ -3,6 +3,7 @@ package infra
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -106,13 +107,7 @@ func (s *Stack) httpRoutes(p Props) {
 			panic(fmt.Sprintf("infra: %s has a function but is no route of the router", k))
 		}
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range keys {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		fn := s.fnRoutes[k]
 		if fn == nil {
 			fn = s.APIFn
@@ -209,16 +204,15 @@ var (
 		"latencyMs": "$context.responseLatency", "integrationStatus": "$context.integrationStatus",
 		"error": "$context.error.messageString",
 	}
-	restLogFields = withField(commonLogFields, "resource", "$context.resourcePath")
-	httpLogFields = withField(commonLogFields, "route", "$context.routeKey")
+	restLogFields = logFields("resource", "$context.resourcePath")
+	httpLogFields = logFields("route", "$context.routeKey")
 )
 
-func withField(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+// logFields are the common fields and the one naming what matched.
+func logFields(k, v string) map[string]string {
+	m := maps.Clone(commonLogFields)
+	m[k] = v
+	return m
 }
 
 func accessLogFormat(fields map[string]string) string {
