@@ -75,9 +75,14 @@ func LeanModule(dir string) (string, error) {
 	if err != nil || gomod == "" || gomod == os.DevNull {
 		return "", fmt.Errorf("not in a module (go env GOMOD: %q, %v)", gomod, err)
 	}
+	// A clean module cache has no copy yet: download the version go.mod
+	// requires (a no-op when it is there).
+	if _, err := goOutput("mod", "download", IcebergGo); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", IcebergGo, err)
+	}
 	src, err := goOutput("list", "-m", "-f", "{{.Dir}}", IcebergGo)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", IcebergGo, err)
+	if err != nil || src == "" {
+		return "", fmt.Errorf("%s: no module directory (%v)", IcebergGo, err)
 	}
 	copyDir := filepath.Join(dir, "iceberg-go")
 	if err := os.RemoveAll(dir); err != nil {
