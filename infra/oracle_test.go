@@ -603,7 +603,8 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/data/x.parquet")}, false},
-		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
+		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true}, // a commit's path check
+		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
 		{"ApiFn", nil, iamRequest{Action: "dynamodb:Scan", Resource: table}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:other-machine:x"}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:" + server.PurgeMachine + ":pj-1"}, true},

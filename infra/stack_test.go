@@ -532,7 +532,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 	metadata := v.objects("*/metadata/*")
 	want := map[string]map[string][]string{
 		"ApiFn": merge(router, v.kms([]string{d, s3}, []string{s3}), map[string][]string{
-			"s3:GetObject":            append(v.objects("*.metadata.json"), v.objects("*.metadata.json.gz")...),
+			"s3:GetObject":            append(append(v.objects("*.metadata.json"), v.objects("*.metadata.json.gz")...), metadata...),
 			"s3:PutObject":            v.objects("*.metadata.json"),
 			"s3:AbortMultipartUpload": v.objects("*.metadata.json"),
 			"s3:ListBucket":           v.buckets,
@@ -541,7 +541,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
 		}),
-		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX FAILEDJOB", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
 			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
 				"s3:GetObject":    v.objects("*"),
 				"s3:ListBucket":   v.buckets,
@@ -596,7 +596,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			"dynamodb:GetShardIterator": {streamArn},
 			"events:PutEvents":          {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX FAILEDJOB", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
 			v.kms([]string{d}, nil), map[string][]string{
 				"states:StartExecution":    {machineArn},
 				"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
