@@ -104,7 +104,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 	watchCmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
-	return group("jobs", "Purge jobs: list, show, watch", list, show, watchCmd)
+	return group("jobs", "Purge jobs: list, show, watch, retry, abandon", list, show, watchCmd, retryJobCmd(conn), abandonJobCmd(conn))
 }
 
 var jobStates = []string{"PENDING", "RUNNING", "DEAD_LETTERED", "SUCCEEDED", "FAILED", "CANCELLED"}

@@ -126,7 +126,7 @@ func addCompletions(root *cobra.Command, conn *connOpts) {
 	softTable, softView := completeSoftDeleted(conn, softdelete.KindTable), completeSoftDeleted(conn, softdelete.KindView)
 	by := map[string]cobra.CompletionFunc{
 		"namespaces list": ns, "namespaces create": ns, "tables list": ns, "views list": ns,
-		"tables create": tbl, "tables show": tbl, "tables drop": tbl, "tables verify": tbl,
+		"tables create": tbl, "tables show": tbl, "tables drop": tbl, "tables verify": tbl, "tables repair": tbl,
 		"partitions drop": tbl, "retention set": tbl, "retention show": tbl, "retention clear": tbl, "local fault deny-deletes": tbl,
 		"tables undrop": softTable, "tables purge-now": softTable, "tables legal-hold": either(tbl, softTable),
 		"views drop": view, "views undrop": softView, "views purge-now": softView,

@@ -133,8 +133,8 @@ soft-deleted generation under a live name, or among several: --uuid.`,
 		}),
 	}
 
-	return group("tables", "Tables: list, create, show, drop, soft-deleted, undrop, purge-now, legal-hold, verify, repair",
-		list, tableCreateCmd(conn), tableShowCmd(conn), dropCmd(conn), softDeleted, undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn), repairCmd(conn))
+	return group("tables", "Tables: list, create, show, drop, soft-deleted, unregistered, undrop, purge-now, legal-hold, verify, repair",
+		list, tableCreateCmd(conn), tableShowCmd(conn), dropCmd(conn), softDeleted, unregisteredCmd(conn), undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn), repairCmd(conn))
 }
 
 type tableIdent struct {

@@ -41,11 +41,16 @@ func (s *Service) checkLegalHoldChange(ctx context.Context, cat string, id Ident
 	if !to {
 		verb = "clear"
 	}
+	return s.requireLegalHold(ctx, cat, fmt.Sprintf("%s the legal hold of %s (%s)", verb, id, PropLegalHold))
+}
+
+// requireLegalHold: what (an action on a held table) needs TABLE_LEGAL_HOLD.
+func (s *Service) requireLegalHold(ctx context.Context, cat, what string) error {
 	if s.authz == nil {
-		return fmt.Errorf("%s the legal hold of %s: %w: no authorizer", verb, id, authz.ErrForbidden)
+		return fmt.Errorf("%s: %w: no authorizer", what, authz.ErrForbidden)
 	}
 	if err := s.authz.Check(ctx, cat, authz.TableLegalHold); err != nil {
-		return fmt.Errorf("%s the legal hold of %s (%s): %w", verb, id, PropLegalHold, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

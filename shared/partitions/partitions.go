@@ -229,6 +229,7 @@ func (s *Service) dropOnce(ctx context.Context, cat string, id catalog.Ident, re
 			table.NewSetSnapshotRefUpdate(table.MainBranch, snap.SnapshotID, table.BranchRef,
 				deref(main.MaxRefAgeMs), deref(main.MaxSnapshotAgeMs), deref(main.MinSnapshotsToKeep)),
 		},
+		OwnFiles: true, // its manifests carry the table's own entries
 	}
 	res.SnapshotID = &snap.SnapshotID
 	change.Events = outbox.Records(dropEvent(ctx, cat, id, meta.TableUUID().String(), res))

@@ -222,7 +222,9 @@ func (s *Service) job(ctx context.Context, in Input) (store.Job, error) {
 }
 
 // Fail marks a job FAILED with the reason (the workflow's catch path, or
-// attempts exhausted); the tombstone is lifted.
+// attempts exhausted); the tombstone is lifted, and the job keeps its
+// claims until an operator retries or abandons it (Retry, Abandon): its
+// files may still be there, and no other table may take their prefix.
 func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	j, err := s.job(ctx, in)
 	if err != nil {
@@ -231,11 +233,7 @@ func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	if store.Terminal(j.State) {
 		return nil
 	}
-	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
-		Set: map[string]any{"state": store.JobFailed, "last_error": reason}, Finish: true,
-		States: []string{store.JobPending, store.JobRunning, store.JobDeadLettered},
-		Events: outbox.Records(JobEvent(eventbus.PurgeFailed, j, map[string]any{"reason": reason})),
-	})
+	err = s.Store.FailJob(ctx, j, reason, outbox.Records(JobEvent(eventbus.PurgeFailed, j, map[string]any{"reason": reason}))...)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // already terminal
 	}

@@ -90,6 +90,7 @@ func statusOf(err error) (int, string) {
 		{softdelete.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{softdelete.ErrBadHoldPeriod, http.StatusConflict, "InvalidHoldPeriodException"},
 		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
+		{purge.ErrNotRetryable, http.StatusConflict, "JobStateException"},
 		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrFilesMissing, http.StatusUnprocessableEntity, "UnprocessableEntityException"},

@@ -417,6 +417,9 @@ func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !noBody(w, r) { // {"purge":true} is a 400, not an unregister
+		return
+	}
 	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)

@@ -184,3 +184,46 @@ func (s *server) deleteGrant(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// UnregisteredView is an unregistered table on the wire: the catalog forgot
+// it and keeps its files, its claims (Claims, s3://bucket/prefix) keeping
+// every other table and purge off them until its metadata is registered
+// again.
+type UnregisteredView struct {
+	Namespace        []string `json:"namespace"`
+	Name             string   `json:"name"`
+	TableUUID        string   `json:"table-uuid"`
+	MetadataLocation string   `json:"metadata-location"`
+	LegalHold        bool     `json:"legal-hold"`
+	UnregisteredAt   string   `json:"unregistered-at"`
+	UnregisteredBy   string   `json:"unregistered-by"`
+	Claims           []string `json:"claims"`
+}
+
+func (s *server) listUnregistered(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok {
+		return
+	}
+	token, size, err := paging(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	recs, next, err := s.Catalog.ListUnregistered(r.Context(), cat, token, size)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]UnregisteredView, len(recs))
+	for i, u := range recs {
+		out[i] = UnregisteredView{
+			Namespace: u.Entry.Namespace, Name: u.Entry.Name, TableUUID: u.Entry.TableUUID, MetadataLocation: u.MetadataLocation,
+			LegalHold: u.Entry.LegalHold, UnregisteredAt: u.UnregisteredAt, UnregisteredBy: u.UnregisteredBy, Claims: []string{},
+		}
+		for _, h := range u.Entry.Holds() {
+			out[i].Claims = append(out[i].Claims, h.URI())
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tables": out, "next-page-token": nullable(next)})
+}
