@@ -220,9 +220,10 @@ func verifyFiles(t *testing.T, cat, ns, name string) partitions.Check {
 // its table), deleting one is refused, and so is writing any metadata
 // file name.
 // verify names each file changed, with its key; repair copies back the
-// newest prior version of each (on a versioned bucket; where the bucket
-// keeps no versions it refuses, 409, naming what it cannot restore, and
-// changes nothing); after it the table scans the same rows.
+// newest prior version of each; after it the table scans the same rows.
+// Neither session may delete a version; what has no version left (the
+// break-glass identity deleted them all) repair refuses, 409 naming it,
+// changing nothing.
 func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	srv := localOnly(t)
 	embeddedAWS(t)
@@ -341,6 +342,26 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	}
 	if n := countRows(t, loadTable(t, cat, ns, "t")); n != before {
 		t.Errorf("%d rows after repair, want %d", n, before)
+	}
+
+	// What no version can restore (the local break-glass identity, which
+	// the guard exempts, deleted every version of a file): repair refuses,
+	// 409 naming it, and changes nothing.
+	admin := awsconfig.S3(cfg, ep)
+	if vs, err = admin.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b, Prefix: k}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Versions {
+		if _, err := admin.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k, VersionId: v.VersionId}); err != nil {
+			t.Fatalf("the break-glass identity deletes version %s: %v", aws.ToString(v.VersionId), err)
+		}
+	}
+	st, body := call(t, "POST", repair, shared.Token, nil)
+	if _, _, msg := errorModel(t, body); st != http.StatusConflict || !strings.Contains(msg, dataFile) {
+		t.Errorf("repair of a file without versions: %d %s, want a 409 naming %s", st, body, dataFile)
+	}
+	if c := verifyFiles(t, name, ns, "t"); c.Violations != 1 {
+		t.Errorf("verify after a refused repair: %+v, want the one lost file", c)
 	}
 }
 
