@@ -98,7 +98,9 @@ var matrix = []row{
 	{route: "POST /v1/{prefix}/namespaces", name: "create namespace", path: "/v1/{c}/namespaces", privs: p(authz.NamespaceCreate), want: 200,
 		body: func(f fixture) any { return map[string]any{"namespace": []string{f.ns, "child"}} }},
 	{route: "POST /v1/{prefix}/namespaces [legal-hold]", name: "create namespace with a legal hold", path: "/v1/{c}/namespaces", privs: p(authz.NamespaceCreate, authz.TableLegalHold), want: 200,
-		body: func(f fixture) any { return map[string]any{"namespace": []string{f.ns, "held"}, "properties": legalHold} }},
+		body: func(f fixture) any {
+			return map[string]any{"namespace": []string{f.ns, "held"}, "properties": legalHold}
+		}},
 	{route: "GET " + nsPath, name: "load namespace", path: "/v1/{c}/namespaces/{ns}", want: 200},
 	{route: "HEAD " + nsPath, name: "namespace exists", path: "/v1/{c}/namespaces/{ns}", want: 204},
 	{route: "POST " + nsPath + "/properties", name: "update namespace", path: "/v1/{c}/namespaces/{ns}/properties", privs: p(authz.NamespaceCreate), want: 200,
