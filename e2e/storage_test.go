@@ -572,8 +572,8 @@ func versionsOf(t *testing.T, srv *server.Server) map[string]int {
 
 // Issue 29's attempts with old keys: a write session vended before a legal
 // hold, a soft drop or a revoke of TABLE_WRITE overwrites a committed data
-// file within its bound (the documented one: its duration). Nothing is
-// lost: verify names the file (after the undrop, for the soft drop; the
+// file within its bound (the documented one: its duration), and an engine
+// on the engine policy another. Nothing is lost: verify names both (after the undrop, for the soft drop; the
 // held table stays held), repair restores its prior version, and the table
 // scans the same rows as before.
 func TestOldSessionsOverwritesAreRepaired(t *testing.T) {
@@ -587,6 +587,11 @@ func TestOldSessionsOverwritesAreRepaired(t *testing.T) {
 	}
 	writer := grantTo(t, shared.Token, name, []authz.Privilege{authz.TableRead, authz.TableWrite})
 	tables := "/v1/" + name + "/namespaces/" + ns + "/tables/"
+	var conf struct {
+		Defaults map[string]string `json:"defaults"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/config?warehouse="+name, shared.Token, nil), &conf)
+	engineKeys := conf.Defaults
 	hold := map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"icehold.legal-hold": "true"}}}}
 	changes := []struct {
 		what          string
@@ -606,26 +611,36 @@ func TestOldSessionsOverwritesAreRepaired(t *testing.T) {
 			tbl := writtenTable(t, cat, ns, tblName, nil, false)
 			rows := countRows(t, tbl)
 			data, _ := reachable(t, tbl)
-			var file string
+			var files []string
 			for f := range data {
-				file = f
-				break
+				files = append(files, f)
 			}
+			if len(files) < 2 {
+				t.Fatalf("%d data files; the test needs 2", len(files))
+			}
+			files = files[:2]
 			cred, _ := vendedFor(t, writer, name, ns, tblName)
 			c.apply(tblName)
-			bucket, key, _ := strings.Cut(strings.TrimPrefix(file, "s3://"), "/")
-			if _, err := vendedS3(srv, cred.Config).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-				Body: strings.NewReader("garbage")}); err != nil {
-				t.Fatalf("the old session's overwrite within its bound: %v", err)
+			// The old vended session, and the engine policy (which knows no
+			// table's state), each overwrite one.
+			for i, keys := range []map[string]string{cred.Config, engineKeys} {
+				bucket, key, _ := strings.Cut(strings.TrimPrefix(files[i], "s3://"), "/")
+				if _, err := vendedS3(srv, keys).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+					Body: strings.NewReader("garbage")}); err != nil {
+					t.Fatalf("overwrite %s (%d): %v", files[i], i, err)
+				}
 			}
 			c.before(tblName)
-			if v := verifyFiles(t, name, ns, tblName); v.OK || !slices.ContainsFunc(v.Examples, func(e string) bool { return strings.HasPrefix(e, file+" ") }) {
-				t.Fatalf("verify after the overwrite: %+v; want %s named", v, file)
+			v := verifyFiles(t, name, ns, tblName)
+			for _, f := range files {
+				if v.OK || !slices.ContainsFunc(v.Examples, func(e string) bool { return strings.HasPrefix(e, f+" ") }) {
+					t.Fatalf("verify after the overwrites: %+v; want %s named", v, f)
+				}
 			}
 			var rep partitions.RepairReport
 			mustDecode(t, mustCall(t, 200, "POST", lifecycleTablePath(name, ns, tblName)+"/repair", shared.Token, nil), &rep)
-			if len(rep.Restored) != 1 {
-				t.Errorf("repair restored %+v, want %s", rep.Restored, file)
+			if len(rep.Restored) != 2 {
+				t.Errorf("repair restored %+v, want %v", rep.Restored, files)
 			}
 			if v := verifyFiles(t, name, ns, tblName); !v.OK {
 				t.Errorf("verify after repair: %+v", v)
