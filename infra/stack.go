@@ -260,7 +260,7 @@ func (s *Stack) guardWarehouse(st awscdk.Stack, p Props) {
 		deleters = append(deleters, p.BreakGlassRole)
 	}
 	deployer := *awscdk.Fn_Sub(jsii.String("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-"+bootstrapQualifier(st)+"-cfn-exec-role-${AWS::AccountId}-${AWS::Region}"), nil)
-	for _, r := range bucketguard.Rules(*s.Warehouse.BucketName(), deleters, []string{deployer}) {
+	for _, r := range bucketguard.Rules(*awscdk.Aws_PARTITION(), *s.Warehouse.BucketName(), deleters, []string{deployer}) {
 		s.Warehouse.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String(r.Sid), Effect: awsiam.Effect_DENY, Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 			Actions: jsii.Strings(r.Actions...), Resources: jsii.Strings(r.Resource),
