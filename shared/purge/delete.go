@@ -147,7 +147,13 @@ type object struct {
 	key  string
 	size int64
 	kind string // kindData, kindDeletes or kindMetadata ("": metadata)
+	// version: the one version to delete ("": the key as S3 deletes it
+	// without a version id).
+	version string
 }
+
+// id is what tells an object apart in one call: its key and version.
+func (o object) id() string { return o.key + "\x00" + o.version }
 
 // The kinds of deleted files, as the job's counters name them.
 const (
@@ -362,13 +368,18 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 	sizes := map[string]int64{}
 	var ids []s3types.ObjectIdentifier
 	for _, o := range objs {
-		k := o.key
+		k := o.id()
 		if _, dup := sizes[k]; dup {
 			continue
 		}
 		sizes[k], kinds[k] = o.size, cmp.Or(o.kind, kindMetadata)
-		ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(k)})
+		id := s3types.ObjectIdentifier{Key: aws.String(o.key)}
+		if o.version != "" {
+			id.VersionId = aws.String(o.version)
+		}
+		ids = append(ids, id)
 	}
+	idOf := func(key, version *string) string { return aws.ToString(key) + "\x00" + aws.ToString(version) }
 	for attempt := 0; len(ids) > 0; attempt++ {
 		if attempt > maxThrottleRetries {
 			return t, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
@@ -390,20 +401,20 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		var retry []s3types.ObjectIdentifier
 		failed := map[string]bool{}
 		for _, e := range out.Errors {
-			k, code := aws.ToString(e.Key), aws.ToString(e.Code)
+			k, code := idOf(e.Key, e.VersionId), aws.ToString(e.Code)
 			switch code {
-			case "NoSuchKey":
+			case "NoSuchKey", "NoSuchVersion":
 				t.missing++
 				failed[k] = true
 			case "SlowDown", "InternalError", "ServiceUnavailable", "503":
-				retry = append(retry, s3types.ObjectIdentifier{Key: aws.String(k)})
+				retry = append(retry, s3types.ObjectIdentifier{Key: e.Key, VersionId: e.VersionId})
 				failed[k] = true
 			default:
-				return t, fmt.Errorf("delete %s: %s: %s", k, code, aws.ToString(e.Message))
+				return t, fmt.Errorf("delete %s: %s: %s", aws.ToString(e.Key), code, aws.ToString(e.Message))
 			}
 		}
 		for _, id := range ids {
-			if k := aws.ToString(id.Key); !failed[k] {
+			if k := idOf(id.Key, id.VersionId); !failed[k] {
 				t.deleted++
 				t.bytes += sizes[k]
 				t.byKind[kinds[k]]++
