@@ -114,6 +114,8 @@ func (s *server) table() []route {
 		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
 		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), h: s.listJobs},
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
+		{method: "POST", path: lc + "/storage-sweep", privs: p(authz.CatalogManage), h: s.startSweep},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/storage-sweep", privs: p(authz.CatalogManage), h: s.startSweep},
 
 		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), h: s.listSoftDeleted},
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},

@@ -161,7 +161,7 @@ func (s *Service) Start(ctx context.Context, req Request) (store.Job, error) {
 		return store.Job{}, err
 	}
 	s.Purge.Started(ctx, j)
-	return j, nil
+	return st.GetJob(ctx, j.Catalog, j.ID) // as stored: its times are the store's
 }
 
 // checkNoSweep refuses a second sweep of a catalog while one runs.
@@ -189,39 +189,53 @@ func (s *Service) checkNoSweep(ctx context.Context, cat string) error {
 	}
 }
 
-// ReportArrived records a bucket's new report (what the stack's
-// EventBridge rule on its manifest.checksum calls) and starts a sweep of
-// every catalog whose warehouse lies in the bucket and whose
-// storage-sweep.enabled is not false. It answers the jobs started; a
-// catalog whose sweep cannot start (one still running, a refused report)
-// is logged and skipped.
+// ReportArrived is what the stack's EventBridge rule calls when S3 has
+// delivered a report (its manifest.checksum, written with the manifest):
+// it records the report as its bucket's newest and sweeps that bucket.
 func (s *Service) ReportArrived(ctx context.Context, bucket, manifestKey string) ([]store.Job, error) {
-	uri := "s3://" + bucket + "/" + manifestKey
-	m, err := get(ctx, s.S3, bucket, manifestKey, maxManifestBytes)
+	source, err := s.Record(ctx, "s3://"+bucket+"/"+manifestKey)
 	if err != nil {
-		return nil, fmt.Errorf("report %s: %w", uri, err)
+		return nil, err
+	}
+	return s.SweepBucket(ctx, source)
+}
+
+// Record remembers a report as the newest of the bucket it lists, which
+// it returns.
+func (s *Service) Record(ctx context.Context, uri string) (string, error) {
+	bucket, key, err := objects.Split(uri)
+	if err != nil {
+		return "", refuse(uri, ErrMalformed, "not an s3:// URI")
+	}
+	m, err := get(ctx, s.S3, bucket, key, maxManifestBytes)
+	if err != nil {
+		return "", refuseMissing(uri, "manifest.json", err)
 	}
 	var man Manifest
 	if err := json.Unmarshal(m, &man); err != nil || man.SourceBucket == "" {
-		return nil, refuse(uri, ErrMalformed, "manifest.json names no sourceBucket")
+		return "", refuse(uri, ErrMalformed, "manifest.json names no sourceBucket")
 	}
-	st := s.Catalog.Store()
-	if err := st.PutReport(ctx, store.SweepReport{Bucket: man.SourceBucket, Manifest: uri}); err != nil {
-		return nil, err
-	}
-	cats, err := st.ListCatalogs(ctx)
+	return man.SourceBucket, s.Catalog.Store().PutReport(ctx, store.SweepReport{Bucket: man.SourceBucket, Manifest: uri})
+}
+
+// SweepBucket starts a sweep, on the bucket's newest report, of every
+// catalog whose warehouse lies in it and whose storage-sweep.enabled is
+// not false, and answers the jobs started. A catalog whose sweep cannot
+// start (one still running, a refused report) is logged and skipped.
+func (s *Service) SweepBucket(ctx context.Context, bucket string) ([]store.Job, error) {
+	cats, err := s.Catalog.Store().ListCatalogs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var started []store.Job
+	started := []store.Job{}
 	for _, c := range cats {
 		w, err := objects.Prefix(c.Warehouse)
-		if err != nil || w.Bucket != man.SourceBucket || !Enabled(c.Properties) {
+		if err != nil || w.Bucket != bucket || !Enabled(c.Properties) {
 			continue
 		}
-		j, err := s.Start(ctx, Request{Catalog: c.Name, Report: uri})
+		j, err := s.Start(ctx, Request{Catalog: c.Name})
 		if err != nil {
-			slog.Warn("storage sweep not started", "catalog", c.Name, "report", uri, "error", err)
+			slog.Warn("storage sweep not started", "catalog", c.Name, "bucket", bucket, "error", err)
 			continue
 		}
 		started = append(started, j)
@@ -264,6 +278,11 @@ func (s *Service) Plan(ctx context.Context, j store.Job) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if len(next.Counts) == 0 {
+		// Not written as an empty map: the embedded DynamoDB (minidyn)
+		// answers an empty M set by UpdateItem as a number.
+		next.Counts = nil
 	}
 	set := map[string]any{"storage_sweep": next, "storage_sweep_step": j.StorageSweepStep + 1}
 	if next.Stage == stageDone {
