@@ -7,7 +7,7 @@ FUZZTIME ?= 3000x
 # target:package
 FUZZ_TARGETS := FuzzCommitTable:./shared/router/ FuzzCreateTable:./shared/router/ FuzzNamespaceRequests:./shared/router/ \
 	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/ \
-	FuzzDecodeStrict:./shared/catalog/
+	FuzzDecodeStrict:./shared/catalog/ FuzzMatch:./shared/iampolicy/
 
 export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
@@ -97,6 +97,7 @@ fuzz:
 bench:
 	@start=$$(date +%s); \
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=30m ./bench/ || exit 1; \
+	$(GO) test -run='^$$' -bench=PurgeVersioned -benchtime=1x -count=1 ./shared/purge/ || exit 1; \
 	echo "make bench: $$(( $$(date +%s) - start )) s"
 
 ## e2e: the end-to-end suite; E2E_ENDPOINT=<url> E2E_TOKEN=<token> [E2E_CATALOG=<name>] to aim it elsewhere

@@ -40,7 +40,7 @@ func newAuthEnv(t *testing.T) authEnv {
 		t.Fatal(err)
 	}
 	iam := emulators.NewIAM("us-east-1", "root", "root-secret", emulators.NewSessionKey())
-	iam.AddRole("vending", credentials.RolePolicy("bkt"))
+	iam.AddRole("vending", emulators.TrustPolicy(emulators.RootPrincipal), credentials.RolePolicy("bkt"))
 	emu.SetIAM(iam)
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)

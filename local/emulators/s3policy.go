@@ -2,7 +2,6 @@ package emulators
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/icehold/icehold/shared/iampolicy"
 )
 
 // Bucket policies: the purge's handling of DeleteObjects' per-key errors (a
@@ -18,49 +19,19 @@ import (
 // denies s3:DeleteObject, and a bucket policy's denies apply to every
 // request (s3:DeleteObjectVersion, s3:PutBucketVersioning, ...). Only Deny
 // statements are evaluated (the emulator's caller owns the bucket, so
-// everything else is allowed), on Action/Resource with * and ? wildcards;
-// a statement with a Condition, NotAction or NotResource is kept but never
-// matches (the emulator cannot evaluate it).
+// everything else is allowed), by shared/iampolicy; a statement with a
+// Condition the request carries no key for, NotAction or NotResource is
+// kept but never matches (the emulator cannot evaluate it).
 
 type bucketPolicies struct {
 	mu  sync.Mutex
-	dir string                    // "" keeps them in memory
-	raw map[string][]byte         // bucket → policy document
-	doc map[string]policyDocument // bucket → parsed
-}
-
-type policyDocument struct {
-	Statement []policyStatement `json:"Statement"`
-}
-
-type policyStatement struct {
-	Effect      string          `json:"Effect"`
-	Action      stringOrList    `json:"Action"`
-	Resource    stringOrList    `json:"Resource"`
-	Condition   json.RawMessage `json:"Condition,omitempty"`
-	NotAction   json.RawMessage `json:"NotAction,omitempty"`
-	NotResource json.RawMessage `json:"NotResource,omitempty"`
-}
-
-// stringOrList is IAM's "a string or a list of strings".
-type stringOrList []string
-
-func (s *stringOrList) UnmarshalJSON(b []byte) error {
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return err
-	}
-	*s = many
-	return nil
+	dir string                        // "" keeps them in memory
+	raw map[string][]byte             // bucket → policy document
+	doc map[string]iampolicy.Document // bucket → parsed
 }
 
 func newBucketPolicies(dir string) (*bucketPolicies, error) {
-	p := &bucketPolicies{raw: map[string][]byte{}, doc: map[string]policyDocument{}}
+	p := &bucketPolicies{raw: map[string][]byte{}, doc: map[string]iampolicy.Document{}}
 	if dir == "" {
 		return p, nil
 	}
@@ -82,8 +53,8 @@ func newBucketPolicies(dir string) (*bucketPolicies, error) {
 }
 
 func (p *bucketPolicies) set(bucket string, raw []byte, persist bool) error {
-	var doc policyDocument
-	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Statement) == 0 {
+	doc, err := iampolicy.Parse(string(raw))
+	if err != nil {
 		return fmt.Errorf("malformed policy: %v", err)
 	}
 	if persist && p.dir != "" {
@@ -123,48 +94,7 @@ func (p *bucketPolicies) denies(bucket string, a access, root bool) bool {
 	if !ok {
 		return false
 	}
-	for _, st := range doc.Statement {
-		if st.Effect != "Deny" || st.Condition != nil || st.NotAction != nil || st.NotResource != nil {
-			continue
-		}
-		if anyMatch(st.Action, strings.ToLower(a.action), true) && anyMatch(st.Resource, a.resource, false) {
-			return true
-		}
-	}
-	return false
-}
-
-func anyMatch(patterns []string, s string, fold bool) bool {
-	for _, pat := range patterns {
-		if fold {
-			pat = strings.ToLower(pat)
-		}
-		if wildcard(pat, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// wildcard matches IAM patterns: * is any run of characters (slashes too,
-// unlike path.Match), ? one character.
-func wildcard(pat, s string) bool {
-	if pat == "" {
-		return s == ""
-	}
-	switch pat[0] {
-	case '*':
-		for i := 0; i <= len(s); i++ {
-			if wildcard(pat[1:], s[i:]) {
-				return true
-			}
-		}
-		return false
-	case '?':
-		return s != "" && wildcard(pat[1:], s[1:])
-	default:
-		return s != "" && s[0] == pat[0] && wildcard(pat[1:], s[1:])
-	}
+	return doc.Denies(iampolicy.Request{Action: a.action, Resource: a.resource})
 }
 
 // servePolicy answers GetBucketPolicy, PutBucketPolicy and

@@ -340,6 +340,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	cfg.APIOptions = append(cfg.APIOptions, o.APIOptions...)
+	if err := s.newIAM(o.Bucket); err != nil {
+		return nil, fmt.Errorf("local IAM: %w", err)
+	}
+	cfg.Credentials = s.functionCredentials()
 	ddb := awsconfig.DynamoDB(cfg, ep)
 	if err := store.CreateTable(ctx, ddb, s.names.table); err != nil {
 		return nil, err
@@ -355,6 +359,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := guardBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
+		return nil, err
 	}
 	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
@@ -385,7 +392,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge, Storage: awsconfig.S3(cfg, ep)}
 	s.StorageSweep = &storagesweep.Service{
 		Catalog: s.Catalog, Purge: s.Purge, S3: awsconfig.S3(cfg, ep), IOProps: s.Purge.IOProps,
 		Buckets: []string{o.Bucket}, Now: o.Now,
@@ -397,9 +404,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.startIAM(cfg, ep.S3, o.Bucket); err != nil {
-		return nil, fmt.Errorf("local IAM: %w", err)
-	}
+	s.startIAM(cfg, ep.S3)
 	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
 	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
@@ -416,12 +421,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ClientDefaults: map[string]string{
 			"s3.endpoint":                 ep.S3,
 			"s3.region":                   Region,
-			"s3.access-key-id":            AccessKey,
-			"s3.secret-access-key":        SecretKey,
 			"s3.path-style-access":        "true",
 			"s3.force-virtual-addressing": "false",
 			"client.region":               Region,
 		},
+		ClientKeys: s.engineKeys,
 	}
 	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
 	served := s.localAPI(s.Handler)
@@ -518,7 +522,7 @@ func (s *Server) AddToken(principal string) (string, error) {
 		}
 		return tok, s.refreshTokens()
 	}
-	if err := ValidatePrincipal(principal); err != nil {
+	if err := authz.ValidatePrincipal(principal); err != nil {
 		return "", err
 	}
 	tok := NewToken()

@@ -147,12 +147,12 @@ type object struct {
 	key  string
 	size int64
 	kind string // kindData, kindDeletes or kindMetadata ("": metadata)
-	// version: the one version to delete ("": the key as S3 deletes it
-	// without a version id).
+	// version: one version (or delete marker) of the key; "" the key
+	// itself (on a versioned bucket a delete marker is added).
 	version string
 }
 
-// id is what tells an object apart in one call: its key and version.
+// id is the object's identity in a DeleteObjects call.
 func (o object) id() string { return o.key + "\x00" + o.version }
 
 // The kinds of deleted files, as the job's counters name them.
@@ -166,6 +166,14 @@ const (
 type tally struct {
 	deleted, missing, bytes int64
 	byKind                  map[string]int64 // deleted, per kind
+}
+
+// add counts another round's tally in t.
+func (t *tally) add(u tally) {
+	t.deleted, t.missing, t.bytes = t.deleted+u.deleted, t.missing+u.missing, t.bytes+u.bytes
+	for k, n := range u.byKind {
+		t.byKind[k] += n
+	}
 }
 
 // counters are the job counters a tally adds.
@@ -198,7 +206,9 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	var chunk []object
 	skipped := int64(0)
 	step := func(to [2]int, done bool) error {
-		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, chunk)
+		// By key: the table's own files lie under the prefix the final
+		// listing prunes of every version (versions.go).
+		t, err := s.deleteKeys(ctx, g.bucket(), j.Scope, chunk)
 		if err != nil {
 			return err
 		}
@@ -348,11 +358,14 @@ func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start i
 	}
 }
 
-// deleteObjects deletes up to 1000 objects of a bucket in one DeleteObjects
-// call (paced per scope, retried on SlowDown without the SDK's own retries).
-// A key S3 reports as NoSuchKey counts as missing; on AWS a missing key is
-// reported deleted.
-func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
+// deleteKeys deletes up to 1000 objects (keys, or versions of keys) of a
+// bucket in one DeleteObjects call (paced per scope, retried on SlowDown
+// without the SDK's own retries). A key S3 reports as NoSuchKey (or a
+// version as NoSuchVersion) counts as missing; on AWS a missing key is
+// reported deleted. On a versioned bucket a key without a version only gets
+// a delete marker: callers that must leave nothing use deleteObjects, or
+// prune the versions of the prefix after (versions.go).
+func (s *Service) deleteKeys(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
 	t := tally{byKind: map[string]int64{}}
 	if len(objs) == 0 {
 		return t, nil
@@ -379,7 +392,6 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		}
 		ids = append(ids, id)
 	}
-	idOf := func(key, version *string) string { return aws.ToString(key) + "\x00" + aws.ToString(version) }
 	for attempt := 0; len(ids) > 0; attempt++ {
 		if attempt > maxThrottleRetries {
 			return t, fmt.Errorf("%w: %d keys left after %d tries", ErrThrottled, len(ids), attempt)
@@ -401,7 +413,8 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		var retry []s3types.ObjectIdentifier
 		failed := map[string]bool{}
 		for _, e := range out.Errors {
-			k, code := idOf(e.Key, e.VersionId), aws.ToString(e.Code)
+			o := object{key: aws.ToString(e.Key), version: aws.ToString(e.VersionId)}
+			k, code := o.id(), aws.ToString(e.Code)
 			switch code {
 			case "NoSuchKey", "NoSuchVersion":
 				t.missing++
@@ -410,11 +423,11 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 				retry = append(retry, s3types.ObjectIdentifier{Key: e.Key, VersionId: e.VersionId})
 				failed[k] = true
 			default:
-				return t, fmt.Errorf("delete %s: %s: %s", aws.ToString(e.Key), code, aws.ToString(e.Message))
+				return t, fmt.Errorf("delete %s: %s: %s", o.key, code, aws.ToString(e.Message))
 			}
 		}
 		for _, id := range ids {
-			if k := idOf(id.Key, id.VersionId); !failed[k] {
+			if k := (object{key: aws.ToString(id.Key), version: aws.ToString(id.VersionId)}).id(); !failed[k] {
 				t.deleted++
 				t.bytes += sizes[k]
 				t.byKind[kinds[k]]++
