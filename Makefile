@@ -62,8 +62,8 @@ sim:
 SEEDS ?= 1000+20
 STEPS ?= 400
 
-## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (stops at the first failing
-## seed and prints its replay command)
+## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, then names
+## each failing seed with its replay command)
 soak:
 	$(GO) test -count=1 -timeout 0 -run TestLifecycleSimulation ./sim/ -sim.seeds=$(SEEDS) -sim.steps=$(STEPS)
 

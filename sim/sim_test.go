@@ -36,10 +36,18 @@ func TestLifecycleSimulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every seed runs: one failing seed (a model's false alarm or a defect)
+	// must not hide what the others would find. The summary names each
+	// failing seed with its replay command.
+	var failed []string
 	for _, seed := range seeds {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, *stepsFlag) }) {
-			break // one failing seed says it all; its replay command is above
+		var replay string
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { replay = runSeed(t, seed, *stepsFlag) }) {
+			failed = append(failed, fmt.Sprintf("  seed %d: %s", seed, replay))
 		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d seeds failed:\n%s", len(failed), len(seeds), strings.Join(failed, "\n"))
 	}
 }
 
@@ -116,7 +124,8 @@ func (s *Sim) logf(format string, args ...any) {
 	}
 }
 
-func runSeed(t *testing.T, seed uint64, steps int) {
+// runSeed runs one seed; on a failure it returns the replay command.
+func runSeed(t *testing.T, seed uint64, steps int) string {
 	dir := t.TempDir()
 	s := &Sim{
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
@@ -142,9 +151,10 @@ func runSeed(t *testing.T, seed uint64, steps int) {
 	}
 	if err != nil {
 		s.fail(err)
-		return
+		return s.replayCommand()
 	}
 	t.Logf("seed %d: %d steps in %v; %d generations (%s)", seed, s.step, time.Since(start).Round(time.Millisecond), len(s.m.gens), s.census())
+	return ""
 }
 
 func (s *Sim) census() string {
