@@ -446,9 +446,22 @@ func (s *Sim) pickBarrier() *barrier {
 	return nil
 }
 
-// clock jumps, up to the extreme (a century and more at once).
-var jumps = []time.Duration{time.Minute, 30 * time.Minute, 61 * time.Minute, 6 * time.Hour, 24 * time.Hour, 49 * time.Hour,
+// clock jumps, up to the extreme (a century and more at once), in whole
+// half hours: snapshots are stamped on the wall clock, 30 days behind the
+// simulated one (startOfClock), and a replay runs at another wall time;
+// half-hour steps keep every comparison of a snapshot's age with a
+// half-hour-aligned bound on the same side as long as a seed's run takes
+// less than 15 minutes.
+var jumps = []time.Duration{30 * time.Minute, 90 * time.Minute, 6 * time.Hour, 24 * time.Hour, 49 * time.Hour,
 	3 * 24 * time.Hour, 8 * 24 * time.Hour, 31 * 24 * time.Hour, 400 * 24 * time.Hour}
+
+// startOfClock is the simulated clock's start: today's midnight (UTC) plus
+// 30 days. Whole days keep the partition days' boundaries where they were
+// in the run replayed; 30 days ahead of the wall clock puts every snapshot
+// past the default max-snapshot-age-ms (5 days) whenever it is compared.
+func startOfClock() time.Time {
+	return time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 30)
+}
 
 var extremeJumps = []time.Duration{3650 * 24 * time.Hour, 36600 * 24 * time.Hour, 106000 * 24 * time.Hour}
 
@@ -461,8 +474,8 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 		}
 		// The clock stays before 2200: nanosecond timestamps (intents are
 		// stamped so) end in 2262, and a century of hold must fit after it.
-		for s.w.clock.Now().Add(d).Year() >= 2200 && d > time.Minute {
-			d /= 16
+		for s.w.clock.Now().Add(d).Year() >= 2200 && d > time.Hour {
+			d = (d / 16).Truncate(30 * time.Minute)
 		}
 		return &barrier{desc: "clock +" + d.String(), run: func() error {
 			s.w.clock.Advance(d)

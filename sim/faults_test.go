@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/icehold/icehold/local/emulators"
 )
@@ -43,13 +42,7 @@ func (s *Sim) faultBarrier() *barrier {
 	case 2:
 		point := pick(s, crashPoints)
 		return &barrier{desc: "fault: the pipeline dies once at " + point, run: func() error {
-			var n atomic.Int32
-			s.w.srv.Purge.SetCrash(func(p string) error {
-				if p == point && n.Add(1) == 1 {
-					return fmt.Errorf("simulated crash at %s", p)
-				}
-				return nil
-			})
+			s.crash.Store(&crashFault{point: point})
 			return nil
 		}}
 	}
@@ -63,7 +56,7 @@ func (s *Sim) faultBarrier() *barrier {
 func (s *Sim) heal() {
 	s.w.srv.S3Emulator.SetFault(nil)
 	s.w.srv.Queues.SetDuplicates(false)
-	s.w.srv.Purge.SetCrash(nil)
+	s.crash.Store(nil)
 	s.faulty = false
 	_ = s.w.srv.Redrive(s.ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +25,8 @@ var (
 	withoutFlag = flag.String("sim.without", "", "what not to generate (comma-separated operation or barrier kinds, or bad-duration, bad-body, unprivileged), to bisect a failure")
 	verboseFlag = flag.Bool("sim.v", false, "log every step")
 	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, counters, orphans, index, rows), to look past a known failure")
+	freeFlag    = flag.Bool("sim.free", false, "run a round's actors at once (goroutine timing decides: a failure may not replay exactly)")
+	expectFlag  = flag.String("sim.expect", "", "a failed run's schedule file: the replay stops where it does not repeat it")
 )
 
 // TestLifecycleSimulation runs the simulation for each seed. A failure
@@ -105,6 +108,17 @@ type Sim struct {
 	// sinceBackfill: rounds left in which creates aim at the locations a
 	// backfill should have claimed.
 	sinceBackfill int
+	// free: -sim.free (no token passing, no settling: sched_test.go).
+	free bool
+	// crash: the injected pipeline crash; startCrashed: it lost a job's
+	// start (settle reconciles); stopAt: the restart barrier's pause.
+	crash        atomic.Pointer[crashFault]
+	startCrashed atomic.Bool
+	stopAt       atomic.Pointer[stopPoint]
+	// schedule: each round's replay line; expect: a failed run's.
+	schedule     []string
+	expect       []string
+	scheduleFile string
 }
 
 // violation is an invariant the run broke: the run stops there.
@@ -129,9 +143,20 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 	dir := t.TempDir()
 	s := &Sim{
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: time.Now().UTC().Truncate(time.Second)}},
+		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
+		free: *freeFlag,
+	}
+	if !s.free {
+		s.w.sched, s.w.hook = newSched(seed), s.pipelineHook
+	}
+	if *expectFlag != "" {
+		raw, err := os.ReadFile(*expectFlag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.expect = strings.Split(strings.TrimSpace(string(raw)), "\n")
 	}
 	for _, k := range strings.Split(*skipFlag, ",") {
 		if k = strings.TrimSpace(k); k != "" {
@@ -154,6 +179,10 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 		return s.replayCommand()
 	}
 	t.Logf("seed %d: %d steps in %v; %d generations (%s)", seed, s.step, time.Since(start).Round(time.Millisecond), len(s.m.gens), s.census())
+	if dir := os.Getenv("SIM_SCHEDULES"); dir != "" {
+		// Each seed's schedule, to compare two runs (the replay check).
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d.schedule", seed)), []byte(strings.Join(s.schedule, "\n")+"\n"), 0o644)
+	}
 	return ""
 }
 
@@ -182,6 +211,15 @@ func (s *Sim) fail(err error) {
 	for _, l := range tr {
 		b.WriteString(l + "\n")
 	}
+	// The schedule (each round's ops, request order and statuses) lets the
+	// replay say where it parts from this run, if it ever does.
+	sched := filepath.Join(os.TempDir(), fmt.Sprintf("sim-seed-%d.schedule", s.seed))
+	if *expectFlag != "" {
+		sched += ".replay" // the file replayed stays as it was
+	}
+	if err := os.WriteFile(sched, []byte(strings.Join(s.schedule, "\n")+"\n"), 0o644); err == nil {
+		s.scheduleFile = sched
+	}
 	fmt.Fprintf(&b, "\nreplay: %s\n", s.replayCommand())
 	if p := os.Getenv("SIM_TRACE"); p != "" {
 		_ = os.WriteFile(p, []byte(b.String()), 0o644)
@@ -191,6 +229,12 @@ func (s *Sim) fail(err error) {
 
 func (s *Sim) replayCommand() string {
 	cmd := fmt.Sprintf("go test -count=1 -run 'TestLifecycleSimulation' ./sim/ -sim.seeds=%d -sim.steps=%d", s.seed, s.step)
+	if s.free {
+		cmd += " -sim.free"
+	}
+	if s.scheduleFile != "" {
+		cmd += " -sim.expect=" + s.scheduleFile
+	}
 	if s.actors != 2 {
 		cmd += fmt.Sprintf(" -sim.actors=%d", s.actors)
 	}
@@ -237,7 +281,13 @@ func (s *Sim) round() error {
 	}
 	if b := s.pickBarrier(); b != nil {
 		s.logf("== %s", b.desc)
+		if err := s.scheduled("barrier " + b.desc); err != nil {
+			return err
+		}
 		if err := b.run(); err != nil {
+			return err
+		}
+		if err := s.settle(); err != nil {
 			return err
 		}
 		return s.check()
@@ -274,18 +324,36 @@ func (s *Sim) round() error {
 	}
 	outs := make([]Outcome, len(ops))
 	var wg sync.WaitGroup
+	if s.w.sched != nil {
+		s.w.sched.begin(len(ops))
+	}
 	for i, op := range ops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if s.w.sched != nil {
+				s.w.sched.enter(i)
+				defer s.w.sched.exit(i)
+			}
 			outs[i] = op.run()
 		}()
 	}
 	wg.Wait()
+	line := []string{}
 	for i, op := range ops {
 		o := outs[i]
 		s.logf("a%d %s -> %s", op.actor, op.desc, o)
-		if err := s.judge(op, o); err != nil {
+		line = append(line, fmt.Sprintf("a%d %s -> %d", op.actor, op.desc, o.Status))
+	}
+	if s.w.sched != nil {
+		line = append(line, "order "+s.w.sched.order())
+		s.logf("   request order (by actor): %s", s.w.sched.order())
+	}
+	if err := s.scheduled(line...); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		if err := s.judge(op, outs[i]); err != nil {
 			return err
 		}
 	}
@@ -319,7 +387,21 @@ func (s *Sim) round() error {
 			}
 		}
 	}
+	if err := s.settle(); err != nil {
+		return err
+	}
 	return s.check()
+}
+
+// scheduled records the round's replay line and, replaying, requires that
+// it repeats the failed run's.
+func (s *Sim) scheduled(parts ...string) error {
+	l := scheduleLine(s.step, parts...)
+	s.schedule = append(s.schedule, l)
+	if i := len(s.schedule) - 1; i < len(s.expect) && s.expect[i] != l {
+		return s.violatef("the replay left the failed run's schedule at step %d:\n  then: %s\n  now:  %s", s.step, trunc(s.expect[i], 600), trunc(l, 600))
+	}
+	return nil
 }
 
 // allow: the generator may produce kind (not listed in -sim.without).

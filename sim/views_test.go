@@ -19,6 +19,7 @@ import (
 
 // View is one view the simulation created.
 type View struct {
+	seq            int // the model's own order (uuids are new each run)
 	uuid, ns, name string
 	location       string
 	meta           string // its metadata file (views are not replaced here)
@@ -57,7 +58,7 @@ func (m *Model) viewsIn(st state) []*View {
 			out = append(out, v)
 		}
 	}
-	slices.SortFunc(out, func(a, b *View) int { return strings.Compare(a.uuid, b.uuid) })
+	slices.SortFunc(out, func(a, b *View) int { return a.seq - b.seq })
 	return out
 }
 
@@ -111,7 +112,8 @@ func (s *Sim) opViewCreate() *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil || res.Metadata.UUID == "" {
 			return s.violatef("create view answer %s: %v", o, err)
 		}
-		v := &View{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, meta: res.MetadataLocation, state: live}
+		s.m.nextID++
+		v := &View{seq: s.m.nextID, uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, meta: res.MetadataLocation, state: live}
 		s.m.views[v.uuid] = v
 		s.logf("   %s created at %s", v, v.location)
 		return nil

@@ -81,6 +81,12 @@ type World struct {
 	legalPriv bool
 	// sec is the second instance (interleavings), built on demand.
 	sec *second
+	// sched passes the token among a round's actors (nil: -sim.free);
+	// gate holds the pipeline between settles; hook is the purge
+	// service's hook (sched_test.go).
+	sched *sched
+	gate  *pipeGate
+	hook  func(*pipeGate) func(string) error
 }
 
 func (w *World) options() server.Options {
@@ -107,7 +113,11 @@ func (w *World) start(ctx context.Context) error {
 	// older than the last one, and the simulated clock runs ahead.
 	srv.Partitions.Now = nil
 	w.srv = srv
-	w.http = &http.Client{Timeout: 2 * time.Minute}
+	w.gate = newPipeGate()
+	if w.hook != nil {
+		srv.Purge.SetCrash(w.hook(w.gate))
+	}
+	w.http = &http.Client{Timeout: 2 * time.Minute, Transport: w.transport(http.DefaultTransport)}
 	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, S3: srv.Info.S3Endpoint, Region: srv.Info.Region,
 		AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
 	cfg, err := awsconfig.Load(ctx, ep)
@@ -158,8 +168,14 @@ func (w *World) setup(ctx context.Context) error {
 // a kill would, and starts it again from the state folder.
 func (w *World) restart(ctx context.Context) error {
 	w.closeSecond()
+	w.gate.abort()
 	w.srv.Close()
 	return w.start(ctx)
+}
+
+// transport gates an actor's requests on the round's token (sched_test.go).
+func (w *World) transport(next http.RoundTripper) http.RoundTripper {
+	return gated{next: next, sched: func() *sched { return w.sched }}
 }
 
 func (w *World) closeSecond() {
@@ -171,6 +187,9 @@ func (w *World) closeSecond() {
 
 func (w *World) close() {
 	w.closeSecond()
+	if w.gate != nil {
+		w.gate.abort()
+	}
 	if w.srv != nil {
 		w.srv.Close()
 	}
@@ -238,7 +257,7 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 // client is iceberg-go's REST catalog for principal; status records the
 // last error answer it received (iceberg-go's errors do not carry it).
 func (w *World) client(ctx context.Context, principal string) (*rest.Catalog, *statusRecorder, error) {
-	rec := &statusRecorder{next: http.DefaultTransport}
+	rec := &statusRecorder{next: w.transport(http.DefaultTransport)}
 	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, rest.WithOAuthToken(w.tokens[principal]),
 		rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec))
 	return cat, rec, err
