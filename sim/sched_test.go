@@ -58,7 +58,7 @@ type sched struct {
 	parked  map[int]bool   // actors waiting to send a request
 	live    map[int]bool   // actors not finished
 	pending int            // actors not yet entered
-	grants  []int // the round's order of requests (by actor)
+	grants  []int          // the round's order of requests (by actor)
 }
 
 func newSched(seed uint64) *sched {
