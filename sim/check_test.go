@@ -125,7 +125,11 @@ func (s *Sim) check() error {
 	if err := s.checkViews(lives); err != nil {
 		return err
 	}
-	if err := s.checkProtected(); err != nil {
+	objs, err := s.checkProtected()
+	if err != nil {
+		return err
+	}
+	if err := s.checkHistory(objs); err != nil {
 		return err
 	}
 	return s.checkPurges(false)
@@ -261,6 +265,26 @@ func (s *Sim) pointer(g *Gen, meta string) error {
 		return s.violatef("%s: its metadata pointer moved from %s to %s, and no operation committed", g, g.meta, meta)
 	}
 	s.advanceMeta(g, meta)
+	return s.recordMove(g, meta)
+}
+
+// recordMove records a pointer move the round explains: the refs follow
+// the metadata when an op of the round set them, or for those a sweep may
+// have expired.
+func (s *Sim) recordMove(g *Gen, meta string) error {
+	if err := s.record(g, meta, s.touched["refs:"+g.uuid] > 0); err != nil {
+		return err
+	}
+	if names := s.expirable[g]; len(names) > 0 && g.h != nil {
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil {
+			for _, n := range names {
+				if _, ok := r.refs[n]; !ok {
+					s.logf("   %s: its ref %q went past its max-ref-age", g, n)
+					delete(g.h.refs, n)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -306,15 +330,15 @@ func (s *Sim) softMatches(g *Gen, o softObs, touched bool) error {
 
 // checkProtected: every object reachable from the metadata of a live or
 // soft-deleted generation exists.
-func (s *Sim) checkProtected() error {
+func (s *Sim) checkProtected() (map[string]int64, error) {
 	objs, err := s.w.objects(s.ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, g := range s.m.inState(live, soft) {
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 		if err != nil {
-			return s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
+			return nil, s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
 		}
 		// A forgery borrowed another table's files: it protects only what
 		// lies under its own location.
@@ -342,11 +366,11 @@ func (s *Sim) checkProtected() error {
 		}
 		if len(missing) > 0 {
 			slices.Sort(missing)
-			return s.violatef("%s (legal hold %v, purge-at %s): %d objects its metadata reaches are gone, e.g. %s",
+			return nil, s.violatef("%s (legal hold %v, purge-at %s): %d objects its metadata reaches are gone, e.g. %s",
 				g, g.legalHold, g.purgeAt.Format(time.RFC3339), len(missing), strings.Join(missing[:min(3, len(missing))], ", "))
 		}
 	}
-	return nil
+	return objs, nil
 }
 
 // checkRows scans g and compares its rows with the model's.
@@ -360,22 +384,9 @@ func (s *Sim) checkRows(g *Gen, why string) error {
 	if err != nil {
 		return s.violatef("%s (%s): load: %v", g, why, err)
 	}
-	res, err := tbl.Scan().ToArrowTable(s.ctx)
+	got, err := scanIDs(s, tbl.Scan())
 	if err != nil {
 		return s.violatef("%s (%s): scan: %v", g, why, err)
-	}
-	defer res.Release()
-	got := map[int64]bool{}
-	col := res.Column(0)
-	for _, ch := range col.Data().Chunks() {
-		raw, _ := json.Marshal(ch)
-		var ids []*int64
-		_ = json.Unmarshal(raw, &ids)
-		for _, id := range ids {
-			if id != nil {
-				got[*id] = true
-			}
-		}
 	}
 	var lost, extra []int64
 	for id := range g.rows {
@@ -402,6 +413,28 @@ func (s *Sim) checkRows(g *Gen, why string) error {
 		delete(g.maybe, id)
 	}
 	return nil
+}
+
+// scanIDs reads the ids a scan returns.
+func scanIDs(s *Sim, scan *table.Scan) (map[int64]bool, error) {
+	res, err := scan.ToArrowTable(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
+	got := map[int64]bool{}
+	col := res.Column(0)
+	for _, ch := range col.Data().Chunks() {
+		raw, _ := json.Marshal(ch)
+		var ids []*int64
+		_ = json.Unmarshal(raw, &ids)
+		for _, id := range ids {
+			if id != nil {
+				got[*id] = true
+			}
+		}
+	}
+	return got, nil
 }
 
 // --- barriers: steps that run alone ---
@@ -570,6 +603,9 @@ func (s *Sim) quiesce(final bool) error {
 		if err := s.checkRows(g, "at rest"); err != nil {
 			return err
 		}
+		if err := s.checkRefRows(g); err != nil {
+			return err
+		}
 	}
 	if !s.skip["orphans"] {
 		if err := s.checkOrphans(); err != nil {
@@ -593,6 +629,10 @@ func (s *Sim) drain() error {
 		s.logf("   healing the faults to come to rest")
 	}
 	s.heal()
+	if s.w.gate != nil {
+		s.w.gate.set(true)
+		defer s.w.gate.set(false)
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		rep, err := s.w.srv.Purge.Reconcile(s.ctx)
@@ -760,22 +800,62 @@ func (s *Sim) checkPurges(atRest bool) error {
 				strings.Join(left[:min(3, len(left))], ", "), j.Raw)
 		}
 		if !g.contendedPurge && len(g.oldLocs) == 0 && !g.forged && !s.skip["counters"] {
-			deleted, _ := num(j.Raw, "files-deleted")
-			unref, hasUnref := num(j.Raw, "files-unreferenced")
-			n := int64(len(g.before))
-			// Each object once, after expiry and snapshot removal too
-			// (TestPurgeAfterExpiryCountsEachObjectOnce,
-			// TestPurgeAfterSnapshotRemovalCountsEachObjectOnce).
-			if g.expiring && deleted <= n {
-				// An expire job of the table ran beside the purge and
-				// deleted the rest (each object is deleted once).
-				s.logf("   %s: purge job %s deleted %d of %d objects, an expire job the others", g, j.ID, deleted, n)
-			} else if deleted != n && !(hasUnref && deleted+unref == n) {
-				return s.violatef("%s: purge job %s deleted %d objects (files-unreferenced %d), its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
+			if err := s.checkCounters(g, j); err != nil {
+				return err
 			}
 		}
 		g.state = gone
 		s.logf("   %s purged by %s: %d objects", g, j.ID, len(g.before))
+	}
+	return nil
+}
+
+// checkCounters: a purge's counters are exact. files-deleted counts what
+// the pipeline deleted from what the metadata it purged reaches (its
+// metadata layer and every file an ADDED entry names, SPEC §3), and
+// files-unreferenced what its final listing found besides; and the final
+// listing may find only files the model says no snapshot ever reached
+// (failed commits' files, engines' uncommitted writes, metadata files past
+// the metadata log). A batch marked done without deleting would leave its
+// files to the listing: deleted short, unreferenced over, and files a
+// snapshot reached among what the listing took.
+func (s *Sim) checkCounters(g *Gen, j jobView) error {
+	deleted, _ := num(j.Raw, "files-deleted")
+	unref, _ := num(j.Raw, "files-unreferenced")
+	n := int64(len(g.before))
+	if g.expiring {
+		// An expire job of the table ran beside the purge and deleted
+		// some (each object is deleted once).
+		if deleted+unref > n {
+			return s.violatef("%s: purge job %s counted %d + %d objects, its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
+		}
+		s.logf("   %s: purge job %s deleted %d and found %d of %d objects, an expire job the others", g, j.ID, deleted, unref, n)
+		return nil
+	}
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.purgeMeta)
+	if err != nil {
+		return s.violatef("%s: the metadata it was purged with, %s: %v", g, g.purgeMeta, err)
+	}
+	var wantDeleted, wantUnref int64
+	var reachedOnce []string
+	for k := range g.before {
+		if r.planned[k] {
+			wantDeleted++
+			continue
+		}
+		wantUnref++
+		if g.h != nil && g.h.reached[k] && !strings.HasSuffix(k, ".metadata.json") {
+			reachedOnce = append(reachedOnce, k)
+		}
+	}
+	if deleted != wantDeleted || unref != wantUnref {
+		return s.violatef("%s: purge job %s counted files-deleted %d and files-unreferenced %d; of the %d objects under its location, the metadata it purged reaches %d (job %v)",
+			g, j.ID, deleted, unref, n, wantDeleted, j.Raw)
+	}
+	if len(reachedOnce) > 0 {
+		slices.Sort(reachedOnce)
+		return s.violatef("%s: purge job %s left %d files its snapshots once reached to its final listing, e.g. %v (expiry should have deleted them, or its metadata should still reach them)",
+			g, j.ID, len(reachedOnce), reachedOnce[:min(3, len(reachedOnce))])
 	}
 	return nil
 }

@@ -244,7 +244,7 @@ func (s *Sim) opRegister() *Op {
 			}
 		}
 		s.logf("   %s registered at %s", g, g.location)
-		return nil
+		return s.record(g, g.meta, true)
 	}
 	return op
 }

@@ -371,7 +371,7 @@ func (s *Sim) opCreate() *Op {
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation},
 			legalHold: props["icehold.legal-hold"] == "true", holdProp: props["soft-delete.hold-period"]})
 		s.logf("   %s created at %s", g, g.location)
-		return nil
+		return s.record(g, g.meta, true)
 	}
 	return op
 }
@@ -501,6 +501,9 @@ func (s *Sim) committed(uuid, ns, name, meta string, added, removed map[int64]st
 		if contended {
 			g.maybe[id] = d
 		}
+	}
+	if g.meta == meta {
+		return s.record(g, meta, false)
 	}
 	return nil
 }
@@ -772,7 +775,7 @@ func (s *Sim) purgeAccepted(jobID, ns, name string, contended bool) error {
 // startPurging: g's files may go from now on; what its prefix held before
 // the round is what the job must account for.
 func (s *Sim) startPurging(g *Gen, jobID string, contended bool) {
-	g.state, g.job, g.contendedPurge = purging, jobID, contended
+	g.state, g.job, g.contendedPurge, g.purgeMeta = purging, jobID, contended, g.meta
 	g.expiring = s.expireJobRunning(g.uuid, jobID)
 	g.before = map[string]bool{}
 	if prefix, ok := keyOf(strings.TrimRight(g.location, "/")); ok {
@@ -974,6 +977,9 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
 		s.advanceMeta(ug, res.Meta)
+		if err := s.record(ug, ug.meta, false); err != nil {
+			return err
+		}
 		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && r.props["icehold.legal-hold"] == "true" && !ug.legalHold {
 			ug.holdUnsure = true
 		}
@@ -1150,6 +1156,11 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 
 // propsCommitted applies an accepted property commit to its generation.
 func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error {
+	return s.propsCommittedRefs(o, ns, name, false, apply)
+}
+
+// propsCommittedRefs: refs says the commit set the table's refs.
+func (s *Sim) propsCommittedRefs(o Outcome, ns, name string, refs bool, apply func(*Gen)) error {
 	var res createResult
 	if err := json.Unmarshal(o.Body, &res); err != nil {
 		return s.violatef("commit answer: %v", err)
@@ -1164,6 +1175,9 @@ func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error
 	}
 	s.advanceMeta(g, res.MetadataLocation)
 	apply(g)
+	if g.meta == res.MetadataLocation {
+		return s.record(g, g.meta, refs)
+	}
 	return nil
 }
 

@@ -102,6 +102,15 @@ func (s *Sim) opPartitionDrop() *Op {
 		}
 		if g := s.m.liveAt(ns, name); g != nil {
 			removeDays(g, dropped, contended)
+			var res struct {
+				Meta string `json:"metadata-location"`
+			}
+			if json.Unmarshal(o.Body, &res) == nil && res.Meta != "" {
+				s.advanceMeta(g, res.Meta)
+				if g.meta == res.Meta {
+					return s.record(g, res.Meta, false)
+				}
+			}
 		}
 		return nil
 	}
@@ -166,6 +175,11 @@ func (s *Sim) opRetention() *Op {
 func (s *Sim) sweepRetention() error {
 	now := s.w.clock.Now()
 	s.sweeping = true
+	for _, g := range s.m.inState(live) {
+		if names := s.refsExpirable(g, now); len(names) > 0 {
+			s.expirable[g] = names
+		}
+	}
 	rep, err := s.w.srv.Partitions.SweepRetention(s.ctx, now, 0)
 	if err != nil {
 		return s.violatef("retention sweep: %v", err)
@@ -233,7 +247,7 @@ func (s *Sim) opSnapshots() *Op {
 	}
 	raw, _ := json.Marshal(update)
 	ns, name := g.ns, g.name
-	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200, 400, 409}}
+	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "refs:"+g.uuid), want: []int{200, 400, 409}}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
 	}
@@ -241,7 +255,7 @@ func (s *Sim) opSnapshots() *Op {
 		if o.Status != 200 {
 			return nil
 		}
-		return s.propsCommitted(o, ns, name, func(*Gen) {})
+		return s.propsCommittedRefs(o, ns, name, true, func(*Gen) {})
 	}
 	return op
 }

@@ -140,6 +140,18 @@ func (s *sched) actor() int {
 	return -1
 }
 
+// lastGrants: for each actor, the position of its last request in the
+// round (-1: none), i.e. when its op took effect.
+func (s *sched) lastGrants() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for i, a := range s.grants {
+		out[a] = i
+	}
+	return out
+}
+
 // order is the round's request order, e.g. "0 1 1 0".
 func (s *sched) order() string {
 	s.mu.Lock()

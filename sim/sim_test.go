@@ -101,8 +101,10 @@ type Sim struct {
 	// hardDrops: hard drops of the round whose generation the observation
 	// names (by identifier).
 	hardDrops map[string]int
-	// sweeping: a sweep that commits ran this round (pointers may move).
-	sweeping bool
+	// sweeping: a sweep that commits ran this round (pointers may move);
+	// expirable: the refs it may have expired (past their max-ref-age).
+	sweeping  bool
+	expirable map[*Gen][]string
 	// faulty: delivery faults are on (dead letters are not redriven).
 	faulty bool
 	// sinceBackfill: rounds left in which creates aim at the locations a
@@ -275,7 +277,7 @@ func (s *Sim) run(steps int) error {
 }
 
 func (s *Sim) round() error {
-	s.touched, s.sweeping, s.hardDrops = map[string]int{}, false, map[string]int{}
+	s.touched, s.sweeping, s.hardDrops, s.expirable = map[string]int{}, false, map[string]int{}, map[*Gen][]string{}
 	if s.sinceBackfill > 0 {
 		s.sinceBackfill--
 	}
@@ -366,18 +368,27 @@ func (s *Sim) round() error {
 			return s.violatef("a request the model says is invalid (%s) changed the store or the bucket:\n%s", ops[0].desc, diffLines(digestBefore, after))
 		}
 	}
-	// A create's generation exists before anything else of the round could
-	// write to it, so its after comes first (an append of the same round
-	// may have landed on the table it made).
+	// The model applies the ops in the order they took effect: each at its
+	// last request, as the token passed (-sim.free: creates first, since a
+	// create's generation exists before anything else of the round could
+	// write to it, then the rest in turn).
 	order := make([]int, 0, len(ops))
-	for i, op := range ops {
-		if op.kind == "create" {
+	if s.w.sched != nil {
+		last := s.w.sched.lastGrants()
+		for i := range ops {
 			order = append(order, i)
 		}
-	}
-	for i, op := range ops {
-		if op.kind != "create" {
-			order = append(order, i)
+		slices.SortStableFunc(order, func(a, b int) int { return last[a] - last[b] })
+	} else {
+		for i, op := range ops {
+			if op.kind == "create" {
+				order = append(order, i)
+			}
+		}
+		for i, op := range ops {
+			if op.kind != "create" {
+				order = append(order, i)
+			}
 		}
 	}
 	for _, i := range order {
