@@ -29,12 +29,12 @@ import (
 type state int
 
 const (
-	live     state = iota // an active table
-	soft                  // soft-deleted, until purgeAt unless legal-held
-	purging               // its permanent delete (with purge) was accepted
-	released              // ended without purge: its files stay, owned by nobody
-	gone                  // its purge SUCCEEDED
-	unregistered          // forgotten: its files stay, its claims with a record of it
+	live         state = iota // an active table
+	soft                      // soft-deleted, until purgeAt unless legal-held
+	purging                   // its permanent delete (with purge) was accepted
+	released                  // ended without purge: its files stay, owned by nobody
+	gone                      // its purge SUCCEEDED
+	unregistered              // forgotten: its files stay, its claims with a record of it
 )
 
 func (s state) String() string {
