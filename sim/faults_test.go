@@ -31,12 +31,14 @@ func (s *Sim) faultBarrier() *barrier {
 				return r.Method == http.MethodPost && r.URL.Query().Has("delete")
 			}})
 			s.faulty = true
+			s.healIn = 1 + s.rng.IntN(8) // an outage lasts a few rounds
 			return nil
 		}}
 	case 1:
 		return &barrier{desc: "fault: every delete-queue message delivered twice", run: func() error {
 			s.w.srv.Queues.SetDuplicates(true)
 			s.faulty = true
+			s.healIn = 1 + s.rng.IntN(8)
 			return nil
 		}}
 	case 2:

@@ -68,6 +68,22 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 		return nil // unreadable metadata: the checks say so
 	}
 	h := g.h
+	if !s.sweeping {
+		// Snapshots a client's commit removed (remove-snapshots): their
+		// files are the client's to delete (Iceberg's expire action), and
+		// no icehold job does; a purge's final listing takes what is left
+		// of them. (A sweep's expiry deletes its own through an expire job.)
+		for id, sn := range h.snaps {
+			if _, kept := r.snapFiles[id]; kept {
+				continue
+			}
+			for k := range sn.files {
+				if !r.keys[k] {
+					delete(h.reached, k)
+				}
+			}
+		}
+	}
 	for id, files := range r.snapFiles {
 		if h.snaps[id] == nil {
 			h.snaps[id] = &snapRec{files: maps.Clone(files), ts: r.snapTS[id]}

@@ -47,7 +47,7 @@ func overlaps(a, b string) bool {
 // owner is the generation whose location overlaps loc and that still owns
 // it (live, soft-deleted, or being purged).
 func (s *Sim) owner(loc string) *Gen {
-	for _, g := range s.m.inState(live, soft, purging) {
+	for _, g := range s.m.inState(live, soft, purging, unregistered) {
 		if !g.forged && overlaps(g.location, loc) {
 			return g
 		}
@@ -138,7 +138,7 @@ func (s *Sim) opRename() *Op {
 // table's (current or older), a purged one's, one of a table ended without
 // purge, or a forgery.
 func (s *Sim) registerSource() (meta string, from *Gen, forged bool) {
-	gens := s.m.inState(live, soft, purging, released, gone)
+	gens := s.m.inState(live, soft, purging, released, gone, unregistered)
 	if len(gens) == 0 || s.chance(0.2) {
 		return "", nil, true
 	}
@@ -196,6 +196,11 @@ func (s *Sim) opRegister() *Op {
 			if !refused {
 				op.want = append(op.want, 200)
 			}
+		case unregistered: // its claims come back to a register of its uuid at its location
+			op.want = append(op.want, 409)
+			if !refused {
+				op.want = append(op.want, 200)
+			}
 		case released: // its files stay until a later owner of the prefix purges
 			op.want = append(op.want, 400)
 			if !refused {
@@ -222,6 +227,9 @@ func (s *Sim) opRegister() *Op {
 		var res createResult
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("register answer: %v", err)
+		}
+		if from != nil && from.state == unregistered && res.Metadata.UUID == from.uuid {
+			from.state = released // the new generation takes its claims (and its files)
 		}
 		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
 			// Register as recovery of a PENDING purge: the table is back.
@@ -282,6 +290,11 @@ func (s *Sim) forge(loc string) (string, error) {
 	return path, err
 }
 
+func isTrue(it map[string]ddbtypes.AttributeValue, name string) bool {
+	b, ok := it[name].(*ddbtypes.AttributeValueMemberBOOL)
+	return ok && b.Value
+}
+
 func entryOf(it map[string]ddbtypes.AttributeValue) map[string]ddbtypes.AttributeValue {
 	if e, ok := it["entry"].(*ddbtypes.AttributeValueMemberM); ok {
 		return e.Value
@@ -302,6 +315,12 @@ func (s *Sim) backfill() error {
 	var del, put []item
 	err := s.w.scan(s.ctx, func(it item) error {
 		pk, sk := str(it, "pk"), str(it, "sk")
+		if str(it, "kind") == "view" || str(entryOf(it), "kind") == "view" || strings.HasPrefix(pk, "UNREG#") || isTrue(it, "unregistered") {
+			// Views and unregistered tables came after the index (they
+			// never existed without their claims): a state from before it
+			// holds none.
+			return nil
+		}
 		switch {
 		case strings.HasPrefix(pk, "LOC#"), pk == "MIGRATION" && sk == catalog.OwnershipMigration:
 			del = append(del, it)

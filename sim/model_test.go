@@ -120,6 +120,8 @@ type Model struct {
 	policies   map[string]policy   // retention policies by identifier
 	grants     map[string][]string // principal → privileges (admins hold all)
 	views      map[string]*View    // by view uuid (views_test.go)
+	// abandoned: metadata files a register with overwrite left behind.
+	abandoned map[string]bool
 }
 
 func newModel(legalPriv bool) *Model {
@@ -127,7 +129,7 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {

@@ -59,6 +59,8 @@ var opWeights = []struct {
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
 	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},
+	{"view-replace", 2}, {"view-register", 1},
+	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -145,6 +147,16 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opViewPurgeNow()
 	case "view-rename":
 		return s.opViewRename()
+	case "view-replace":
+		return s.opViewReplace()
+	case "view-register":
+		return s.opViewRegister()
+	case "transaction":
+		return s.opTransaction()
+	case "register-overwrite":
+		return s.opRegisterOverwrite()
+	case "unregister":
+		return s.opUnregister()
 	}
 	return nil
 }

@@ -310,7 +310,7 @@ func (s *Sim) opSetLocation() *Op {
 // ownerBesides: a generation other than g owning a prefix overlapping loc
 // (its current location, or a former one its snapshots may still reach).
 func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
-	for _, o := range s.m.inState(live, soft, purging) {
+	for _, o := range s.m.inState(live, soft, purging, unregistered) {
 		if o == g || o.forged {
 			continue
 		}
@@ -324,7 +324,7 @@ func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
 // formerOwner: a generation whose former location overlaps loc (set-location
 // keeps it owned while retained snapshots reach it: either answer).
 func (s *Sim) formerOwner(loc string) *Gen {
-	for _, o := range s.m.inState(live, soft, purging) {
+	for _, o := range s.m.inState(live, soft, purging, unregistered) {
 		for _, l := range o.oldLocs {
 			if overlaps(l, loc) {
 				return o

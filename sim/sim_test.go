@@ -105,8 +105,10 @@ type Sim struct {
 	// expirable: the refs it may have expired (past their max-ref-age).
 	sweeping  bool
 	expirable map[*Gen][]string
-	// faulty: delivery faults are on (dead letters are not redriven).
+	// faulty: delivery faults are on (dead letters are not redriven);
+	// healIn: rounds until they heal on their own.
 	faulty bool
+	healIn int
 	// sinceBackfill: rounds left in which creates aim at the locations a
 	// backfill should have claimed.
 	sinceBackfill int
@@ -197,8 +199,8 @@ func (s *Sim) census() string {
 	for _, x := range s.m.views {
 		v[x.state]++
 	}
-	return fmt.Sprintf("%d live, %d soft, %d purging, %d released; views: %d live, %d soft, %d purging, %d gone",
-		n[live], n[soft], n[purging], n[released], v[live], v[soft], v[purging], v[gone])
+	return fmt.Sprintf("%d live, %d soft, %d purging, %d released, %d unregistered; views: %d live, %d soft, %d purging, %d gone",
+		n[live], n[soft], n[purging], n[released], n[unregistered], v[live], v[soft], v[purging], v[gone])
 }
 
 // fail reports a violation with the seed, the trace and the replay command.
@@ -280,6 +282,19 @@ func (s *Sim) round() error {
 	s.touched, s.sweeping, s.hardDrops, s.expirable = map[string]int{}, false, map[string]int{}, map[*Gen][]string{}
 	if s.sinceBackfill > 0 {
 		s.sinceBackfill--
+	}
+	if s.healIn > 0 {
+		if s.healIn--; s.healIn == 0 && s.faulty {
+			s.logf("== heal: the outage ends, the DLQ redriven")
+			if err := s.scheduled("barrier heal"); err != nil {
+				return err
+			}
+			s.heal()
+			if err := s.settle(); err != nil {
+				return err
+			}
+			return s.check()
+		}
 	}
 	if b := s.pickBarrier(); b != nil {
 		s.logf("== %s", b.desc)

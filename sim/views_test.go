@@ -22,8 +22,10 @@ type View struct {
 	seq            int // the model's own order (uuids are new each run)
 	uuid, ns, name string
 	location       string
-	meta           string // its metadata file (views are not replaced here)
-	state          state  // live, soft, purging (purge-now accepted) or gone
+	meta           string   // its metadata file
+	metas          []string // every metadata file it had
+	state          state    // live, soft, purging (purge-now accepted) or gone
+	legalHold      bool
 	purgeAt        time.Time
 }
 
@@ -179,6 +181,9 @@ func (s *Sim) opViewPurgeNow() *Op {
 	}
 	v := pick(s, softs)
 	op := &Op{desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
+	if v.legalHold {
+		op.invalid, op.want, op.why = true, []int{409}, "the view is under legal hold"
+	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/purge-now", map[string]any{"view-uuid": v.uuid})
 	}
@@ -351,8 +356,11 @@ func (s *Sim) checkViews(tables []liveObs) error {
 			if at, err := time.Parse(time.RFC3339, so.PurgeAt); err == nil {
 				v.purgeAt = at
 			}
+			v.legalHold = so.LegalHold
 		case v.state == live && !contended:
 			return s.violatef("%s is gone, but no drop of it was accepted", v)
+		case v.state == soft && v.legalHold && !contended:
+			return s.violatef("%s is gone while under legal hold, no purge-now accepted", v)
 		case v.state == soft && s.w.clock.Now().Before(v.purgeAt):
 			return s.violatef("%s is gone before its purge-at %s (now %s), no purge-now accepted", v, v.purgeAt.Format(time.RFC3339), s.w.clock.Now().Format(time.RFC3339))
 		case v.state == live || v.state == soft:

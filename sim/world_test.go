@@ -95,7 +95,10 @@ func (w *World) options() server.Options {
 		DemoProperties: map[string]string{"soft-delete.enabled": "true"},
 		Now:            w.clock.Now,
 		// Fast pipeline clocks (the semantics are the same).
-		Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02, DeleteWorkers: 2, BatchManifests: 1,
+		// The pipeline settles after every round (sched_test.go): under an
+		// injected delete fault a batch dead-letters after 2 receives, 1 s
+		// apart, and throttled retries back off 2 ms, not 25.
+		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.02, DeleteWorkers: 2, BatchManifests: 1,
 		// The sweeps and reconcile run when the generator says (with the
 		// clock it set), never on their own.
 		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
@@ -112,6 +115,7 @@ func (w *World) start(ctx context.Context) error {
 	// the clients' are: iceberg-go refuses a snapshot more than a minute
 	// older than the last one, and the simulated clock runs ahead.
 	srv.Partitions.Now = nil
+	srv.Purge.Backoff = 2 * time.Millisecond
 	w.srv = srv
 	w.gate = newPipeGate()
 	if w.hook != nil {
