@@ -781,7 +781,7 @@ func (s *Sim) checkPurges(atRest bool) error {
 		others := s.othersAt(g)
 		var left []string
 		for k := range objs {
-			if strings.HasPrefix(k, prefix+"/") && !others(k) {
+			if strings.HasPrefix(k, prefix+"/") && !others(k) && !s.m.strays[k] {
 				left = append(left, k)
 			}
 		}

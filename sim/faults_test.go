@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/icehold/icehold/local/emulators"
 )
@@ -26,9 +27,15 @@ func (s *Sim) faultBarrier() *barrier {
 			status int
 			code   string
 		}{{500, "InternalError"}, {503, "SlowDown"}})
-		return &barrier{desc: fmt.Sprintf("fault: every DeleteObjects answers %d %s until healed", code.status, code.code), run: func() error {
+		// The next n DeleteObjects calls fail (a burst: the SDK's and the
+		// pipeline's retries, a redelivery, at 20 a dead letter or two),
+		// whichever job makes them; the outage is over after n, but the
+		// dead letters wait for the heal's redrive.
+		n := pick(s, []int32{2, 6, 20})
+		return &barrier{desc: fmt.Sprintf("fault: the next %d DeleteObjects answer %d %s", n, code.status, code.code), run: func() error {
+			var calls atomic.Int32
 			s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
-				return r.Method == http.MethodPost && r.URL.Query().Has("delete")
+				return r.Method == http.MethodPost && r.URL.Query().Has("delete") && calls.Add(1) <= n
 			}})
 			s.faulty = true
 			s.healIn = 1 + s.rng.IntN(8) // an outage lasts a few rounds

@@ -122,6 +122,9 @@ type Model struct {
 	views      map[string]*View    // by view uuid (views_test.go)
 	// abandoned: metadata files a register with overwrite left behind.
 	abandoned map[string]bool
+	// strays: objects engines wrote under a table no longer live.
+	strays      map[string]bool
+	nextSession int
 }
 
 func newModel(legalPriv bool) *Model {
@@ -129,7 +132,7 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {

@@ -35,6 +35,8 @@ type Op struct {
 	// tolerateErr: a transport error is not a violation (iceberg-go ops
 	// report their refusals as errors).
 	tolerateErr bool
+	// vended: an iceberg-go op asks for vended credentials (an engine).
+	vended bool
 	run         func() Outcome
 	after       func(o Outcome, contended bool) error
 }
@@ -61,6 +63,7 @@ var opWeights = []struct {
 	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},
 	{"view-replace", 2}, {"view-register", 1},
 	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
+	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -157,6 +160,16 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opRegisterOverwrite()
 	case "unregister":
 		return s.opUnregister()
+	case "engine-load":
+		return s.opEngineLoad()
+	case "engine-append":
+		return s.opEngineAppend()
+	case "engine-write":
+		return s.opEngineWrite()
+	case "engine-escape":
+		return s.opEngineEscape()
+	case "engine-upload":
+		return s.opEngineUpload()
 	}
 	return nil
 }
@@ -432,7 +445,7 @@ func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
 	s.privileged(op, p, "TABLE_READ", "TABLE_WRITE")
 	var res appendResult
 	op.run = func() Outcome {
-		res = s.appendRows(p, ns, name, rows)
+		res = s.appendRowsVended(p, ns, name, rows, op.vended)
 		return res.out
 	}
 	op.after = func(o Outcome, contended bool) error {
@@ -565,7 +578,12 @@ var rowSchema = arrow.NewSchema([]arrow.Field{
 // appendRows appends rows with iceberg-go (its own data files, manifest
 // and manifest list) as principal.
 func (s *Sim) appendRows(principal, ns, name string, rows map[int64]string) appendResult {
-	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
+	return s.appendRowsVended(principal, ns, name, rows, false)
+}
+
+// appendRowsVended: vended asks for vended credentials (an engine).
+func (s *Sim) appendRowsVended(principal, ns, name string, rows map[int64]string, vended bool) appendResult {
+	return s.withTableVended(principal, ns, name, vended, func(tbl *table.Table) (*table.Table, error) {
 		var b strings.Builder
 		b.WriteString("[")
 		for i, id := range sortedIDs(rows) {
@@ -606,7 +624,11 @@ func (s *Sim) deleteRows(principal, ns, name string, rows map[int64]string) appe
 }
 
 func (s *Sim) withTable(principal, ns, name string, fn func(*table.Table) (*table.Table, error)) appendResult {
-	cat, rec, err := s.w.client(s.ctx, principal)
+	return s.withTableVended(principal, ns, name, false, fn)
+}
+
+func (s *Sim) withTableVended(principal, ns, name string, vended bool, fn func(*table.Table) (*table.Table, error)) appendResult {
+	cat, rec, err := s.w.client(s.ctx, principal, vended)
 	if err != nil {
 		return appendResult{out: Outcome{Err: err}}
 	}

@@ -305,6 +305,9 @@ func (s *Sim) settle() error {
 		}
 		depth, _ := s.w.srv.QueueDepth(s.ctx, false)
 		if len(busy) == 0 && depth == 0 {
+			if d := time.Since(start); d > 2*time.Second {
+				s.logf("   settled in %v", d.Round(100*time.Millisecond))
+			}
 			return nil
 		}
 		if dlq, _ := s.w.srv.QueueDepth(s.ctx, true); dlq > 0 && !s.faulty && depth == 0 {

@@ -119,6 +119,8 @@ type Sim struct {
 	crash        atomic.Pointer[crashFault]
 	startCrashed atomic.Bool
 	stopAt       atomic.Pointer[stopPoint]
+	// sessions: the vended sessions engines hold (engines_test.go).
+	sessions []*session
 	// schedule: each round's replay line; expect: a failed run's.
 	schedule     []string
 	expect       []string

@@ -92,7 +92,7 @@ type World struct {
 func (w *World) options() server.Options {
 	return server.Options{
 		Dir: w.dir, Catalog: catalogName,
-		DemoProperties: map[string]string{"soft-delete.enabled": "true"},
+		DemoProperties: map[string]string{"soft-delete.enabled": "true", "vended-credentials": "allowed"},
 		Now:            w.clock.Now,
 		// Fast pipeline clocks (the semantics are the same).
 		// The pipeline settles after every round (sched_test.go): under an
@@ -260,10 +260,15 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 
 // client is iceberg-go's REST catalog for principal; status records the
 // last error answer it received (iceberg-go's errors do not carry it).
-func (w *World) client(ctx context.Context, principal string) (*rest.Catalog, *statusRecorder, error) {
+func (w *World) client(ctx context.Context, principal string, vended ...bool) (*rest.Catalog, *statusRecorder, error) {
 	rec := &statusRecorder{next: w.transport(http.DefaultTransport)}
-	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, rest.WithOAuthToken(w.tokens[principal]),
-		rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec))
+	opts := []rest.Option{rest.WithOAuthToken(w.tokens[principal]), rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec)}
+	if len(vended) > 0 && vended[0] {
+		// An engine that asks for vended credentials writes its files
+		// with the session it gets.
+		opts = append(opts, rest.WithHeaders(map[string]string{delegation: "vended-credentials"}))
+	}
+	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, opts...)
 	return cat, rec, err
 }
 
