@@ -37,8 +37,8 @@ type Op struct {
 	tolerateErr bool
 	// vended: an iceberg-go op asks for vended credentials (an engine).
 	vended bool
-	run         func() Outcome
-	after       func(o Outcome, contended bool) error
+	run    func() Outcome
+	after  func(o Outcome, contended bool) error
 }
 
 // The small space of names: collisions are the point.
