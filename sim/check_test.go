@@ -122,17 +122,36 @@ func (s *Sim) check() error {
 	if err := s.reconcile(lives, softs); err != nil {
 		return err
 	}
-	if err := s.checkViews(lives); err != nil {
+	// One listing serves every check of the round, and the next round's
+	// "before" (nothing changes the bucket between them).
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
 		return err
 	}
-	objs, err := s.checkProtected()
-	if err != nil {
+	if err := s.checkViews(lives, objs); err != nil {
+		return err
+	}
+	if err := s.checkProtected(objs); err != nil {
 		return err
 	}
 	if err := s.checkHistory(objs); err != nil {
 		return err
 	}
-	return s.checkPurges(false)
+	if err := s.checkPurges(false, objs); err != nil {
+		return err
+	}
+	s.fresh = objs
+	return nil
+}
+
+// bucketNow is the bucket's listing: the last check's, when nothing has
+// run since.
+func (s *Sim) bucketNow() (map[string]int64, error) {
+	if m := s.fresh; m != nil {
+		s.fresh = nil
+		return m, nil
+	}
+	return s.w.objects(s.ctx)
 }
 
 func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
@@ -330,15 +349,11 @@ func (s *Sim) softMatches(g *Gen, o softObs, touched bool) error {
 
 // checkProtected: every object reachable from the metadata of a live or
 // soft-deleted generation exists.
-func (s *Sim) checkProtected() (map[string]int64, error) {
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return nil, err
-	}
+func (s *Sim) checkProtected(objs map[string]int64) error {
 	for _, g := range s.m.inState(live, soft, unregistered) {
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 		if err != nil {
-			return nil, s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
+			return s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
 		}
 		// A forgery borrowed another table's files: it protects only what
 		// lies under its own location.
@@ -366,11 +381,11 @@ func (s *Sim) checkProtected() (map[string]int64, error) {
 		}
 		if len(missing) > 0 {
 			slices.Sort(missing)
-			return nil, s.violatef("%s (legal hold %v, purge-at %s): %d objects its metadata reaches are gone, e.g. %s",
+			return s.violatef("%s (legal hold %v, purge-at %s): %d objects its metadata reaches are gone, e.g. %s",
 				g, g.legalHold, g.purgeAt.Format(time.RFC3339), len(missing), strings.Join(missing[:min(3, len(missing))], ", "))
 		}
 	}
-	return objs, nil
+	return nil
 }
 
 // checkRows scans g and compares its rows with the model's.
@@ -547,7 +562,7 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 func (s *Sim) sweepHoldExpiry() error {
 	now := s.w.clock.Now()
 	var err error
-	if s.pre, err = s.w.objects(s.ctx); err != nil {
+	if s.pre, err = s.bucketNow(); err != nil {
 		return err
 	}
 	rep, err := s.w.srv.SoftDelete.Expire(s.ctx, 0)
@@ -590,7 +605,7 @@ func (s *Sim) quiesce(final bool) error {
 	if err := s.drain(); err != nil {
 		return err
 	}
-	if err := s.checkPurges(true); err != nil {
+	if err := s.checkPurges(true, nil); err != nil {
 		return err
 	}
 	for _, g := range s.m.inState(live) {
@@ -705,7 +720,7 @@ func num(raw map[string]any, k string) (int64, bool) {
 
 // checkPurges: every accepted purge ended SUCCEEDED with nothing left under
 // the prefix its table owned, and counted the objects that went.
-func (s *Sim) checkPurges(atRest bool) error {
+func (s *Sim) checkPurges(atRest bool, objs map[string]int64) error {
 	var jobs []jobView
 	var err error
 	if atRest {
@@ -738,9 +753,10 @@ func (s *Sim) checkPurges(atRest bool) error {
 	for _, j := range jobs {
 		byID[j.ID] = j
 	}
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return err
+	if objs == nil {
+		if objs, err = s.w.objects(s.ctx); err != nil {
+			return err
+		}
 	}
 	for _, g := range s.m.inState(purging) {
 		if g.job == "" { // the hold-expiry sweep's: find it by its table

@@ -247,7 +247,7 @@ func (s *Sim) staleSweep() *barrier {
 	return &barrier{desc: fmt.Sprintf("hold-expiry sweep pausing after it reads %s's record", g), run: func() error {
 		sec := s.w.second()
 		var err error
-		if s.pre, err = s.w.objects(s.ctx); err != nil {
+		if s.pre, err = s.bucketNow(); err != nil {
 			return err
 		}
 		var rep softdelete.ExpiryReport

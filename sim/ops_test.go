@@ -64,6 +64,7 @@ var opWeights = []struct {
 	{"view-replace", 2}, {"view-register", 1},
 	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
 	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
+	{"bulk", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -170,6 +171,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opEngineEscape()
 	case "engine-upload":
 		return s.opEngineUpload()
+	case "bulk":
+		return s.opBulk()
 	}
 	return nil
 }

@@ -119,6 +119,8 @@ type Sim struct {
 	crash        atomic.Pointer[crashFault]
 	startCrashed atomic.Bool
 	stopAt       atomic.Pointer[stopPoint]
+	// fresh: the last check's listing of the bucket (bucketNow).
+	fresh map[string]int64
 	// sessions: the vended sessions engines hold (engines_test.go).
 	sessions []*session
 	// schedule: each round's replay line; expect: a failed run's.
@@ -272,8 +274,12 @@ func (s *Sim) run(steps int) error {
 		s.m.namespaces[ns] = map[string]string{}
 	}
 	for s.step = 1; s.step <= steps; s.step++ {
+		start := time.Now()
 		if err := s.round(); err != nil {
 			return err
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			s.logf("   (round took %v)", d.Round(100*time.Millisecond))
 		}
 	}
 	s.step = steps
@@ -324,7 +330,7 @@ func (s *Sim) round() error {
 		}
 	}
 	var err error
-	if s.pre, err = s.w.objects(s.ctx); err != nil {
+	if s.pre, err = s.bucketNow(); err != nil {
 		return err
 	}
 	var digestBefore string

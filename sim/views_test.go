@@ -325,7 +325,7 @@ func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
 }
 
 // checkViews holds the views against the model and the tables observed.
-func (s *Sim) checkViews(tables []liveObs) error {
+func (s *Sim) checkViews(tables []liveObs, objs map[string]int64) error {
 	lives, softs, err := s.observeViews()
 	if err != nil {
 		return err
@@ -336,10 +336,6 @@ func (s *Sim) checkViews(tables []liveObs) error {
 				return s.violatef("%s.%s is both table %s and view %s", t.ns, t.name, short(t.uuid), short(v.uuid))
 			}
 		}
-	}
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return err
 	}
 	for _, v := range s.m.views {
 		lo, isLive := lives[v.uuid]

@@ -338,11 +338,31 @@ func str(it map[string]ddbtypes.AttributeValue, name string) string {
 // but delivery state (outbox, idempotency receipts) and every object.
 func (w *World) digest(ctx context.Context) (string, error) {
 	var lines []string
+	// Files a request named in an intent before writing them (a refused
+	// transaction wrote some of its tables' metadata first): the orphan
+	// sweep deletes them once the intent is stale; the intent and its
+	// files are the product's cleanup, not a change.
+	intended := map[string]bool{}
 	err := w.scan(ctx, func(it map[string]ddbtypes.AttributeValue) error {
+		if strings.HasPrefix(str(it, "pk"), "INTENT#") {
+			if l, ok := it["files"].(*ddbtypes.AttributeValueMemberL); ok {
+				for _, v := range l.Value {
+					if k, ok := keyOf(attrS(v)); ok {
+						intended[k] = true
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	err = w.scan(ctx, func(it map[string]ddbtypes.AttributeValue) error {
 		// Delivery state and what the pipeline of an ended job still
 		// tidies on its own time (its claim items, its records).
 		pk := str(it, "pk")
-		for _, p := range []string{store.OutboxPK, "IDEM#", "PACE#", "JOB#", "BATCH#", "INFLIGHT#", "ACTIVEJOB"} {
+		for _, p := range []string{store.OutboxPK, "IDEM#", "PACE#", "JOB#", "BATCH#", "INFLIGHT#", "ACTIVEJOB", "INTENT#"} {
 			if strings.HasPrefix(pk, p) {
 				return nil
 			}
@@ -362,7 +382,9 @@ func (w *World) digest(ctx context.Context) (string, error) {
 		return "", err
 	}
 	for k, n := range objs {
-		lines = append(lines, fmt.Sprintf("s3 %s %d", k, n))
+		if !intended[k] {
+			lines = append(lines, fmt.Sprintf("s3 %s %d", k, n))
+		}
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n"), nil
