@@ -67,10 +67,11 @@ STEPS ?= 400
 soak:
 	$(GO) test -count=1 -timeout 0 -run TestLifecycleSimulation ./sim/ -sim.seeds=$(SEEDS) -sim.steps=$(STEPS)
 
-## mutate: M=duration|generations|backfill reintroduces that defect of issue 18 (sim/mutations/) in
-## a temporary worktree of the committed tree and shows the simulation catch it within make test's budget
+## mutate: the mutation suite (sim/mutations/*.mut, realistic bugs) applied one at a time to a
+## temporary worktree of the committed tree, each run at make sim's budget; prints the kill table.
+## M=name (or M="a b") runs those only.
 mutate:
-	bash sim/mutate.sh $(M) $(SIM_SEEDS) $(SIM_STEPS)
+	SIM_SEEDS=$(SIM_SEEDS) SIM_STEPS=$(SIM_STEPS) bash sim/mutate.sh $(M)
 
 ## test-moto: the store contract, purge adapter and an e2e subset against moto_server
 ## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -85,11 +87,17 @@ func (s *Sim) opBulk() *Op {
 		return nil
 	}
 	g := pick(s, cands)
-	commit := s.chance(0.6)
 	n := 1010
-	if !commit && s.chance(0.25) {
+	if s.chance(0.2) {
 		n = 10050
 	}
+	// Committed bulks are the big-purge template's (it purges them soon:
+	// every scan of 1,010 files costs).
+	return s.bulkOf(g, false, n)
+}
+
+// bulkOf commits n one-row files to g, or writes n strays under it.
+func (s *Sim) bulkOf(g *Gen, commit bool, n int) *Op {
 	s.m.nextRow++
 	id, day := s.m.nextRow, s.day()
 	_, prefix := bucketKey(g.location)
@@ -117,13 +125,22 @@ func (s *Sim) opBulk() *Op {
 		if !commit {
 			return Outcome{Status: 200}
 		}
-		paths := make([]string, n)
-		for i, k := range keys {
-			paths[i] = "s3://" + bucket + "/" + k
-		}
+		t, _ := time.Parse("2006-01-02", day)
+		days := int32(t.Unix() / 86400)
 		res = s.withTable(admin, ns, name, func(tbl *table.Table) (*table.Table, error) {
+			// The data files as an engine that wrote them names them (no
+			// footer read back: 1,010 reads cost more than the test).
+			dfs := make([]iceberg.DataFile, n)
+			for i, k := range keys {
+				b, err := iceberg.NewDataFileBuilder(tbl.Spec(), iceberg.EntryContentData, "s3://"+bucket+"/"+k, iceberg.ParquetFile,
+					map[int]any{1000: days}, map[int]string{1000: "date"}, nil, 1, int64(len(body)))
+				if err != nil {
+					return nil, err
+				}
+				dfs[i] = b.Build()
+			}
 			tx := tbl.NewTransaction()
-			if err := tx.AddFiles(s.ctx, paths, nil, false); err != nil {
+			if err := tx.AddDataFiles(s.ctx, dfs, nil, table.WithoutAutoNameMapping(), table.WithoutDuplicateCheck()); err != nil {
 				return nil, err
 			}
 			return tx.Commit(s.ctx)
@@ -134,7 +151,13 @@ func (s *Sim) opBulk() *Op {
 		if o.Status != 200 || !commit {
 			return nil
 		}
-		return s.committed(res.uuid, ns, name, res.meta, map[int64]string{id: day}, nil, contended)
+		if err := s.committed(res.uuid, ns, name, res.meta, map[int64]string{id: day}, nil, contended); err != nil {
+			return err
+		}
+		if g := s.genByUUID(res.uuid, "", "", live); g != nil {
+			g.bulk = true // its rows are not scanned (1,010 files a scan)
+		}
+		return nil
 	}
 	return op
 }

@@ -98,7 +98,10 @@ func s3Status(err error) Outcome {
 
 func (s *Sim) opEngineLoad() *Op {
 	ns, name, g := s.target()
-	p := s.principal()
+	return s.engineLoadOf(ns, name, g, s.principal())
+}
+
+func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 	op := &Op{desc: fmt.Sprintf("engine of %s loads %s.%s with vended credentials", p, ns, name), keys: tableKeys(ns, name)}
 	if g == nil {
 		op.want = []int{404}
@@ -192,10 +195,13 @@ func bucketKey(loc string) (string, string) {
 // table's location (a failed job's output): allowed for a write session
 // until it expires; the purge's final listing takes it as unreferenced.
 func (s *Sim) opEngineWrite() *Op {
-	se := s.pickSession()
-	if se == nil {
-		return nil
+	if se := s.pickSession(); se != nil {
+		return s.engineWriteWith(se)
 	}
+	return nil
+}
+
+func (s *Sim) engineWriteWith(se *session) *Op {
 	b, k := bucketKey(se.location)
 	s.m.nextRow++
 	key := fmt.Sprintf("%s/data/engine-%d.parquet", k, s.m.nextRow)
@@ -235,10 +241,13 @@ func (s *Sim) opEngineWrite() *Op {
 // prefix that shares its name's start, its parent, another table's
 // location). Every one is refused and changes nothing.
 func (s *Sim) opEngineEscape() *Op {
-	se := s.pickSession()
-	if se == nil {
-		return nil
+	if se := s.pickSession(); se != nil {
+		return s.engineEscapeWith(se)
 	}
+	return nil
+}
+
+func (s *Sim) engineEscapeWith(se *session) *Op {
 	b, k := bucketKey(se.location)
 	var others []string
 	for _, o := range s.m.inState(live, soft) {

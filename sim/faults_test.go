@@ -33,11 +33,7 @@ func (s *Sim) faultBarrier() *barrier {
 		// dead letters wait for the heal's redrive.
 		n := pick(s, []int32{2, 6, 20})
 		return &barrier{desc: fmt.Sprintf("fault: the next %d DeleteObjects answer %d %s", n, code.status, code.code), run: func() error {
-			var calls atomic.Int32
-			s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
-				return r.Method == http.MethodPost && r.URL.Query().Has("delete") && calls.Add(1) <= n
-			}})
-			s.faulty = true
+			s.setDeleteFault(n, code.status, code.code)
 			s.healIn = 1 + s.rng.IntN(8) // an outage lasts a few rounds
 			return nil
 		}}
@@ -59,6 +55,15 @@ func (s *Sim) faultBarrier() *barrier {
 		s.heal()
 		return nil
 	}}
+}
+
+// setDeleteFault: the next n DeleteObjects calls answer status code.
+func (s *Sim) setDeleteFault(n int32, status int, code string) {
+	var calls atomic.Int32
+	s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: status, Code: code, Match: func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Query().Has("delete") && calls.Add(1) <= n
+	}})
+	s.faulty = true
 }
 
 // heal clears every fault and redrives the DLQ (an operator's console).

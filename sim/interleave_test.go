@@ -269,6 +269,7 @@ func (s *Sim) staleSweep() *barrier {
 			return s.violatef("hold-expiry sweep: %v", sweepErr)
 		}
 		s.logf("   paused: %v; report %+v", fired, rep)
+		s.acted = fired
 		return s.expireModel(now)
 	}}
 }
@@ -311,6 +312,7 @@ func (s *Sim) staleUndrop() *barrier {
 			return err
 		}
 		s.logf("   paused: %v; %s -> %s", fired, op.desc, o)
+		s.acted = fired
 		if err := s.judge(op, o); err != nil {
 			return err
 		}
@@ -344,6 +346,7 @@ func (s *Sim) staleLegalHold() *barrier {
 			return err
 		}
 		s.logf("   paused: %v; %s -> %s", fired, op.desc, o)
+		s.acted = fired
 		if err := s.judge(op, o); err != nil {
 			return err
 		}

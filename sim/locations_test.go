@@ -74,7 +74,7 @@ func (s *Sim) location() (loc string, plain bool, outside bool) {
 			return s.spell(g.location), true, false
 		}
 	case n < 19:
-		name := pick(s, locNames)
+		name := s.pickLoc()
 		return s.spell(warehouse + "/L/" + name), plainLocs[name], false
 	}
 	return pick(s, []string{"s3://" + bucket + "/elsewhere/x", "s3://other-bucket/x", warehouse, warehouse + "/", "s3://" + bucket + "/" + catalogName + "/L/../x"}), true, true
@@ -96,7 +96,7 @@ func (s *Sim) spell(loc string) string {
 
 func (s *Sim) opRename() *Op {
 	ns, name, g := s.target()
-	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	toNS, toName := s.pickNS(), s.pickName()
 	op := &Op{desc: fmt.Sprintf("admin renames %s.%s to %s.%s", ns, name, toNS, toName), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
 	_, nsOK := s.m.namespaces[toNS]
 	switch {
@@ -150,11 +150,20 @@ func (s *Sim) registerSource() (meta string, from *Gen, forged bool) {
 }
 
 func (s *Sim) opRegister() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	meta, from, forge := s.registerSource()
 	if forge && (!s.allow("forge") || len(s.m.inState(live, soft)) == 0) {
 		return nil
 	}
+	return s.registerOp(ns, name, meta, from, forge)
+}
+
+// registerOf registers from's metadata file meta at ns.name.
+func (s *Sim) registerOf(ns, name string, from *Gen, meta string) *Op {
+	return s.registerOp(ns, name, meta, from, false)
+}
+
+func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 	op := &Op{keys: tableKeys(ns, name)}
 	var forgedLoc string
 	if forge {
@@ -355,6 +364,7 @@ func (s *Sim) backfill() error {
 		}
 	}
 	s.logf("   %d claim items and the marker deleted, %d records stripped of their claim; restarting", len(del), len(put))
+	s.acted = len(put) > 0
 	s.sinceBackfill = 10
 	return s.w.restart(s.ctx)
 }

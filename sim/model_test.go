@@ -87,6 +87,8 @@ type Gen struct {
 	keep string
 	// forged: registered from metadata the simulation wrote itself.
 	forged bool
+	// bulk: it holds a bulk commit's 1,010 files (its rows go unscanned).
+	bulk bool
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
@@ -125,10 +127,11 @@ type Model struct {
 	// strays: objects engines wrote under a table no longer live.
 	strays      map[string]bool
 	nextSession int
+	nextTmpl    int
 }
 
 func newModel(legalPriv bool) *Model {
-	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges}
+	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges, reader: readerPrivileges}
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}

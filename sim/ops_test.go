@@ -70,27 +70,25 @@ var opWeights = []struct {
 func (s *Sim) pickOp(actor int) *Op {
 	total := 0
 	for _, k := range opWeights {
-		if !s.without[k.kind] {
-			total += k.w
-		}
+		total += s.weight(k.kind, k.w)
 	}
 	for range 50 {
 		n := s.rng.IntN(total)
 		for _, k := range opWeights {
-			if s.without[k.kind] {
-				continue
-			}
-			if n < k.w {
+			w := s.weight(k.kind, k.w)
+			if n < w {
 				if op := s.makeOp(k.kind, actor); op != nil {
 					op.kind, op.actor = k.kind, actor
 					return op
 				}
 				break
 			}
-			n -= k.w
+			n -= w
 		}
 	}
-	return s.opNSCreate(actor)
+	op := s.opNSCreate(actor)
+	op.kind, op.actor = "ns-create", actor
+	return op
 }
 
 func (s *Sim) makeOp(kind string, actor int) *Op {
@@ -190,13 +188,15 @@ func (s *Sim) principal() string {
 		}
 		return admin
 	}
-	switch n := s.rng.IntN(10); {
-	case n < 5:
+	switch n := s.rng.IntN(20); {
+	case n < 10:
 		return admin
-	case n < 8:
+	case n < 15:
 		return writer
+	case n < 19:
+		return holder
 	}
-	return holder
+	return reader
 }
 
 // tableKeys: an op on a table contends with ops on the same identifier
@@ -243,8 +243,9 @@ func (s *Sim) privileged(op *Op, p string, privs ...string) {
 
 // --- namespaces ---
 
-func (s *Sim) opNSCreate(int) *Op {
-	ns := pick(s, namespaces)
+func (s *Sim) opNSCreate(int) *Op { return s.opNSCreateAt(s.pickNS()) }
+
+func (s *Sim) opNSCreateAt(ns string) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: "create namespace " + ns, keys: []string{"ns:" + ns}, want: []int{200}}
 	if exists {
@@ -262,8 +263,9 @@ func (s *Sim) opNSCreate(int) *Op {
 	return op
 }
 
-func (s *Sim) opNSDrop() *Op {
-	ns := pick(s, namespaces)
+func (s *Sim) opNSDrop() *Op { return s.opNSDropAt(s.pickNS()) }
+
+func (s *Sim) opNSDropAt(ns string) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: "drop namespace " + ns, keys: []string{"ns:" + ns}}
 	switch {
@@ -328,31 +330,43 @@ type createResult struct {
 }
 
 func (s *Sim) opCreate() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	p := s.principal()
 	props := map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"}
-	op := &Op{keys: tableKeys(ns, name)}
-	var reasons []string
 	if s.chance(0.15) {
 		props["icehold.legal-hold"] = "true"
-		if !s.m.canLegalHold(p) {
-			op.invalid = true
-			reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
-		}
 	}
 	if s.chance(0.2) {
-		v, ok := s.duration()
+		v, _ := s.duration()
 		props["soft-delete.hold-period"] = v
-		if !ok {
+	}
+	loc, plain, outside := s.location()
+	if !s.allow("location") {
+		loc, plain, outside = "", true, false
+	}
+	return s.createOpAt(ns, name, p, loc, plain, outside, props)
+}
+
+// createOp is a create at a plain location inside the warehouse ("": the
+// default one).
+func (s *Sim) createOp(ns, name, p, loc string, props map[string]string) *Op {
+	return s.createOpAt(ns, name, p, loc, true, false, props)
+}
+
+func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map[string]string) *Op {
+	op := &Op{keys: tableKeys(ns, name)}
+	var reasons []string
+	if props["icehold.legal-hold"] == "true" && !s.m.canLegalHold(p) {
+		op.invalid = true
+		reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
+	}
+	if v, ok := props["soft-delete.hold-period"]; ok {
+		if _, good := parseHold(v); !good {
 			op.invalid = true
 			reasons = append(reasons, "hold period "+v+" is out of range or malformed")
 		}
 	}
 	body := map[string]any{"name": name, "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON), "properties": props}
-	loc, plain, outside := s.location()
-	if !s.allow("location") {
-		loc, plain, outside = "", true, false
-	}
 	if loc != "" {
 		body["location"] = loc
 		op.keys = append(op.keys, "loc")
@@ -412,7 +426,7 @@ func (s *Sim) target() (ns, name string, g *Gen) {
 		g = pick(s, lives)
 		return g.ns, g.name, g
 	}
-	ns, name = pick(s, namespaces), pick(s, tableNames)
+	ns, name = s.pickNS(), s.pickName()
 	return ns, name, s.m.liveAt(ns, name)
 }
 
@@ -849,7 +863,7 @@ func (s *Sim) softTarget() (ns, name string, gens []*Gen) {
 		g := pick(s, softs)
 		return g.ns, g.name, s.m.softAt(g.ns, g.name)
 	}
-	ns, name = pick(s, namespaces), pick(s, tableNames)
+	ns, name = s.pickNS(), s.pickName()
 	return ns, name, s.m.softAt(ns, name)
 }
 
@@ -936,7 +950,7 @@ func (s *Sim) opUndrop() *Op {
 	}
 	toNS, toName := ns, name
 	if s.chance(0.3) {
-		toNS, toName = pick(s, namespaces), pick(s, tableNames)
+		toNS, toName = s.pickNS(), s.pickName()
 		fields["rename-to"] = map[string]any{"namespace": []string{toNS}, "name": toName}
 	}
 	body, bad := s.lifecycleBody(fields, "")
@@ -1021,7 +1035,7 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 			ug.holdUnsure = true
 		}
 		s.logf("   %s undropped", ug)
-		if contended || ug.forged {
+		if contended || ug.forged || ug.bulk {
 			return nil // another op of the round may have written to it; a forgery's rows are borrowed
 		}
 		return s.checkRows(ug, "undrop")
@@ -1279,7 +1293,7 @@ func (s *Sim) opCatalogHold() *Op {
 }
 
 func (s *Sim) opNamespaceHold() *Op {
-	ns := pick(s, namespaces)
+	ns := s.pickNS()
 	v, ok := s.duration()
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on namespace %s", v, ns), keys: []string{"nsprops:" + ns, "ns:" + ns}}

@@ -185,6 +185,7 @@ func (s *Sim) sweepRetention() error {
 		return s.violatef("retention sweep: %v", err)
 	}
 	s.logf("   report tables %d dropped %d expired %d snapshots, jobs %v, failed %v", rep.Tables, rep.Dropped, rep.SnapshotsExpired, rep.ExpireJobs, rep.Failed)
+	s.acted = rep.Dropped+rep.SnapshotsExpired > 0
 	for _, f := range rep.Failed {
 		name, why, _ := strings.Cut(strings.TrimPrefix(f, catalogName+"."), ": ")
 		ns, tbl, _ := strings.Cut(name, ".")
@@ -270,7 +271,7 @@ func (s *Sim) opSetLocation() *Op {
 	g := pick(s, lives)
 	loc, plain, outside := s.location()
 	if loc == "" {
-		loc, plain = s.spell(warehouse+"/L/"+pick(s, locNames)), false
+		loc, plain = s.spell(warehouse+"/L/"+s.pickLoc()), false
 	}
 	ns, name := g.ns, g.name
 	op := &Op{desc: fmt.Sprintf("admin sets the location of %s to %s", g, loc), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "loc")}

@@ -277,6 +277,12 @@ func (s *Sim) settle() error {
 	if s.free {
 		return nil
 	}
+	if point := s.holdAt; point != "" {
+		s.holdAt = ""
+		if err := s.killAt(point); err != nil {
+			return err
+		}
+	}
 	s.w.gate.set(true)
 	defer s.w.gate.set(false)
 	if s.startCrashed.Swap(false) {
@@ -329,6 +335,38 @@ func (s *Sim) settle() error {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// killAt lets the pipeline run until a step reaches point, and kills the
+// process there (as a crashed Lambda, a lost host): it restarts from its
+// state folder and the settle that follows finishes what was left.
+func (s *Sim) killAt(point string) error {
+	stop := &stopPoint{point: point, hit: make(chan struct{}), release: make(chan struct{})}
+	s.stopAt.Store(stop)
+	s.w.gate.set(true)
+	deadline := time.Now().Add(time.Minute)
+	hit := false
+	for !hit && time.Now().Before(deadline) {
+		select {
+		case <-stop.hit:
+			hit = true
+			continue
+		case <-time.After(25 * time.Millisecond):
+		}
+		if active, err := s.w.activeJobs(s.ctx); err == nil && len(active) == 0 {
+			break
+		}
+	}
+	s.stopAt.Store(nil)
+	close(stop.release)
+	if !hit {
+		s.logf("   no pipeline step reached %s", point)
+		return nil
+	}
+	s.logf("   the process dies while a step is at %s; restart from the state folder", point)
+	s.crashedAt = point
+	s.faulty = false
+	return s.w.restart(s.ctx)
 }
 
 // --- the replay check ---

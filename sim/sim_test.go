@@ -27,6 +27,9 @@ var (
 	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, counters, orphans, index, rows), to look past a known failure")
 	freeFlag    = flag.Bool("sim.free", false, "run a round's actors at once (goroutine timing decides: a failure may not replay exactly)")
 	expectFlag  = flag.String("sim.expect", "", "a failed run's schedule file: the replay stops where it does not repeat it")
+	swarmFlag   = flag.Bool("sim.swarm", true, "each seed's swarm configuration (kinds off, weights, pools); false: every kind over every name")
+	failfast    = flag.Bool("sim.failfast", false, "stop at the first failing seed (make mutate)")
+	coverFlag   = flag.Bool("sim.cover", true, "fail when a kind of operation, barrier or template never ran or never changed state (runs of 600 rounds or more)")
 )
 
 // TestLifecycleSimulation runs the simulation for each seed. A failure
@@ -47,10 +50,26 @@ func TestLifecycleSimulation(t *testing.T) {
 		var replay string
 		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { replay = runSeed(t, seed, *stepsFlag) }) {
 			failed = append(failed, fmt.Sprintf("  seed %d: %s", seed, replay))
+			if *failfast {
+				break
+			}
 		}
 	}
 	if len(failed) > 0 {
 		t.Errorf("%d of %d seeds failed:\n%s", len(failed), len(seeds), strings.Join(failed, "\n"))
+	}
+	without := map[string]bool{}
+	for _, k := range strings.Split(*withoutFlag, ",") {
+		without[strings.TrimSpace(k)] = true
+	}
+	table, missing := cover.table(without)
+	out := fmt.Sprintf("coverage of %d seeds x %d steps (ran: times generated; changed: times it changed state)\n%s", len(seeds), *stepsFlag, table)
+	if p := os.Getenv("SIM_COVERAGE"); p != "" {
+		_ = os.WriteFile(p, []byte(out), 0o644)
+	}
+	t.Log(out)
+	if *coverFlag && len(seeds)**stepsFlag >= 600 && len(missing) > 0 {
+		t.Errorf("never reached within %d seeds x %d steps: %s", len(seeds), *stepsFlag, strings.Join(missing, ", "))
 	}
 }
 
@@ -119,6 +138,17 @@ type Sim struct {
 	crash        atomic.Pointer[crashFault]
 	startCrashed atomic.Bool
 	stopAt       atomic.Pointer[stopPoint]
+	// sw: the seed's swarm configuration; script: the rounds a running
+	// template has left; templateDone: a template that ended (counted at
+	// the next round); holdAt: the settle of the round kills the process
+	// when a pipeline step reaches this point (crashedAt: it did).
+	sw           swarm
+	script       []step
+	templateDone *tmplRun
+	holdAt       string
+	crashedAt    string
+	// acted: the barrier of the round did what it is there for.
+	acted bool
 	// fresh: the last check's listing of the bucket (bucketNow).
 	fresh map[string]int64
 	// sessions: the vended sessions engines hold (engines_test.go).
@@ -154,7 +184,7 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
-		free: *freeFlag,
+		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag),
 	}
 	if !s.free {
 		s.w.sched, s.w.hook = newSched(seed), s.pipelineHook
@@ -243,6 +273,9 @@ func (s *Sim) replayCommand() string {
 	if s.scheduleFile != "" {
 		cmd += " -sim.expect=" + s.scheduleFile
 	}
+	if !*swarmFlag {
+		cmd += " -sim.swarm=false"
+	}
 	if s.actors != 2 {
 		cmd += fmt.Sprintf(" -sim.actors=%d", s.actors)
 	}
@@ -267,6 +300,7 @@ func (s *Sim) run(steps int) error {
 	}
 	s.m = newModel(s.w.legalPriv)
 	s.logf("setup: catalog %s at %s, soft delete on; TABLE_LEGAL_HOLD known: %v; clock %s", catalogName, warehouse, s.w.legalPriv, s.w.clock.Now().Format(time.RFC3339))
+	s.logf("swarm: %s", s.sw.desc)
 	for _, ns := range namespaces {
 		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}}); o.Status != 200 {
 			return fmt.Errorf("create namespace %s: %s", ns, o)
@@ -304,22 +338,53 @@ func (s *Sim) round() error {
 			return s.check()
 		}
 	}
-	if b := s.pickBarrier(); b != nil {
+	if t := s.templateDone; t != nil {
+		s.templateDone = nil
+		cover.add("template "+t.name, t.reached)
+		s.logf("   template %s #%d ended (reached %v)", t.name, t.n, t.reached)
+	}
+	s.maybeTemplate()
+	var scripted *plan
+	for len(s.script) > 0 && scripted == nil {
+		st := s.script[0]
+		s.script = s.script[1:]
+		scripted = st()
+	}
+	b := (*barrier)(nil)
+	if scripted != nil {
+		b = scripted.b
+	} else {
+		b = s.pickBarrier()
+	}
+	if b != nil {
 		s.logf("== %s", b.desc)
 		if err := s.scheduled("barrier " + b.desc); err != nil {
 			return err
 		}
+		s.acted = true
 		if err := b.run(); err != nil {
 			return err
 		}
+		cover.add("barrier "+b.kind, s.acted)
 		if err := s.settle(); err != nil {
 			return err
 		}
 		return s.check()
 	}
-	ops := make([]*Op, s.actors)
-	for i := range ops {
-		ops[i] = s.pickOp(i)
+	var ops []*Op
+	if scripted != nil {
+		ops = scripted.ops
+		for i, op := range ops {
+			op.actor = i
+			if op.kind == "" {
+				op.kind = "scripted"
+			}
+		}
+	} else {
+		ops = make([]*Op, s.actors)
+		for i := range ops {
+			ops[i] = s.pickOp(i)
+		}
 	}
 	// Contention: ops that share a key (an identifier, a uuid, a location)
 	// may land in either order.
@@ -334,7 +399,7 @@ func (s *Sim) round() error {
 		return err
 	}
 	var digestBefore string
-	solo := len(ops) == 1 || s.rng.IntN(4) == 0
+	solo := len(ops) == 1 || (scripted == nil && s.rng.IntN(4) == 0)
 	if solo {
 		ops = ops[:1]
 		s.touched = map[string]int{}
@@ -381,6 +446,7 @@ func (s *Sim) round() error {
 		if err := s.judge(op, outs[i]); err != nil {
 			return err
 		}
+		cover.add("op "+op.kind, outs[i].ok())
 	}
 	if digestBefore != "" && s.pipelineIdle() {
 		after, err := s.w.digest(s.ctx)

@@ -50,6 +50,11 @@ func (s *Sim) opTransaction() *Op {
 		}
 		chs = append(chs, ch)
 	}
+	return s.txOp(p, chs)
+}
+
+// txOp commits the changes in one transaction as p.
+func (s *Sim) txOp(p string, chs []txChange) *Op {
 	op := &Op{want: []int{204}}
 	var parts []string
 	var reasons []string
@@ -271,7 +276,12 @@ func (s *Sim) opRegisterOverwrite() *Op {
 
 func (s *Sim) opUnregister() *Op {
 	ns, name, g := s.target()
-	p := pick(s, []string{admin, writer})
+	return s.unregisterOp(ns, name, g, s.principal())
+}
+
+func (s *Sim) unregisterOf(g *Gen, p string) *Op { return s.unregisterOp(g.ns, g.name, g, p) }
+
+func (s *Sim) unregisterOp(ns, name string, g *Gen, p string) *Op {
 	op := &Op{desc: fmt.Sprintf("%s unregisters %s.%s", p, ns, name), keys: append(tableKeys(ns, name), "loc")}
 	switch {
 	case g == nil:
@@ -374,7 +384,7 @@ func (s *Sim) opViewRegister() *Op {
 		return nil
 	}
 	src := pick(s, all)
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	op := &Op{desc: fmt.Sprintf("admin registers view %s.%s from %s's %s", ns, name, src, src.meta), keys: append(tableKeys(ns, name), "uuid:"+src.uuid)}
 	_, nsOK := s.m.namespaces[ns]
 	switch {

@@ -78,7 +78,7 @@ func (s *Sim) viewHeld(op *Op) bool {
 }
 
 func (s *Sim) opViewCreate() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	body := map[string]any{
 		"name": name, "schema": json.RawMessage(schemaJSON), "properties": map[string]string{},
 		"view-version": map[string]any{
@@ -203,7 +203,7 @@ func (s *Sim) opViewRename() *Op {
 		return nil
 	}
 	v := pick(s, lives)
-	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	toNS, toName := s.pickNS(), s.pickName()
 	if s.chance(0.2) {
 		toNS, toName = v.ns, v.name
 	}

@@ -37,10 +37,11 @@ const (
 	admin  = server.AdminPrincipal
 	writer = "sim:writer" // every table privilege but TABLE_LEGAL_HOLD; no CATALOG_MANAGE
 	holder = "sim:holder" // TABLE_LEGAL_HOLD, TABLE_READ, TABLE_WRITE
+	reader = "sim:reader" // TABLE_READ, TABLE_LIST_SOFT_DELETED
 )
 
 // principals in a fixed order (generation picks by index).
-var principals = []string{admin, writer, holder}
+var principals = []string{admin, writer, holder, reader}
 
 // writerPrivileges: what the writer holds (everything a table's writers
 // and droppers need, not the legal hold's privilege).
@@ -48,6 +49,8 @@ var writerPrivileges = []string{"NAMESPACE_CREATE", "NAMESPACE_DROP", "TABLE_CRE
 	"TABLE_DROP_WITH_PURGE", "TABLE_UNDROP", "TABLE_LIST_SOFT_DELETED", "PARTITION_DROP"}
 
 var holderPrivileges = []string{"TABLE_LEGAL_HOLD", "TABLE_READ", "TABLE_WRITE"}
+
+var readerPrivileges = []string{"TABLE_READ", "TABLE_LIST_SOFT_DELETED"}
 
 // Clock is the simulation's time: it moves only when the generator jumps
 // it (at a barrier), so every request of a round sees one instant.
@@ -150,6 +153,9 @@ func (w *World) start(ctx context.Context) error {
 func (w *World) setup(ctx context.Context) error {
 	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+writer, map[string]any{"privileges": writerPrivileges}); o.Status != 200 {
 		return fmt.Errorf("grant writer: %s", o)
+	}
+	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+reader, map[string]any{"privileges": readerPrivileges}); o.Status != 200 {
+		return fmt.Errorf("grant reader: %s", o)
 	}
 	o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+holder, map[string]any{"privileges": holderPrivileges})
 	switch o.Status {
