@@ -7,7 +7,7 @@ FUZZTIME ?= 3000x
 # target:package
 FUZZ_TARGETS := FuzzCommitTable:./shared/router/ FuzzCreateTable:./shared/router/ FuzzNamespaceRequests:./shared/router/ \
 	FuzzTransaction:./shared/router/ FuzzNamespacePath:./shared/router/ FuzzParse:./shared/objects/ \
-	FuzzDecodeStrict:./shared/catalog/
+	FuzzDecodeStrict:./shared/catalog/ FuzzMatch:./shared/iampolicy/
 
 export GOFLAGS ?= -buildvcs=false
 export CDK_DISABLE_CLI_TELEMETRY = true
@@ -73,7 +73,7 @@ soak:
 mutate:
 	SIM_SEEDS=$(SIM_SEEDS) SIM_STEPS=$(SIM_STEPS) bash sim/mutate.sh $(M)
 
-## test-moto: the store contract, purge adapter and an e2e subset against moto_server
+## test-moto: the store contract, the S3 contract, purge adapter and an e2e subset against moto_server
 ## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except
 ## under CI=true where its absence fails
 test-moto:
@@ -98,6 +98,7 @@ fuzz:
 bench:
 	@start=$$(date +%s); \
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=30m ./bench/ || exit 1; \
+	$(GO) test -run='^$$' -bench=PurgeVersioned -benchtime=1x -count=1 ./shared/purge/ || exit 1; \
 	echo "make bench: $$(( $$(date +%s) - start )) s"
 
 ## e2e: the end-to-end suite; E2E_ENDPOINT=<url> E2E_TOKEN=<token> [E2E_CATALOG=<name>] to aim it elsewhere

@@ -177,7 +177,7 @@ func (e env) countIO(prefix string) (*ioCount, func()) {
 	return c, func() {
 		e.srv.S3Emulator.SetObserver(nil)
 		for _, k := range c.readKeys {
-			if obj, err := e.srv.S3Emulator.Backend.HeadObject(e.srv.Info.Bucket, k); err == nil {
+			if obj, err := e.srv.S3Emulator.Store.HeadObject(e.srv.Info.Bucket, k, ""); err == nil {
 				c.readBytes += obj.Size
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/store"
@@ -78,7 +79,7 @@ var benchSchema = iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "x", Typ
 // 500,000 objects over HTTP would measure the seeding, not the product.
 func (e env) put(b failer, uri string, data []byte) {
 	key := strings.TrimPrefix(uri, "s3://"+e.srv.Info.Bucket+"/")
-	if _, err := e.srv.S3Emulator.Backend.PutObject(e.srv.Info.Bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+	if _, err := e.srv.S3Emulator.Store.PutObject(e.srv.Info.Bucket, key, bytes.NewReader(data), emulators.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -243,12 +244,12 @@ func BenchmarkDropLatency(b *testing.B) {
 // original's manifest lists: a drop reads none of them.
 func (e env) relocated(b failer, meta, name string) string {
 	b.Helper()
-	obj, err := e.srv.S3Emulator.Backend.GetObject(e.srv.Info.Bucket, strings.TrimPrefix(meta, "s3://"+e.srv.Info.Bucket+"/"), nil)
+	_, obj, err := e.srv.S3Emulator.Store.GetObject(e.srv.Info.Bucket, strings.TrimPrefix(meta, "s3://"+e.srv.Info.Bucket+"/"), "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := io.ReadAll(obj.Contents)
-	obj.Contents.Close()
+	raw, err := io.ReadAll(obj)
+	obj.Close()
 	if err != nil {
 		b.Fatal(err)
 	}

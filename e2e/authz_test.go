@@ -200,6 +200,10 @@ var matrix = []row{
 	{route: "DELETE " + lcPath + "/grants/{principal...}", name: "delete grant on the system scope", path: "/lifecycle/v1/catalogs/*/grants/user:{ns}", privs: p(authz.CatalogManage), scope: "*", want: 204},
 	{route: "GET " + lcPath + "/purge-jobs", name: "list purge jobs", path: "/lifecycle/v1/catalogs/{c}/purge-jobs?namespace={ns}", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/purge-jobs/{id}", name: "get purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}", privs: p(authz.CatalogManage), want: 200},
+	// The fixture's job is not FAILED: allowed, the answer is the 409 that says so.
+	{route: "POST " + lcPath + "/purge-jobs/{id}/retry", name: "retry purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}/retry", privs: p(authz.CatalogManage), want: 409},
+	{route: "POST " + lcPath + "/purge-jobs/{id}/abandon", name: "abandon purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}/abandon", privs: p(authz.CatalogManage), want: 409},
+	{route: "GET " + lcPath + "/unregistered-tables", name: "list unregistered tables", path: "/lifecycle/v1/catalogs/{c}/unregistered-tables", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/soft-deleted-tables", name: "list soft-deleted tables", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables?namespace={ns}", privs: p(authz.TableListSoftDeleted), want: 200},
 	{route: "POST " + lcPath + "/soft-deleted-tables/{uuid}/legal-hold", name: "legal hold", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables/{soft}/legal-hold", privs: p(authz.TableLegalHold), want: 200,
 		body: func(fixture) any { return map[string]any{"enabled": true} }},
@@ -214,6 +218,7 @@ var matrix = []row{
 	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "show partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.TableRead), want: 200},
 	{route: "DELETE " + lcPath + "/namespaces/{namespace}/tables/{table}/partition-retention", name: "clear partition retention", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/rt/partition-retention{ret-set}", privs: p(authz.PartitionDrop), want: 204},
 	{route: "GET " + lcPath + "/namespaces/{namespace}/tables/{table}/verify", name: "verify", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/verify", privs: p(authz.TableRead), want: 200},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/repair", name: "repair", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/repair", privs: p(authz.TableWrite), want: 200},
 }
 
 func routeKey(r router.RouteSpec) string {

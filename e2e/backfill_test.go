@@ -77,3 +77,77 @@ func TestBackfillClaimsSoftDeletedTables(t *testing.T) {
 		t.Errorf("the claim after the undrop: %+v (%v), want the live table's", owner, err)
 	}
 }
+
+// Defect (issue 30): the backfill claimed a moved table's former
+// locations in one transaction with its location, and when one of them
+// was an older table's, it claimed the location alone: the other former
+// locations (which its snapshots still reach) stayed unowned, and another
+// table could take them and purge its files. Now each free one is
+// claimed; only the older owner's is left to it, and reported.
+func TestBackfillClaimsEveryFreeFormerLocation(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	srv, cat := ownServer(t, server.Options{Dir: memoryDir, DeleteWorkers: -1, ReconcileEvery: time.Hour})
+	st := srv.Catalog.Store()
+	demo := srv.Info.Catalog
+	info, err := srv.Catalog.GetCatalog(ctx, demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh := strings.TrimRight(info.Warehouse, "/") + "/ns"
+	if err := cat.CreateNamespace(ctx, table.Identifier{"ns"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cat.CreateTable(ctx, table.Identifier{"ns", "m"}, eventSchema, catalog.WithLocation(wh+"/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, m, rows(t, 0, 5, false))
+	for _, to := range []string{"/b", "/c"} {
+		st, body := callAt(t, srv.Info.RESTURL, "POST", "/v1/"+demo+"/namespaces/ns/tables/m", srv.Info.AdminToken,
+			map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-location", "location": wh + to}}})
+		if st != 200 {
+			t.Fatalf("set-location %s: %d %s", to, st, body)
+		}
+		if m, err = cat.LoadTable(ctx, table.Identifier{"ns", "m"}); err != nil {
+			t.Fatal(err)
+		}
+		appendRows(t, m, rows(t, 0, 5, false))
+	}
+	// What a table moved before the ownership index has: no claim.
+	e, err := st.GetTable(ctx, demo, []string{"ns"}, "m")
+	if err != nil || len(e.Extra) != 2 {
+		t.Fatalf("the moved table: %+v (%v), want its two former locations held", e, err)
+	}
+	for _, h := range e.Holds() {
+		if err := st.ReleaseClaim(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bare := e
+	bare.Hold, bare.Extra = nil, nil
+	if _, err := st.WriteTables(ctx, demo, []store.TableWrite{{Entry: bare, Expected: e.MetadataLocation}}); err != nil {
+		t.Fatal(err)
+	}
+	// An older owner of one former location (created now, its claim taken).
+	if _, err := cat.CreateTable(ctx, table.Identifier{"ns", "o"}, eventSchema, catalog.WithLocation(wh+"/a")); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := srv.Catalog.BackfillOwnership(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backfill: %+v", rep)
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(wh, "s3://"), "/")
+	base, _, _ := strings.Cut(key, "/") // the warehouse's: the chain starts below it
+	for at, want := range map[string]string{"/a": "o", "/b": "m", "/c": "m"} {
+		owner, err := st.Conflict(ctx, store.Hold{ID: "probe", Bucket: bucket, Prefix: key + at, Based: true, Base: base})
+		if err != nil || owner.Name != want {
+			t.Errorf("owner of %s after the backfill: %+v (%v), want table %s", wh+at, owner, err, want)
+		}
+	}
+	if len(rep.Conflicts) != 1 || !strings.Contains(rep.Conflicts[0], wh+"/a") {
+		t.Errorf("conflicts %q, want the one former location table o owns", rep.Conflicts)
+	}
+}

@@ -236,10 +236,10 @@ func TestLifecycleSpecCheckFindsMismatches(t *testing.T) {
 		body               string
 		ok                 bool
 	}{
-		{"grant as documented", "GET", grant, 200, `{"principal":"arn:aws:iam::123456789012:role/admin","privileges":["TABLE_READ"]}`, true},
-		{"grant with an undocumented field", "GET", grant, 200, `{"principal":"p","privileges":[],"expires":"never"}`, false},
-		{"grant without privileges", "GET", grant, 200, `{"principal":"p"}`, false},
-		{"unknown privilege", "GET", grant, 200, `{"principal":"p","privileges":["TABLE_EAT"]}`, false},
+		{"grant as documented", "GET", grant, 200, `{"principal":"arn:aws:iam::123456789012:role/admin","privileges":["TABLE_READ"],"pattern":false}`, true},
+		{"grant with an undocumented field", "GET", grant, 200, `{"principal":"p","privileges":[],"pattern":false,"expires":"never"}`, false},
+		{"grant without privileges", "GET", grant, 200, `{"principal":"p","pattern":false}`, false},
+		{"unknown privilege", "GET", grant, 200, `{"principal":"p","privileges":["TABLE_EAT"],"pattern":false}`, false},
 		{"status the operation does not list", "GET", grant, 418, `{"error":{"message":"m","type":"T","code":418}}`, false},
 		{"error as ErrorModel", "GET", grant, 404, `{"error":{"message":"m","type":"NotFoundException","code":404}}`, true},
 		{"error not as ErrorModel", "GET", grant, 404, `{"message":"not found"}`, false},

@@ -73,8 +73,27 @@ func TestTour(t *testing.T) {
 
 	tr.start(serverCmds[0])
 	today := time.Now().UTC().Format(time.DateOnly)
+	seen := map[string]int{} // how many times each step ran so far
+	checked := map[int]bool{}
 	for _, step := range steps {
 		out := tr.run(step)
+		bare := withoutComment(step)
+		seen[bare]++
+		for i, c := range softDeleteTour {
+			if bare == c.step && seen[bare] == c.nth {
+				checked[i] = true
+				for _, w := range c.want {
+					if !strings.Contains(out, w) {
+						t.Errorf("%s: want %q in:\n%s", step, w, out)
+					}
+				}
+				for _, n := range c.not {
+					if strings.Contains(out, n) {
+						t.Errorf("%s: want no %q in:\n%s", step, n, out)
+					}
+				}
+			}
+		}
 		if m := statusComment.FindStringSubmatch(step); m != nil && strings.Contains(step, "%{http_code}") {
 			if got := strings.TrimSpace(out); got != m[1] {
 				t.Errorf("%s: status %s, the README says %s", step, got, m[1])
@@ -104,6 +123,12 @@ func TestTour(t *testing.T) {
 		}
 	}
 
+	for i, c := range softDeleteTour {
+		if !checked[i] {
+			t.Errorf("the README's tour has no step %q (run %d times): the soft-delete walkthrough changed, update softDeleteTour", c.step, c.nth)
+		}
+	}
+
 	// make run's banner: its code is the example's region, its commands run.
 	banner := tr.serverOut()
 	if !strings.Contains(banner, "\n"+examples.IcebergGo+"\n") {
@@ -124,6 +149,44 @@ func TestTour(t *testing.T) {
 	if ran != 2 {
 		t.Errorf("ran %d commands of make run's banner, want its curl and its iceberg-go line:\n%s", ran, banner)
 	}
+}
+
+// softDeleteTour is what the README's soft-delete walkthrough shows, step
+// by step (a step's text at its nth run): the deadline and the undrop
+// command at the drop, the record listed, the undrop, the legal hold of a
+// live table and of a dropped one, the expiry held off, then done.
+var softDeleteTour = []struct {
+	step      string
+	nth       int
+	want, not []string
+}{
+	{"icehold tables drop shop.orders", 1, []string{"soft-deleted shop.orders", "recoverable until", "(hold period P7D)", "undo: icehold tables undrop shop.orders"}, nil},
+	{"icehold tables soft-deleted", 1, []string{"shop.orders", "PURGE AT"}, nil},
+	{"icehold tables undrop shop.orders", 1, []string{"undropped shop.orders"}, nil},
+	{"icehold tables legal-hold shop.orders --on", 1, []string{"shop.orders (live", "legal hold on", "icehold.legal-hold=true"}, nil},
+	{"icehold tables drop shop.scratch", 1, []string{"(hold period PT1S)", "under legal hold"}, nil},
+	{"icehold local run hold-expiry", 1, []string{"expired=0"}, nil},
+	{"icehold tables legal-hold shop.scratch --off", 1, []string{"shop.scratch (soft-deleted", "legal hold off"}, nil},
+	{"icehold tables soft-deleted", 2, nil, []string{"shop.scratch"}},
+}
+
+// withoutComment is a command line without its trailing comment: from the
+// first '#' outside quotes that follows a blank.
+func withoutComment(line string) string {
+	var quote rune
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '#' && i > 0 && (line[i-1] == ' ' || line[i-1] == '\t'):
+			return strings.TrimSpace(line[:i])
+		}
+	}
+	return strings.TrimSpace(line)
 }
 
 // statusComment is the status a curl -w '%{http_code}' step says it gets.
@@ -156,23 +219,8 @@ func newTour(t *testing.T) *tour {
 			t.Fatal(err)
 		}
 	}
-	// The binaries "go run ./PKG" stands for, built once from this tree.
-	pkgs := map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go", "./examples/partitioned": "partitioned"}
-	var cases []string
-	for pkg, name := range pkgs {
-		build := exec.Command("go", "build", "-o", filepath.Join(bin, "pkg", name), pkg)
-		build.Dir = ".."
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-		cases = append(cases, fmt.Sprintf("  %s) shift 2; exec %q \"$@\";;", pkg, filepath.Join(bin, "pkg", name)))
-	}
-	sort.Strings(cases)
-	cli := filepath.Join(bin, "pkg", "icehold")
+	cli := goRunShim(t, bin, map[string]string{"./cmd/icehold": "icehold", "./examples/iceberg-go": "iceberg-go", "./examples/partitioned": "partitioned"})
 	shims := map[string]string{
-		"go": "#!/bin/sh\n# the tour test's go: go run ./PKG runs PKG as built from the repository\n" +
-			"[ \"$1\" = run ] && case \"$2\" in\n" + strings.Join(cases, "\n") + "\nesac\n" +
-			"echo \"tour test: no shim for go $*\" >&2; exit 2\n",
 		"make": "#!/bin/sh\n# the tour test's make: make install puts icehold on PATH; make run [PORTS=N] runs it on a free base port\n" +
 			"case \"$*\" in\n" +
 			"  install) ln -sf " + fmt.Sprintf("%q %q", cli, filepath.Join(bin, "icehold")) + " && exit 0;;\n" +
@@ -200,6 +248,33 @@ func newTour(t *testing.T) *tour {
 	}
 	t.Cleanup(sh.close)
 	return &tour{t: t, tmp: tmp, dir: dir, env: env, cli: cli, sh: sh}
+}
+
+// goRunShim builds each package of pkgs (path: binary name) from this
+// tree into bin/pkg and writes bin/go, which runs them for "go run ./PKG";
+// it returns the path of the icehold binary.
+func goRunShim(t *testing.T, bin string, pkgs map[string]string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(bin, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var cases []string
+	for pkg, name := range pkgs {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, "pkg", name), pkg)
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+		cases = append(cases, fmt.Sprintf("  %s) shift 2; exec %q \"$@\";;", pkg, filepath.Join(bin, "pkg", name)))
+	}
+	sort.Strings(cases)
+	shim := "#!/bin/sh\n# the documentation tests' go: go run ./PKG runs PKG as built from the repository\n" +
+		"[ \"$1\" = run ] && case \"$2\" in\n" + strings.Join(cases, "\n") + "\nesac\n" +
+		"echo \"documentation test: no shim for go $*\" >&2; exit 2\n"
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(bin, "pkg", "icehold")
 }
 
 // run runs one command to its end; a non-zero exit fails the test.

@@ -108,7 +108,9 @@ const metadataObjects = "*.metadata.json"
 // manifest lists, manifests), at any depth of the warehouse.
 const metadataFolders = "*/metadata/*"
 
-// legacyGzipMetadata: Iceberg's older gzip name, which register may be given.
+// legacyGzipMetadata: Iceberg's older gzip name, which register may be
+// given. The two are every name register reads as metadata
+// (credentials.MetadataSuffixes): engines may write neither.
 const legacyGzipMetadata = "*.metadata.json.gz"
 
 // Delete function concurrency (docs/design/infra.md, Delete function
@@ -274,6 +276,11 @@ func (s *Stack) grantAccess() {
 	// ListBucket: finalize lists a purged table's location and deletes
 	// what no metadata reached (SPEC §3: SUCCEEDED means nothing is left).
 	allow(s.DeleteFn, actions("s3", "ListBucket"), buckets...)
+	// A versioned warehouse (shared/purge/versions.go): it reads the
+	// bucket's versioning, lists versions and deletes them by id (the
+	// bucket's guard lets this role alone delete versions).
+	allow(s.DeleteFn, actions("s3", "DeleteObjectVersion"), objects...)
+	allow(s.DeleteFn, actions("s3", "ListBucketVersions", "GetBucketVersioning"), buckets...)
 	// SendMessage: a batch stopped before the function's deadline continues
 	// in a new message. SendTaskSuccess: the invocation that completes the
 	// last batch returns the waiting workflow's token.
@@ -302,7 +309,8 @@ func (s *Stack) grantAccess() {
 	s.PurgeMachine.GrantStartExecution(s.HoldExpiryFn)
 	s.grantKey(s.HoldExpiryFn, via(viaDynamoDB), nil)
 
-	// partition-drop: the router on the partition routes. Reads the
+	// partition-drop: the router on the partition routes (and verify,
+	// repair). Reads the
 	// metadata, manifest list and manifests and writes new manifests, a
 	// manifest list and a metadata file, all under a table's metadata/
 	// folder, where Iceberg writers put them: IAM as well as the code keeps
@@ -311,6 +319,16 @@ func (s *Stack) grantAccess() {
 	tableMetadata := s.objects(metadataFolders)
 	allow(s.PartitionDropFn, actions("s3", "GetObject", "PutObject", "AbortMultipartUpload"), tableMetadata...)
 	allow(s.PartitionDropFn, actions("s3", "ListBucket"), buckets...)
+	// verify and repair (the same routes' function; shared/partitions/
+	// integrity.go): verify heads a referenced file outside the table's
+	// prefixes; repair lists a damaged file's versions, reads one and
+	// copies it back over the key. PutObject here is a copy only (the
+	// x-amz-copy-source header is present): the function writes no new
+	// bytes to a data file.
+	allow(s.PartitionDropFn, actions("s3", "GetObject", "GetObjectVersion"), objects...)
+	allow(s.PartitionDropFn, actions("s3", "ListBucketVersions"), buckets...)
+	allow(s.PartitionDropFn, actions("s3", "PutObject"), objects...).
+		AddCondition(jsii.String("Null"), map[string]any{"s3:x-amz-copy-source": "false"})
 	s.grantKey(s.PartitionDropFn, via(viaDynamoDB, viaS3), via(viaS3))
 
 	// retention: walks the policies (a query, its cursor), reads each
@@ -386,7 +404,7 @@ func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Effect:    awsiam.Effect_DENY,
 			Actions:   jsii.Strings("s3:PutObject"),
-			Resources: jsii.Strings(s.objects(metadataObjects)...),
+			Resources: jsii.Strings(append(s.objects(metadataObjects), s.objects(legacyGzipMetadata)...)...),
 		}),
 	}
 	// Engines read and write objects under the key (SSE-KMS).

@@ -97,6 +97,7 @@ func TestMalformedContextRefused(t *testing.T) {
 		{infra.CtxWarehouseBuckets, "arn:aws:s3:::lake/prefix", "neither a bucket name"},
 		{infra.CtxAPIRate, "0", "must be positive"},
 		{infra.CtxAccessLogDays, float64(-3), "must be positive"},
+		{infra.CtxBreakGlassRole, "arn:aws:iam::111122223333:user/ops", "not an IAM role ARN"},
 	} {
 		ctx := map[string]any{c.key: c.value}
 		_, err := infra.FromContext(awscdk.NewApp(&awscdk.AppProps{Context: &ctx}).Node())

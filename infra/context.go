@@ -36,6 +36,10 @@ const (
 	// must match make lambdas' LAMBDA_ARCH (LocalStack on an x86 host runs
 	// x86_64 functions natively, arm64 ones only under emulation).
 	CtxArch = "icehold:arch"
+	// CtxBreakGlassRole: a role ARN the warehouse bucket's guard policy
+	// exempts beside icehold's delete role (docs/design/infra.md, the
+	// warehouse bucket); default none.
+	CtxBreakGlassRole = "icehold:break-glass-role"
 )
 
 // Defaults of the API's edge: a stage-wide steady rate and burst that keep a
@@ -58,6 +62,8 @@ var (
 	bucketARN  = regexp.MustCompile(`^arn:aws[a-z-]*:s3:::([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$`)
 	// IAM authorizes a KMS action on the key's ARN: an alias ARN never matches.
 	keyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
+	// aws:PrincipalArn names a role by its role ARN (path included).
+	roleARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$`)
 )
 
 // StackName is the stack's name from the context (default Icehold).
@@ -71,6 +77,7 @@ func FromContext(node constructs.Node) (Props, error) {
 		DefaultCatalog: ctxString(node, CtxDefaultCatalog, ""),
 		Admins:         splitList(ctxString(node, CtxAdmins, os.Getenv("ICEHOLD_ADMINS"))),
 		KMSKeyARN:      ctxString(node, CtxKMSKey, ""),
+		BreakGlassRole: ctxString(node, CtxBreakGlassRole, ""),
 	}
 	var err error
 	if p.DeleteReservedConcurrency, err = ctxInt(node, CtxDeleteReserved, 0); err != nil {
@@ -105,6 +112,9 @@ func (p Props) Validate() error {
 	}
 	if p.KMSKeyARN != "" && !keyARN.MatchString(p.KMSKeyARN) {
 		return fmt.Errorf("%s: %q is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>; IAM does not authorize by alias)", CtxKMSKey, p.KMSKeyARN)
+	}
+	if p.BreakGlassRole != "" && !roleARN.MatchString(p.BreakGlassRole) {
+		return fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", CtxBreakGlassRole, p.BreakGlassRole)
 	}
 	if p.APIRate < 1 || p.APIBurst < 1 {
 		return fmt.Errorf("%s and %s must be positive, got %d and %d", CtxAPIRate, CtxAPIBurst, p.APIRate, p.APIBurst)

@@ -40,6 +40,7 @@ import (
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
@@ -449,17 +450,11 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 	return out
 }
 
-// glob matches IAM's wildcards: * any run of characters, ? one.
-func glob(pattern, s string) bool {
-	re := "^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*"), `\?`, ".") + "$"
-	return regexp.MustCompile("(?s)" + re).MatchString(s)
-}
-
 func (p policy) matches(st map[string]any, r iamRequest) (bool, error) {
-	if !slices.ContainsFunc(strs(st["Action"]), func(a string) bool { return glob(strings.ToLower(a), strings.ToLower(r.Action)) }) {
+	if !slices.ContainsFunc(strs(st["Action"]), func(a string) bool { return iampolicy.Match(strings.ToLower(a), strings.ToLower(r.Action)) }) {
 		return false, nil
 	}
-	if !slices.ContainsFunc(st["Resource"].([]string), func(res string) bool { return glob(res, r.Resource) }) {
+	if !slices.ContainsFunc(st["Resource"].([]string), func(res string) bool { return iampolicy.Match(res, r.Resource) }) {
 		return false, nil
 	}
 	cond, ok := st["Condition"].(map[string]any)
@@ -480,7 +475,7 @@ func (p policy) matches(st map[string]any, r iamRequest) (bool, error) {
 			if r.LeadingKey == "" {
 				continue // ForAllValues over no values holds
 			}
-			if !slices.ContainsFunc(strs(v), func(p string) bool { return glob(p, r.LeadingKey) }) {
+			if !slices.ContainsFunc(strs(v), func(p string) bool { return iampolicy.Match(p, r.LeadingKey) }) {
 				return false, nil
 			}
 		}

@@ -21,6 +21,7 @@ var PartitionRoutes = []struct{ Path, Method string }{
 	{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/partition-retention", "GET"},
 	{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/partition-retention", "DELETE"},
 	{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/verify", "GET"},
+	{"lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/repair", "POST"},
 }
 
 // RetentionSchedule is how often the retention sweep runs (SPEC §5); the

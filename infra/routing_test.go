@@ -143,6 +143,7 @@ var routeFunctions = map[string]string{
 	"GET /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/partition-retention":    "PartitionDropFn",
 	"DELETE /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/partition-retention": "PartitionDropFn",
 	"GET /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/verify":                 "PartitionDropFn",
+	"POST /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/repair":                "PartitionDropFn",
 }
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/icehold/icehold/shared/bucketguard"
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/router"
 )
@@ -51,6 +52,10 @@ type Props struct {
 	APIRate, APIBurst int
 	// AccessLogDays is the retention of the API's access logs (0: default).
 	AccessLogDays int
+	// BreakGlassRole is a role ARN the warehouse bucket's guard exempts
+	// beside icehold's deleting role (it may delete versions and change
+	// versioning, lifecycle rules and the policy); "" for none.
+	BreakGlassRole string
 }
 
 // withDefaults fills the settings left zero.
@@ -116,6 +121,13 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	}
 	st := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	s := &Stack{Stack: st}
+	if len(p.Admins) == 0 {
+		// It deploys, but grants start from the admins: without one nobody
+		// can create a catalog (a 403 on the system scope).
+		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("icehold:no-admins"), jsii.String("icehold:admins is empty: "+
+			"no principal holds any privilege, so nobody can create a catalog after this deploy. "+
+			"Deploy with -c icehold:admins=arn:aws:iam::<account>:role/<admin-role> (docs/deploy.md, Admins)"), nil)
+	}
 	if p.KMSKeyARN != "" {
 		s.Key = awskms.Key_FromKeyArn(st, jsii.String("Key"), jsii.String(p.KMSKeyARN))
 	}
@@ -194,6 +206,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.catchAll()
 	s.grantAccess()
 	s.vendingRole(st)
+	s.guardWarehouse(st, p)
 
 	// The outputs the docs and the CLI name (docs/operations.md, Deploy).
 	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url(), Description: jsii.String("the Iceberg REST catalog (SigV4, service execute-api): engines' uri, the CLI's --url")})
@@ -213,11 +226,12 @@ func (s *Stack) warehouseBuckets(st awscdk.Stack, p Props) {
 			EnforceSSL:        jsii.Bool(true),
 			Encryption:        awss3.BucketEncryption_S3_MANAGED,
 			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-			// Unversioned, by choice: a purge must remove the bytes it reports
-			// deleted. In a versioned bucket DeleteObjects only adds delete
-			// markers and the data stays as noncurrent versions; recovery is
-			// the catalog's (soft delete, SPEC §4), not S3's (docs/design/infra.md).
-			Versioned: jsii.Bool(false),
+			// Versioned: an engine's overwrite or delete of a committed
+			// file leaves the prior version, which repair restores; only
+			// icehold's deleting role removes versions (the guard policy,
+			// guardWarehouse), so a purge still leaves nothing
+			// (docs/design/infra.md, the warehouse bucket).
+			Versioned: jsii.Bool(true),
 		}
 		if s.Key != nil {
 			// A bucket key: S3 asks KMS for a data key per bucket and period,
@@ -232,6 +246,40 @@ func (s *Stack) warehouseBuckets(st awscdk.Stack, p Props) {
 		name, _ := BucketName(b) // Validate checked it
 		s.Buckets = append(s.Buckets, awss3.Bucket_FromBucketName(st, jsii.String(fmt.Sprintf("ExistingWarehouse%d", i)), jsii.String(name)))
 	}
+}
+
+// guardWarehouse puts the lifecycle guard (shared/bucketguard) on the
+// bucket the stack makes: only the delete function's role and the
+// break-glass role delete versions; those and the role CloudFormation
+// deploys with (the CDK bootstrap's execution role, which writes this
+// policy on every update) change versioning, lifecycle rules or the
+// policy. A bucket the operator brings keeps its own policy: icehold
+// preflight checks it.
+func (s *Stack) guardWarehouse(st awscdk.Stack, p Props) {
+	if s.Warehouse == nil {
+		return
+	}
+	deleters := []string{*s.DeleteFn.Role().RoleArn()}
+	if p.BreakGlassRole != "" {
+		deleters = append(deleters, p.BreakGlassRole)
+	}
+	deployer := *awscdk.Fn_Sub(jsii.String("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-"+bootstrapQualifier(st)+"-cfn-exec-role-${AWS::AccountId}-${AWS::Region}"), nil)
+	for _, r := range bucketguard.Rules(*s.Warehouse.BucketName(), deleters, []string{deployer}) {
+		s.Warehouse.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String(r.Sid), Effect: awsiam.Effect_DENY, Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions: jsii.Strings(r.Actions...), Resources: jsii.Strings(r.Resource),
+			Conditions: &map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": r.Exempt}},
+		}))
+	}
+}
+
+// bootstrapQualifier is the CDK bootstrap's qualifier (cdk.json's
+// @aws-cdk/core:bootstrapQualifier, else the default).
+func bootstrapQualifier(st awscdk.Stack) string {
+	if q, ok := st.Node().TryGetContext(jsii.String("@aws-cdk/core:bootstrapQualifier")).(string); ok && q != "" {
+		return q
+	}
+	return *awscdk.DefaultStackSynthesizer_DEFAULT_QUALIFIER()
 }
 
 // bucketNames are the names of the warehouse buckets.

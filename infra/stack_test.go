@@ -19,6 +19,7 @@ import (
 
 	"github.com/icehold/icehold/infra"
 	"github.com/icehold/icehold/local/server"
+	"github.com/icehold/icehold/shared/bucketguard"
 	"github.com/icehold/icehold/shared/purge"
 )
 
@@ -137,8 +138,13 @@ func TestOnlyDeleteFunctionDeletes(t *testing.T) {
 			}
 		}
 	}
-	if len(holders) != 1 || !strings.Contains(holders[0], "DeleteFn") {
-		t.Errorf("s3:DeleteObject is held by %v, want only the delete function's role", holders)
+	for _, h := range holders {
+		if !strings.HasPrefix(h, "DeleteFnServiceRole") {
+			t.Errorf("s3:DeleteObject or s3:DeleteObjectVersion is held by %v, want only the delete function's role", holders)
+		}
+	}
+	if len(holders) == 0 {
+		t.Error("no role may delete")
 	}
 	template.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), map[string]any{
 		"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
@@ -358,7 +364,10 @@ func grantsOf(t *testing.T, fn string, statements []map[string]any) map[string][
 		if c, ok := st["Condition"].(map[string]any); ok {
 			like, _ := c["ForAllValues:StringLike"].(map[string]any)
 			eq, _ := c["StringEquals"].(map[string]any)
-			if lk, ok := like["dynamodb:LeadingKeys"]; ok && len(c) == 1 {
+			null, _ := c["Null"].(map[string]any)
+			if null["s3:x-amz-copy-source"] == "false" && len(c) == 1 && len(null) == 1 {
+				cond = " if a copy"
+			} else if lk, ok := like["dynamodb:LeadingKeys"]; ok && len(c) == 1 {
 				cond = " if LeadingKeys ⊆ [" + strings.Join(strs(lk), " ") + "]"
 			} else if vs, ok := eq["kms:ViaService"]; ok && len(c) == 1 {
 				var services []string
@@ -511,7 +520,10 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
 				"s3:GetObject":                v.objects("*"),
 				"s3:DeleteObject":             v.objects("*"),
-				"s3:ListBucket":               v.buckets, // the purge's final listing
+				"s3:DeleteObjectVersion":      v.objects("*"), // a versioned warehouse's purge
+				"s3:ListBucket":               v.buckets,      // the purge's final listing
+				"s3:ListBucketVersions":       v.buckets,
+				"s3:GetBucketVersioning":      v.buckets,
 				"sqs:ReceiveMessage":          {queueArn},
 				"sqs:DeleteMessage":           {queueArn},
 				"sqs:GetQueueAttributes":      {queueArn},
@@ -525,10 +537,12 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			"states:StartExecution": {machineArn},
 		}),
 		"PartitionDropFn": merge(router, v.kms([]string{d, s3}, []string{s3}), map[string][]string{
-			"s3:GetObject":            metadata,
-			"s3:PutObject":            metadata,
+			"s3:GetObject":            append(metadata, v.objects("*")...), // verify heads, repair reads versions
+			"s3:GetObjectVersion":     v.objects("*"),
+			"s3:PutObject":            append(metadata, suffixed(v.objects("*"), " if a copy")...), // repair copies a version back
 			"s3:AbortMultipartUpload": metadata,
 			"s3:ListBucket":           v.buckets,
+			"s3:ListBucketVersions":   v.buckets,
 		}),
 		"RetentionFn": merge(tableGrants("RETENTION RETSWEEP TBL#* NS#* INTENT#* JOB#* BATCH#* ACTIVEJOB CATALOG#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"),
 			v.kms([]string{d, s3}, []string{s3}), map[string][]string{
@@ -665,7 +679,7 @@ func TestEnginePolicyDeniesMetadataWrites(t *testing.T) {
 			switch {
 			case st["Effect"] == "Allow" && slices.Contains(acts, "s3:PutObject") && res == objectsArn:
 				allowPut = true
-			case st["Effect"] == "Deny" && slices.Equal(acts, []string{"s3:PutObject"}) && res == "${Warehouse.Arn}/*.metadata.json":
+			case st["Effect"] == "Deny" && slices.Equal(acts, []string{"s3:PutObject"}) && res == "${Warehouse.Arn}/*.metadata.json,${Warehouse.Arn}/*.metadata.json.gz":
 				denyMeta = true
 			case st["Effect"] == "Deny" && slices.Contains(acts, "s3:DeleteObject") && res == objectsArn:
 				denyDelete = true
@@ -679,13 +693,67 @@ func TestEnginePolicyDeniesMetadataWrites(t *testing.T) {
 	}
 }
 
-// The warehouse is unversioned, by choice: a purge removes bytes.
-func TestWarehouseUnversioned(t *testing.T) {
+// The warehouse keeps versions, and its policy lets only the delete
+// function's role (and the break-glass role a context value names) delete
+// them, and those and the deploying role change versioning, lifecycle
+// rules or the policy: the guard preflight checks a brought bucket
+// against reads it as complete.
+func TestWarehouseVersionedAndGuarded(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
-		"VersioningConfiguration": assertions.Match_Absent(),
+		"VersioningConfiguration": map[string]any{"Status": "Enabled"},
 		"BucketEncryption":        assertions.Match_AnyValue(),
 	})
 	template.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
+	var stmts []any
+	for _, p := range resources("AWS::S3::BucketPolicy") {
+		stmts = append(stmts, p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any)...)
+	}
+	deleteRole := map[string]any{"Fn::GetAtt": []any{logicalID(t, "AWS::IAM::Role", "DeleteFnServiceRole"), "Arn"}}
+	want := map[string][]string{
+		bucketguard.SidVersions: {"s3:DeleteObjectVersion"},
+		bucketguard.SidConfig:   {"s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"},
+	}
+	for _, raw := range stmts {
+		st := raw.(map[string]any)
+		sid, _ := st["Sid"].(string)
+		acts, ok := want[sid]
+		if !ok {
+			continue
+		}
+		delete(want, sid)
+		if st["Effect"] != "Deny" || st["Principal"] != nil && !reflect.DeepEqual(st["Principal"], map[string]any{"AWS": "*"}) && st["Principal"] != "*" {
+			t.Errorf("%s: %v", sid, st)
+		}
+		if got := strs(st["Action"]); !reflect.DeepEqual(sorted(got), sorted(acts)) {
+			t.Errorf("%s denies %v, want %v", sid, got, acts)
+		}
+		exempt := st["Condition"].(map[string]any)["ArnNotLike"].(map[string]any)["aws:PrincipalArn"]
+		e, _ := json.Marshal(exempt)
+		d, _ := json.Marshal(deleteRole)
+		if !strings.Contains(string(e), string(d)) {
+			t.Errorf("%s exempts %s, want the delete function's role %s among them", sid, e, d)
+		}
+		if sid == bucketguard.SidConfig && !strings.Contains(string(e), "cfn-exec-role") {
+			t.Errorf("%s exempts %s: a stack update could not write the policy (the CDK execution role)", sid, e)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("the bucket policy lacks %v", want)
+	}
+}
+
+func suffixed(s []string, suffix string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = v + suffix
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
 }
 
 // Both alarms notify the one topic, whose ARN is an output.
@@ -851,8 +919,19 @@ func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 			if strings.HasPrefix(a, "states:") && (name != "RetentionFn" || a != "states:StartExecution" || !slices.Equal(res, []string{machineArn})) {
 				t.Errorf("%s may call %s on %v: only the retention function starts the purge machine (expire jobs)", name, a, res)
 			}
-			if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, []string{"${Warehouse.Arn}/*/metadata/*"}) {
-				t.Errorf("%s: %s on %v, want only tables' metadata folders", name, a, res)
+			// The partition-drop function also serves verify (it reads
+			// any object) and repair (it copies a version back over a
+			// key, and writes no bytes of its own outside metadata/).
+			want := []string{"${Warehouse.Arn}/*/metadata/*"}
+			switch {
+			case name == "PartitionDropFn" && a == "s3:GetObject":
+				want = append(want, objectsArn)
+			case name == "PartitionDropFn" && a == "s3:PutObject":
+				want = append(want, objectsArn+" if a copy")
+			}
+			sort.Strings(want)
+			if (a == "s3:GetObject" || a == "s3:PutObject") && !slices.Equal(res, want) {
+				t.Errorf("%s: %s on %v, want %v", name, a, res, want)
 			}
 		}
 	}

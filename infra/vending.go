@@ -6,6 +6,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/lambdaenv"
 )
 
@@ -14,13 +15,17 @@ import (
 // function's role may assume it; it holds the engine policy's storage
 // statements (read and write objects, list, never delete, never write a
 // metadata file), and each session is narrowed further by a session policy
-// to one table's prefixes (shared/credentials). Sessions last up to 12
-// hours, each catalog's vended-credentials.duration within that.
+// to one table's prefixes (shared/credentials). Sessions last up to 1
+// hour: the api function's own credentials are temporary, so its
+// AssumeRole is role chaining, which STS caps at 1 hour whatever the
+// role's maximum; each catalog's vended-credentials.duration lies within
+// that, and so does how long a session vended before a legal hold, a soft
+// drop or a revoke may still write.
 func (s *Stack) vendingRole(scope constructs.Construct) {
 	role := awsiam.NewRole(scope, jsii.String("VendingRole"), &awsiam.RoleProps{
 		Description:        jsii.String("icehold vended credentials: engines' table-scoped sessions, assumed by the api function only"),
 		AssumedBy:          awsiam.NewArnPrincipal(s.APIFn.Role().RoleArn()),
-		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(12)),
+		MaxSessionDuration: awscdk.Duration_Seconds(jsii.Number(credentials.MaxDuration.Seconds())),
 	})
 	statements := *s.engineStatements()
 	for _, st := range statements[1:] { // all but execute-api:Invoke

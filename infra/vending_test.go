@@ -30,8 +30,8 @@ func vendingRole(t *testing.T) (map[string]any, []map[string]any) {
 	return resources("AWS::IAM::Role")[id]["Properties"].(map[string]any), stmts
 }
 
-// The vending role trusts the api function's role alone, allows 12-hour
-// sessions, and (evaluated by the IAM oracle, together with the session
+// The vending role trusts the api function's role alone, allows 1-hour
+// sessions (role chaining's cap), and (evaluated by the IAM oracle, together with the session
 // policy icehold sends) lets a session read and write its table's data and
 // nothing else: no delete, no metadata file, no sibling table.
 func TestVendingRole(t *testing.T) {
@@ -46,8 +46,8 @@ func TestVendingRole(t *testing.T) {
 	if string(principal) != string(want) {
 		t.Errorf("the vending role trusts %s; want the api function's role only (%s)", principal, want)
 	}
-	if props["MaxSessionDuration"] != float64(43200) {
-		t.Errorf("MaxSessionDuration %v, want 43200 (12 hours, vended-credentials.duration's bound)", props["MaxSessionDuration"])
+	if props["MaxSessionDuration"] != float64(3600) {
+		t.Errorf("MaxSessionDuration %v, want 3600 (1 hour: role chaining's cap, vended-credentials.duration's bound)", props["MaxSessionDuration"])
 	}
 
 	table := objects.Location{Bucket: server.DefaultBucket, Key: "demo/ns/t-1"}
@@ -76,6 +76,8 @@ func TestVendingRole(t *testing.T) {
 		{"s3:PutObject", obj("demo/ns/t-1/metadata/snap-1.avro"), true},
 		{"s3:GetObject", obj("demo/ns/t-1/metadata/00001-a.metadata.json"), true},
 		{"s3:PutObject", obj("demo/ns/t-1/metadata/00002-a.metadata.json"), false},
+		{"s3:PutObject", obj("demo/ns/t-1/metadata/00002-a.gz.metadata.json"), false},
+		{"s3:PutObject", obj("demo/ns/t-1/metadata/00002-a.metadata.json.gz"), false},
 		{"s3:DeleteObject", obj("demo/ns/t-1/data/x.parquet"), false},
 		{"s3:DeleteObjectVersion", obj("demo/ns/t-1/data/x.parquet"), false},
 		{"s3:GetObject", obj("demo/ns/t-10/data/x.parquet"), false}, // a sibling sharing the prefix's text

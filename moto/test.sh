@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make test-moto: the store contract tests, the purge adapter tests and an
-# e2e subset against moto_server (an AWS implementation no one here wrote)
+# make test-moto: the store contract tests, the S3 contract tests, the purge
+# adapter tests and an e2e subset against moto_server (an AWS implementation no one here wrote)
 # instead of the embedded emulators. Starts moto on a free loopback port,
 # prints each suite's test counts, stops moto.
 set -uo pipefail
@@ -30,9 +30,9 @@ echo "make test-moto: moto $(python3 -c "import moto; print(moto.__version__)" 2
 
 # The e2e subset (about 1.5 minutes on 2 cores): iceberg-go's conformance
 # suite, the scenario, the purge tests, the restart-free crash points and
-# the kill -9 purge. Tests needing the embedded emulators' fault injection
+# the kill -9 purge, and the versioned warehouse's purge and repair. Tests needing the embedded emulators' fault injection
 # skip there; moto's StartMessageMoveTask fails, so redrive stays embedded.
-E2E='^(TestIcebergGoConformance|TestTableLifeThroughRESTCatalog|TestPurgeDeletesWhatIsReachableAndNothingElse|TestPurgeHonoursGCAndLocation|TestCrashPointsResumeExactly|TestPurgeSurvivesKill9)$'
+E2E='^(TestIcebergGoConformance|TestTableLifeThroughRESTCatalog|TestPurgeDeletesWhatIsReachableAndNothingElse|TestPurgeHonoursGCAndLocation|TestCrashPointsResumeExactly|TestPurgeSurvivesKill9|TestPurgeLeavesNoVersion|TestRepairRestoresFromVersions)$'
 
 status=0
 cuts=0
@@ -58,9 +58,12 @@ suite() { # name package run-pattern
 	rm -f "$out"
 }
 suite "store contract" ./shared/store/ '.'
+suite "s3 contract" ./local/emulators/ 'TestS3Contract'
 # Not TestSharedPacerHoldsTheSumOfProcesses: it also bounds how long the
 # fleet takes, a speed moto's one-at-a-time DynamoDB does not have.
-suite "purge adapters" ./shared/purge/ 'OnS3|OnSQS|SharedPacerCuts|SharedPacerWithout|PacesPerPrefix'
+suite "purge adapters" ./shared/purge/ 'OnS3|OnSQS|SharedPacerCuts|SharedPacerWithout|PacesPerPrefix|LeaveNoVersion'
+# Repair's restore from versions (moto keeps versions; the embedded S3 not yet).
+suite "repair" ./shared/partitions/ 'TestRestoreFromVersions'
 suite "e2e" ./e2e/ "$E2E"
 echo "make test-moto against moto:$summary"
 echo "  DynamoDB answers moto cut in transit, made whole by awstest.SerialDynamoDB: $cuts"

@@ -37,16 +37,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
+	"github.com/icehold/icehold/local/emulators"
 )
 
 // Model is an http.Handler in front of an S3 emulator.
 type Model struct {
 	// Next serves every call but DeleteObjects (the emulator).
 	Next http.Handler
-	// Backend is the emulator's store: DeleteObjects deletes the admitted
+	// Store is the emulator's store: DeleteObjects deletes the admitted
 	// keys there.
-	Backend gofakes3.Backend
+	Store Store
 	// WriteLatency and ReadLatency are slept per call.
 	WriteLatency, ReadLatency time.Duration
 	// Rate is the write ceiling per prefix (keys a second); Burst the most
@@ -104,8 +104,13 @@ const (
 // New returns the model with the figures of SPEC §8's bench row: 30 ms a
 // write call, 10 ms a read, 3,500 key deletions a second per prefix (1,000
 // at most at once).
-func New(next http.Handler, backend gofakes3.Backend) *Model {
-	return &Model{Next: next, Backend: backend, WriteLatency: 30 * time.Millisecond, ReadLatency: 10 * time.Millisecond,
+// Store deletes keys as the emulator's DeleteObjects does.
+type Store interface {
+	DeleteObjects(bucket string, ids []emulators.ObjectID) ([]emulators.DeleteResult, error)
+}
+
+func New(next http.Handler, store Store) *Model {
+	return &Model{Next: next, Store: store, WriteLatency: 30 * time.Millisecond, ReadLatency: 10 * time.Millisecond,
 		Rate: DefaultRate, Burst: DefaultBurst, buckets: map[string]*bucket{}}
 }
 
@@ -219,7 +224,12 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (m *Model) deleteObjects(w http.ResponseWriter, r *http.Request, bucketName string) {
 	m.stats.deleteCalls.Add(1)
-	var in gofakes3.DeleteRequest
+	var in struct {
+		Quiet   bool `xml:"Quiet"`
+		Objects []struct {
+			Key string `xml:"Key"`
+		} `xml:"Object"`
+	}
 	if err := xml.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Objects) > 1000 {
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, `<Error><Code>MalformedXML</Code><Message>%d keys, %v</Message></Error>`, len(in.Objects), err)
@@ -232,12 +242,12 @@ func (m *Model) deleteObjects(w http.ResponseWriter, r *http.Request, bucketName
 	m.stats.keysAsked.Add(int64(len(keys)))
 	ok := m.admit(bucketName, keys)
 	var admitted []string
-	var out gofakes3.MultiDeleteResult
+	var out deleteResult
 	for i, k := range keys {
 		if ok[i] {
 			admitted = append(admitted, k)
 		} else {
-			out.Error = append(out.Error, gofakes3.ErrorResult{Key: k, Code: "SlowDown", Message: "Please reduce your request rate."})
+			out.Error = append(out.Error, deleteError{Key: k, Code: "SlowDown", Message: "Please reduce your request rate."})
 		}
 	}
 	time.Sleep(m.WriteLatency)
@@ -247,7 +257,11 @@ func (m *Model) deleteObjects(w http.ResponseWriter, r *http.Request, bucketName
 		return
 	}
 	m.stats.slowKeys.Add(int64(len(out.Error)))
-	res, err := m.Backend.DeleteMulti(bucketName, admitted...)
+	ids := make([]emulators.ObjectID, len(admitted))
+	for i, k := range admitted {
+		ids[i] = emulators.ObjectID{Key: k}
+	}
+	res, err := m.Store.DeleteObjects(bucketName, ids)
 	if err != nil {
 		w.WriteHeader(http.StatusInternalServerError)
 		fmt.Fprintf(w, `<Error><Code>InternalError</Code><Message>%s</Message></Error>`, err)
@@ -255,10 +269,27 @@ func (m *Model) deleteObjects(w http.ResponseWriter, r *http.Request, bucketName
 	}
 	m.stats.keysDeleted.Add(int64(len(admitted)))
 	if !in.Quiet {
-		out.Deleted = res.Deleted
+		for _, d := range res {
+			out.Deleted = append(out.Deleted, deleted{Key: d.Key})
+		}
 	}
-	out.Error = append(out.Error, res.Error...)
 	w.Header().Set("Content-Type", "application/xml")
 	_, _ = io.WriteString(w, xml.Header)
 	_ = xml.NewEncoder(w).Encode(out)
+}
+
+type deleteResult struct {
+	XMLName xml.Name      `xml:"DeleteResult"`
+	Deleted []deleted     `xml:"Deleted"`
+	Error   []deleteError `xml:"Error"`
+}
+
+type deleted struct {
+	Key string `xml:"Key"`
+}
+
+type deleteError struct {
+	Key     string `xml:"Key"`
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
 }

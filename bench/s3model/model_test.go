@@ -15,17 +15,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/icehold/icehold/local/emulators"
 )
 
-func setup(t *testing.T, rate, burst float64) (*Model, *s3.Client, gofakes3.Backend) {
+func setup(t *testing.T, rate, burst float64) (*Model, *s3.Client, *emulators.S3Store) {
 	t.Helper()
-	backend := s3mem.New()
-	if err := backend.CreateBucket("b"); err != nil {
+	emu, err := emulators.NewS3("", "bkt")
+	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(gofakes3.New(backend).Server(), backend)
+	backend := emu.Store
+	m := New(emu, backend)
 	m.Rate, m.Burst = rate, burst
 	srv := httptest.NewServer(m)
 	t.Cleanup(srv.Close)
@@ -34,11 +35,11 @@ func setup(t *testing.T, rate, burst float64) (*Model, *s3.Client, gofakes3.Back
 	return m, client, backend
 }
 
-func ids(t *testing.T, backend gofakes3.Backend, dir string, n int) []s3types.ObjectIdentifier {
+func ids(t *testing.T, backend *emulators.S3Store, dir string, n int) []s3types.ObjectIdentifier {
 	out := make([]s3types.ObjectIdentifier, n)
 	for i := range out {
 		k := fmt.Sprintf("%s/%05d.parquet", dir, i)
-		if _, err := backend.PutObject("b", k, map[string]string{}, bytes.NewReader(nil), 0, nil); err != nil {
+		if _, err := backend.PutObject("bkt", k, bytes.NewReader(nil), emulators.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		out[i] = s3types.ObjectIdentifier{Key: aws.String(k)}
@@ -60,7 +61,7 @@ func TestCeilingPerPrefix(t *testing.T) {
 	p1 := ids(t, backend, "t/data/p=1", 600)
 	p2 := ids(t, backend, "t/data/p=2", 300)
 	t0 := time.Now()
-	out, err := client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("b"),
+	out, err := client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"),
 		Delete: &s3types.Delete{Objects: append(p1[:600:600], p2...), Quiet: aws.Bool(true)}})
 	if err != nil {
 		t.Fatal(err)
@@ -72,15 +73,15 @@ func TestCeilingPerPrefix(t *testing.T) {
 		t.Fatalf("%d keys refused, want 100 (600 asked on a prefix of 500)", len(out.Errors))
 	}
 	for _, e := range out.Errors {
-		if aws.ToString(e.Code) != "SlowDown" || Prefix("b", aws.ToString(e.Key)) != "b/t/data/p=1/" {
+		if aws.ToString(e.Code) != "SlowDown" || Prefix("bkt", aws.ToString(e.Key)) != "bkt/t/data/p=1/" {
 			t.Fatalf("refused %s with %s", aws.ToString(e.Key), aws.ToString(e.Code))
 		}
-		if _, err := backend.HeadObject("b", aws.ToString(e.Key)); err != nil {
+		if _, err := backend.HeadObject("bkt", aws.ToString(e.Key), ""); err != nil {
 			t.Errorf("a refused key is gone: %s", aws.ToString(e.Key))
 		}
 	}
 	// Nothing left on p=1: the whole call is a 503.
-	_, err = client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("b"),
+	_, err = client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"),
 		Delete: &s3types.Delete{Objects: []s3types.ObjectIdentifier{{Key: out.Errors[0].Key}}, Quiet: aws.Bool(true)}})
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "SlowDown" {
@@ -88,7 +89,7 @@ func TestCeilingPerPrefix(t *testing.T) {
 	}
 	// A second later the prefix has 10 tokens again.
 	clock.Add(int64(time.Second))
-	out, err = client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("b"),
+	out, err = client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"),
 		Delete: &s3types.Delete{Objects: p1[500:510], Quiet: aws.Bool(true)}})
 	if err != nil || len(out.Errors) > 1 {
 		t.Fatalf("after a second: %v, %d refused", err, len(out.Errors))
@@ -101,7 +102,7 @@ func TestCeilingPerPrefix(t *testing.T) {
 	for i := range many {
 		many[i] = s3types.ObjectIdentifier{Key: aws.String(fmt.Sprintf("t/x/%d", i))}
 	}
-	if _, err := client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("b"),
+	if _, err := client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"),
 		Delete: &s3types.Delete{Objects: many}}); err == nil {
 		t.Errorf("1001 keys in one call were accepted")
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -11,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // propsFlag collects --property k=v flags.
@@ -101,22 +105,92 @@ func catalogsCmd(conn *connOpts) *cobra.Command {
 	}
 	update.Flags().Var(set, "set", "a property to set, key=value (repeat for more)")
 	update.Flags().StringSliceVar(&unset, "unset", nil, "a property to remove (repeat for more)")
-	return group("catalogs", "Catalogs: create, show, set-properties", create, show, update)
+	return group("catalogs", "Catalogs: list, create, show, set-properties", catalogsListCmd(conn), create, show, update)
 }
 
-// grantPath is a principal's grant on the catalog (or "*", the system scope).
-func grantPath(c *client, principal string) string {
-	return "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/grants/" + url.PathEscape(principal)
+// catalogsListCmd is `icehold catalogs list`. The API has no listing of
+// catalogs (they have no index of their own), so it reads the stack's
+// DynamoDB table itself, as the migrate commands do: the local server's
+// from local.json, a deployed stack's with --table and AWS credentials.
+func catalogsListCmd(conn *connOpts) *cobra.Command {
+	var table, endpoint string
+	cmd := &cobra.Command{
+		Use:   "list [--table TABLE]",
+		Short: "List every catalog: the local server's, or a stack's (--table, AWS credentials: a scan of its table)",
+		Long: `Lists every catalog: name, warehouse, soft delete, who created it and when.
+The API has no listing of catalogs, so this reads the stack's DynamoDB table:
+the local server's (local.json), or a deployed stack's named by --table
+(ICEHOLD_TABLE, the output TableName) with your AWS credentials (--profile,
+--region): dynamodb:Scan on the table. A scan reads every item, so it costs
+in proportion to the table's size: an operator's command, not an engine's.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, err := conn.localInfo()
+			if err != nil {
+				return err
+			}
+			ep := awsconfig.Endpoints{Region: cmp.Or(conn.region, os.Getenv("AWS_REGION")), Profile: conn.profile, DynamoDB: endpoint}
+			local := info != nil && table == "" && (conn.url == "" || sameServer(conn.url, info.RESTURL))
+			switch {
+			case local:
+				table = info.Table
+				ep = awsconfig.Endpoints{DynamoDB: info.DynamoDB, Region: info.Region, AccessKey: info.AccessKey, SecretKey: info.SecretKey}
+			case table == "":
+				return usagef(cmd, "name the stack's DynamoDB table: --table (or ICEHOLD_TABLE), its output TableName")
+			}
+			cfg, err := awsconfig.Load(cmd.Context(), ep)
+			if err != nil {
+				return err
+			}
+			all, err := store.New(awsconfig.DynamoDB(cfg, ep), table).ListCatalogs(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("list the catalogs of table %s: %w", table, err)
+			}
+			sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+			infos := make([]catalog.CatalogInfo, len(all))
+			for i, c := range all {
+				infos[i] = catalog.CatalogInfo{Name: c.Name, Warehouse: c.Warehouse, Properties: c.Properties, CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy}
+			}
+			if conn.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"catalogs": infos})
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tWAREHOUSE\tSOFT DELETE\tCREATED\tBY")
+			for _, c := range infos {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Warehouse, cmp.Or(c.Properties[catalog.PropSoftDeleteEnabled], "false"), c.CreatedAt, c.CreatedBy)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&table, "table", os.Getenv("ICEHOLD_TABLE"), "a deployed stack's DynamoDB table (output TableName; env ICEHOLD_TABLE)")
+	cmd.Flags().StringVar(&endpoint, "endpoint-url", "", "DynamoDB endpoint (LocalStack); empty: AWS")
+	return cmd
+}
+
+// grantPath is a principal's grant on the catalog (or "*", the system
+// scope); pattern: the principal is an IAM pattern.
+func grantPath(c *client, principal string, pattern bool) string {
+	p := "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/grants/" + url.PathEscape(principal)
+	if pattern {
+		p += "?pattern=true"
+	}
+	return p
 }
 
 func grantsCmd(conn *connOpts) *cobra.Command {
 	type grant struct {
 		Principal  string   `json:"principal,omitempty"`
 		Privileges []string `json:"privileges"`
+		Pattern    bool     `json:"pattern,omitempty"`
 	}
+	var pattern bool
 	print := func(cmd *cobra.Command, c *client, g grant) error {
 		return c.emit(cmd.OutOrStdout(), g, func(out io.Writer) error {
-			_, err := fmt.Fprintf(out, "%s on %s: %s\n", g.Principal, c.catalog, strings.Join(g.Privileges, ", "))
+			what := g.Principal
+			if g.Pattern {
+				what = "the pattern " + what
+			}
+			_, err := fmt.Fprintf(out, "%s on %s: %s\n", what, c.catalog, strings.Join(g.Privileges, ", "))
 			return err
 		})
 	}
@@ -133,7 +207,7 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
-			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0]), nil, &g); err != nil {
+			if err := c.do(cmd.Context(), "GET", grantPath(c, args[0], pattern), nil, &g); err != nil {
 				return err
 			}
 			return print(cmd, c, g)
@@ -156,11 +230,11 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		},
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
 			var g grant
-			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0]), grant{Privileges: args[1:]}, &g); err != nil {
+			if err := c.do(cmd.Context(), "PUT", grantPath(c, args[0], pattern), grant{Privileges: args[1:]}, &g); err != nil {
 				return err
 			}
 			if g.Principal == "" {
-				g = grant{Principal: args[0], Privileges: args[1:]}
+				g = grant{Principal: args[0], Privileges: args[1:], Pattern: pattern}
 			}
 			return print(cmd, c, g)
 		}),
@@ -170,12 +244,15 @@ func grantsCmd(conn *connOpts) *cobra.Command {
 		Short: "Remove a principal's grant on the catalog",
 		Args:  exactArgs(1),
 		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
-			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0]), nil, nil); err != nil {
+			if err := c.do(cmd.Context(), "DELETE", grantPath(c, args[0], pattern), nil, nil); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked the grant of %s on %s\n", args[0], c.catalog)
 			return err
 		}),
+	}
+	for _, c := range []*cobra.Command{show, set, revoke} {
+		c.Flags().BoolVar(&pattern, "pattern", false, "PRINCIPAL is an IAM pattern ('*', '?'; 'arn:aws:sts::123456789012:assumed-role/etl-*'); without it a principal's own name")
 	}
 	return group("grants", "Grants: show, set, revoke (a principal's privileges on a catalog)", show, set, revoke)
 }

@@ -38,6 +38,13 @@ func TestCatalogsAndGrants(t *testing.T) {
 		{append([]string{"tables", "soft-deleted"}, asAna...), "LEGAL HOLD", ""},
 		{[]string{"grants", "revoke", "user:ana"}, "revoked", ""},
 		{append([]string{"tables", "soft-deleted"}, asAna...), "", "403"},
+		// A pattern covers ana; the name user:an* would not.
+		{[]string{"grants", "set", "user:an*", "TABLE_LIST_SOFT_DELETED"}, "user:an* on demo", ""},
+		{append([]string{"tables", "soft-deleted"}, asAna...), "", "403"},
+		{[]string{"grants", "set", "--pattern", "user:an*", "TABLE_LIST_SOFT_DELETED"}, "the pattern user:an* on demo", ""},
+		{append([]string{"tables", "soft-deleted"}, asAna...), "LEGAL HOLD", ""},
+		{[]string{"grants", "revoke", "--pattern", "user:an*"}, "revoked", ""},
+		{append([]string{"tables", "soft-deleted"}, asAna...), "", "403"},
 	} {
 		out, _, err := cli(append(c.args, "--dir", dir)...)
 		switch {

@@ -294,7 +294,7 @@ func TestCompletion(t *testing.T) {
 	}{
 		{[]string{"__complete", "jobs", "list", "--kind", ""}, []string{"purge", "orphans"}},
 		{[]string{"__complete", "jobs", ""}, []string{"list", "show", "watch"}},
-		{[]string{"__complete", "tables", ""}, []string{"list", "drop", "soft-deleted", "undrop", "purge-now", "legal-hold", "verify"}},
+		{[]string{"__complete", "tables", ""}, []string{"list", "drop", "soft-deleted", "undrop", "purge-now", "legal-hold", "verify", "repair"}},
 		{[]string{"__complete", "--output", ""}, []string{"table", "json"}},
 		{[]string{"__complete", "invoke", ""}, []string{"api", "delete", "purge-plan"}},
 	} {

@@ -218,6 +218,9 @@ func (c *client) send(ctx context.Context, method, path string, body, out any) (
 		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 			ae.typ, ae.text = e.Error.Type, e.Error.Message
 		}
+		if res.StatusCode == http.StatusForbidden {
+			ae.hint = grantHint(ae.text)
+		}
 		return nil, ae
 	}
 	if out != nil && len(b) > 0 {
@@ -232,13 +235,18 @@ func (c *client) send(ctx context.Context, method, path string, body, out any) (
 type apiError struct {
 	status    int
 	typ, text string // the ErrorModel's type and message, else the body
+	hint      string // what to do about it (a 403: the grant)
 }
 
 func (e *apiError) Error() string {
+	msg := fmt.Sprintf("%d %s: %s", e.status, e.typ, e.text)
 	if e.typ == "" {
-		return fmt.Sprintf("%d: %s", e.status, e.text)
+		msg = fmt.Sprintf("%d: %s", e.status, e.text)
 	}
-	return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.text)
+	if e.hint != "" {
+		msg += " (" + e.hint + ")"
+	}
+	return msg
 }
 
 // retryable: the same request may succeed later (a 5xx, 429 or 408, or no
@@ -273,9 +281,7 @@ func (c *client) unreachable(err error) error {
 // emit prints v as JSON with --output json, else as the table draws it.
 func (c *client) emit(out io.Writer, v any, table func(io.Writer) error) error {
 	if c.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(out, v)
 	}
 	return table(out)
 }

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,7 +25,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 	var state, kind, ns, tbl string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List purge jobs, newest first",
+		Short: "List purge jobs, oldest first (the newest last: jq '.jobs[-1]')",
 		Args:  noArgs,
 		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
 			q := url.Values{}
@@ -103,7 +104,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 	watchCmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
-	return group("jobs", "Purge jobs: list, show, watch", list, show, watchCmd)
+	return group("jobs", "Purge jobs: list, show, watch, retry, abandon", list, show, watchCmd, retryJobCmd(conn), abandonJobCmd(conn))
 }
 
 var jobStates = []string{"PENDING", "RUNNING", "DEAD_LETTERED", "SUCCEEDED", "FAILED", "CANCELLED"}
@@ -171,10 +172,11 @@ func showJob(out io.Writer, j job, note string) {
 		lastErr = "- (recovered from: " + *j.RecoveredError + ")"
 	}
 	for _, row := range [][2]string{
-		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State},
+		{"id", j.ID}, {"kind", j.Kind}, {"table", tableOf(j)}, {"state", j.State}, {"metadata", cmp.Or(j.MetadataLocation, "-")},
 		{"batches", fmt.Sprintf("%d done, %d dead, of %d", j.BatchesDone, j.BatchesDead, j.BatchesTotal)},
 		{"files", fmt.Sprintf("%d deleted (%d data, %d delete, %d metadata), %d missing, %d skipped, %d unreferenced deleted",
 			j.FilesDeleted, j.DataFilesDeleted, j.DeleteFilesDeleted, j.MetadataFilesDeleted, j.FilesMissing, j.FilesSkipped, j.FilesUnreferenced)},
+		{"size deleted", fmt.Sprintf("%s (%d bytes)", humanBytes(j.Bytes), j.Bytes)},
 		{"attempts", fmt.Sprint(j.Attempts)}, {"last error", lastErr}, {"created", j.CreatedAt + " by " + j.CreatedBy},
 		{"updated", j.UpdatedAt},
 	} {
@@ -188,14 +190,16 @@ func showJob(out io.Writer, j job, note string) {
 
 // watch follows a job until it ends: on a terminal it redraws one
 // progress line (batches and files done of the total, the rate, an ETA);
-// to a pipe or file it prints a line per change, and with asJSON the job
-// as one JSON object per change. DEAD_LETTERED waits on an operator, so
-// it ends the watch as FAILED does: an error naming the next step (next).
+// to a pipe or file it prints a line when what it shows changes, and with
+// asJSON the job as one JSON object when it changes (updated-at aside).
+// Each shows why a batch is being retried. DEAD_LETTERED waits on an
+// operator, so it ends the watch as FAILED does: an error with the cause
+// and the next steps, in order (next: how to redrive).
 func watch(ctx context.Context, out io.Writer, every time.Duration, asJSON bool, get func() (job, error), next func(job) string) error {
 	start := time.Now()
 	redraw := !asJSON && isTerminal(out)
 	var first *job
-	var last []byte // the job as last printed
+	last := "" // what was last printed: the line, or the job without updated-at
 	for {
 		j, err := get()
 		if err != nil {
@@ -204,33 +208,43 @@ func watch(ctx context.Context, out io.Writer, every time.Duration, asJSON bool,
 		if first == nil {
 			first = &j
 		}
-		cur, err := json.Marshal(j)
-		if err != nil {
-			return err
-		}
 		switch {
 		case redraw:
-			fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start)))
-		case bytes.Equal(cur, last):
-			// unchanged: nothing to print
+			// \x1b[K clears what a longer line before left (a retry reason gone).
+			fmt.Fprint(out, "\r"+progressLine(j, *first, time.Since(start))+retrying(j, 80)+"\x1b[K")
 		case asJSON:
-			fmt.Fprintf(out, "%s\n", cur)
+			seen := j
+			seen.UpdatedAt = ""
+			key, _ := json.Marshal(seen)
+			if string(key) != last {
+				cur, _ := json.Marshal(nonNull(reflect.ValueOf(j)).Interface())
+				fmt.Fprintf(out, "%s\n", cur)
+			}
+			last = string(key)
 		default:
-			fmt.Fprintln(out, strings.TrimRight(progressLine(j, *first, time.Since(start)), " "))
+			if line := pipeLine(j); line != last {
+				fmt.Fprintln(out, line)
+				last = line
+			}
 		}
-		last = cur
 		switch j.State {
 		case "SUCCEEDED", "FAILED", "CANCELLED", "DEAD_LETTERED":
 			if redraw {
 				fmt.Fprintln(out)
+			}
+			cause := ""
+			if j.LastError != nil {
+				cause = " (last error: " + *j.LastError + ")"
 			}
 			switch j.State {
 			case "SUCCEEDED":
 				return nil
 			case "CANCELLED":
 				return fmt.Errorf("job %s ended %s", j.ID, j.State)
+			case "DEAD_LETTERED":
+				return fmt.Errorf("job %s is DEAD_LETTERED%s: fix the cause first (a redrive before the fix dead-letters the batches again), then redrive: %s", j.ID, cause, next(j))
 			}
-			return fmt.Errorf("job %s is %s: %s", j.ID, j.State, next(j))
+			return fmt.Errorf("job %s is %s%s: %s", j.ID, j.State, cause, next(j))
 		}
 		select {
 		case <-ctx.Done():
@@ -238,6 +252,29 @@ func watch(ctx context.Context, out io.Writer, every time.Duration, asJSON bool,
 		case <-time.After(every):
 		}
 	}
+}
+
+// pipeLine is a job's line in a pipe or file: what a reader compares from
+// one line to the next (no rate or ETA, which change at every poll).
+func pipeLine(j job) string {
+	dead := ""
+	if j.BatchesDead > 0 {
+		dead = fmt.Sprintf(" (%d dead)", j.BatchesDead)
+	}
+	return fmt.Sprintf("%s %3.0f%%  batches %d/%d%s  files %d  %s%s", bar(j), 100*done(j), j.BatchesDone, j.BatchesTotal, dead, j.FilesDeleted, j.State, retrying(j, 0))
+}
+
+// retrying names why a running job's batch is being retried (SQS delivers
+// it again until its receives run out), cut to width runes (0: whole).
+func retrying(j job, width int) string {
+	if j.LastError == nil || (j.State != "RUNNING" && j.State != "PENDING") {
+		return ""
+	}
+	s := "  retry reason: " + *j.LastError
+	if r := []rune(s); width > 0 && len(r) > width {
+		s = string(r[:width-1]) + "…"
+	}
+	return s
 }
 
 // isTerminal: out is a character device (a terminal), where redrawing a
@@ -253,16 +290,7 @@ func isTerminal(out io.Writer) bool {
 
 // progressLine renders one frame of the progress bar.
 func progressLine(j, first job, elapsed time.Duration) string {
-	const width = 30
-	frac := 0.0
-	if j.BatchesTotal > 0 {
-		frac = float64(j.BatchesDone) / float64(j.BatchesTotal)
-	}
-	if j.State == "SUCCEEDED" {
-		frac = 1
-	}
-	filled := int(frac * width)
-	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	frac := done(j)
 	rate := 0.0
 	if s := elapsed.Seconds(); s > 0 {
 		rate = float64(j.FilesDeleted-first.FilesDeleted) / s
@@ -272,5 +300,36 @@ func progressLine(j, first job, elapsed time.Duration) string {
 		eta = (time.Duration(float64(elapsed)/frac*(1-frac)) / time.Second * time.Second).String()
 	}
 	return fmt.Sprintf("%s %3.0f%%  batches %d/%d  files %d  %.0f files/s  ETA %s  %s   ",
-		bar, frac*100, j.BatchesDone, j.BatchesTotal, j.FilesDeleted, rate, eta, j.State)
+		bar(j), frac*100, j.BatchesDone, j.BatchesTotal, j.FilesDeleted, rate, eta, j.State)
+}
+
+// done is the part of a job's batches done (all of them once it succeeded).
+func done(j job) float64 {
+	if j.State == "SUCCEEDED" {
+		return 1
+	}
+	if j.BatchesTotal > 0 {
+		return float64(j.BatchesDone) / float64(j.BatchesTotal)
+	}
+	return 0
+}
+
+// bar draws done(j) in 30 cells.
+func bar(j job) string {
+	const width = 30
+	filled := int(done(j) * width)
+	return strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+}
+
+// humanBytes writes a byte count in binary units (1.5 GiB), as ls -h does.
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, 0
+	for v >= 1024 && unit < 5 {
+		v /= 1024
+		unit++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[unit])
 }

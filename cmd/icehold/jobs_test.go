@@ -104,7 +104,7 @@ func TestDropWatch(t *testing.T) {
 		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "t")},
 		{"/v1/demo/namespaces/ops/tables", fmt.Sprintf(table, "u")},
 	})
-	out, _, err := cli("tables", "drop", "ops.t", "--purge", "--watch", "--every", "50ms", "--dir", dir)
+	out, _, err := cli("tables", "drop", "ops.t", "--purge", "--yes", "--watch", "--every", "50ms", "--dir", dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -115,7 +115,7 @@ func TestDropWatch(t *testing.T) {
 	if !strings.Contains(out, "purge job "+jobs[0].ID+" started") || !strings.Contains(out, "100%") || !strings.Contains(out, "SUCCEEDED") {
 		t.Errorf("drop --watch did not follow %s to its end:\n%s", jobs[0].ID, out)
 	}
-	if out, _, err := cli("tables", "drop", "ops.u", "--dir", dir); err != nil || out != "dropped ops.u\n" {
+	if out, _, err := cli("tables", "drop", "ops.u", "--dir", dir); err != nil || !strings.HasPrefix(out, "soft-deleted ops.u ") || strings.Contains(out, "purge") {
 		t.Errorf("plain drop: %v %q", err, out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -65,8 +66,36 @@ func portHint(err error, base int) error {
 	if !errors.As(err, &be) || !errors.Is(err, syscall.EADDRINUSE) {
 		return err
 	}
-	return fmt.Errorf("%w: another program holds that port (--ports %d uses %d to %d); start on other ports with --ports BASE, or make run PORTS=BASE (e.g. 9680)",
-		err, base, base, base+5)
+	free := freeBase(base)
+	if free == 0 {
+		return fmt.Errorf("%w: another program holds that port (--ports %d uses %d to %d); start with --ports 0, which picks free ports", err, base, base, base+5)
+	}
+	return fmt.Errorf("%w: another program holds that port (--ports %d uses %d to %d); start on other ports with --ports BASE, or make run PORTS=BASE "+
+		"(%d to %d are free now: --ports %d, make run PORTS=%d; --ports 0 picks free ports itself)", err, base, base, base+5, free, free+5, free, free)
+}
+
+// freeBase is a base port after busy whose six ports are free now (a
+// suggestion: another program may take one before make run does), 0 if
+// none is found soon.
+func freeBase(busy int) int {
+	base := busy
+	for try := 0; try < 500; try++ {
+		base += 10
+		if base > 65535-5 {
+			base = 10000
+		}
+		ok := true
+		for p := base; p < base+6 && ok; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if ok = err == nil; ok {
+				l.Close()
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	return 0
 }
 
 // serveLocal runs the local server, state in o.Dir, until ctx ends.

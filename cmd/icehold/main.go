@@ -26,7 +26,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "icehold:", err)
+	if wantsJSON(args) {
+		_ = writeJSON(stderr, errorJSON(err))
+	} else {
+		fmt.Fprintln(stderr, "icehold:", err)
+	}
 	if errors.Is(err, errUsage) {
 		return 2
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +39,7 @@ func migrateCmd(conn *connOpts) *cobra.Command {
 	}
 	return group("migrate", "One-time store migrations and checks of a deployed stack (AWS credentials; --profile, --region)",
 		mk("status", "Which one-time migrations the stack's store has had (done) and which it still needs (pending)"),
-		mk("teardown-check", "Before cdk destroy: exits 1 naming the unfinished jobs and soft-deleted tables a teardown would strand"),
+		mk("teardown-check", "Before cdk destroy: exits 1 naming the unfinished jobs, FAILED jobs keeping claims and soft-deleted tables a teardown would strand; lists legal-held and unregistered tables apart"),
 		mk("ownership", "Claim the location of every catalog, table and unfinished purge job created before the ownership index (idempotent)"),
 		mk("children", "Count every namespace's tables and child namespaces for the counter a namespace drop is conditioned on (run before traffic)"))
 }
@@ -66,18 +65,16 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, ep), t.table)
 	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
 	if which == "teardown-check" {
 		rep, err := cat.Teardown(ctx)
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
 		if !rep.Empty() {
-			return fmt.Errorf("a teardown now would strand %d unfinished jobs (their queues go, their files stay) and %d soft-deleted tables or views (nothing would purge them): let the jobs end, purge-now or undrop the soft-deleted ones (docs/operations.md, Teardown)", len(rep.Jobs), len(rep.SoftDeleted))
+			return fmt.Errorf("a teardown now would strand %d unfinished jobs (their queues go, their files stay), %d FAILED jobs that keep their claims (nobody could retry or abandon them) and %d soft-deleted tables or views (nothing would purge them): let the jobs end, retry or abandon the FAILED ones (icehold jobs retry|abandon ID), purge-now or undrop the soft-deleted ones (docs/operations.md, Teardown)", len(rep.Jobs), len(rep.Failed), len(rep.SoftDeleted))
 		}
 		return nil
 	}
@@ -101,7 +98,7 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 				rep.Pending = append(rep.Pending, m.marker+": run "+m.command)
 			}
 		}
-		return enc.Encode(rep)
+		return writeJSON(out, rep)
 	}
 	if which == "children" {
 		n, err := cat.BackfillChildren(ctx)
@@ -121,5 +118,5 @@ func runMigrate(ctx context.Context, which string, t migrateTarget, out io.Write
 	if err := st.Mark(ctx, catalog.OwnershipMigration); err != nil {
 		return err
 	}
-	return enc.Encode(rep)
+	return writeJSON(out, rep)
 }

@@ -49,6 +49,7 @@ func partitionsCmd(conn *connOpts) *cobra.Command {
 	var specID int
 	var expect, key string
 	var read int64
+	var yes bool
 	drop := &cobra.Command{
 		Use:     "drop NAMESPACE.TABLE --partition field=value,… [--partition …]",
 		Short:   "End partitions in one snapshot",
@@ -58,6 +59,13 @@ func partitionsCmd(conn *connOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(tuples) == 0 {
 				return usagef(cmd, "name at least one --partition")
+			}
+			if _, _, err := splitIdent(args[0]); err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			if err := confirm(cmd, yes, fmt.Sprintf("partitions drop ends every row of %d partition%s of %s in a new snapshot "+
+				"(older snapshots keep them until they expire)", len(tuples), plural(int64(len(tuples))), args[0])); err != nil {
+				return err
 			}
 			c, path, err := tableClient(cmd, conn, args[0])
 			if err != nil {
@@ -89,6 +97,7 @@ func partitionsCmd(conn *connOpts) *cobra.Command {
 	f.StringVar(&expect, "expect-uuid", "", "refuse (409) unless the table is this generation")
 	f.Int64Var(&read, "read-snapshot", 0, "refuse (409) if a snapshot after this one removed data")
 	f.StringVar(&key, "key", "", "Idempotency-Key (default: a new one)")
+	yesFlag(drop, &yes)
 	return group("partitions", "Partitions: drop", drop)
 }
 
@@ -150,6 +159,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func retentionCmd(conn *connOpts) *cobra.Command {
 	var field, keep string
+	var yes bool
 	policy := func(method string, body any) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			c, path, err := tableClient(cmd, conn, args[0])
@@ -179,11 +189,18 @@ func retentionCmd(conn *connOpts) *cobra.Command {
 			if field == "" || keep == "" {
 				return usagef(cmd, "set needs --field and --keep")
 			}
+			if _, _, err := splitIdent(args[0]); err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			if err := confirm(cmd, yes, fmt.Sprintf("retention set drops the partitions of %s whose %s is older than %s, at the next hourly run and every hour after", args[0], field, keep)); err != nil {
+				return err
+			}
 			return policy("PUT", body)(cmd, args)
 		},
 	}
 	set.Flags().StringVar(&field, "field", "", "the partition field (a day, hour, month or year transform, or an identity date/timestamp)")
 	set.Flags().StringVar(&keep, "keep", "", "how long to keep (ISO-8601, P7D, or 7d)")
+	yesFlag(set, &yes)
 	show := &cobra.Command{
 		Use:   "show NAMESPACE.TABLE",
 		Short: "Show a table's retention policy",
@@ -232,6 +249,44 @@ func verifyCmd(conn *connOpts) *cobra.Command {
 				return fmt.Errorf("table %s fails verification", args[0])
 			}
 			return nil
+		},
+	}
+}
+
+// repairCmd is `icehold tables repair NAMESPACE.TABLE`: what verify's
+// files-intact check finds changed or missing comes back from its prior
+// version (TABLE_WRITE).
+func repairCmd(conn *connOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair NAMESPACE.TABLE",
+		Short: "Restore the table's files an engine overwrote or deleted from their prior versions (TABLE_WRITE; nothing when nothing is wrong)",
+		Long: `Every file a retained snapshot references whose current object is missing or
+differs from the metadata (tables verify, check files-intact) is restored from its
+newest prior version that matches: the version is copied back as the current
+object. Nothing wrong: nothing changes. A file without such a version fails the
+command (409) by name, and nothing of its round is restored.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, path, err := tableClient(cmd, conn, args[0])
+			if err != nil {
+				return err
+			}
+			var rep partitions.RepairReport
+			if err := c.do(cmd.Context(), "POST", path+"/repair", nil, &rep); err != nil {
+				return err
+			}
+			return c.emit(cmd.OutOrStdout(), rep, func(out io.Writer) error {
+				if len(rep.Restored) == 0 {
+					_, err := fmt.Fprintln(out, "nothing to repair: every referenced file is intact")
+					return err
+				}
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "RESTORED\tKIND\tVERSION\tSIZE")
+				for _, r := range rep.Restored {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", r.Path, r.What, r.VersionID, r.Size)
+				}
+				return w.Flush()
+			})
 		},
 	}
 }

@@ -51,13 +51,13 @@ func TestPartitionsDropCommand(t *testing.T) {
 			`"partition-spec":{"spec-id":0,"fields":[{"source-id":1,"field-id":1000,"name":"ts_day","transform":"day"}]}}`},
 	})
 	var out bytes.Buffer
-	if err := execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "x=7", "--dir", dir, "--key", "k1"}, &out, io.Discard); err != nil {
+	if err := execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "x=7", "--yes", "--dir", dir, "--key", "k1"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "nothing to drop") || !strings.Contains(out.String(), "x=7") {
 		t.Errorf("output:\n%s", out.String())
 	}
-	err = execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "y=7", "--dir", dir, "--key", "k2"}, &out, io.Discard)
+	err = execute(context.Background(), []string{"partitions", "drop", "ops.t", "--partition", "y=7", "--yes", "--dir", dir, "--key", "k2"}, &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "400") || strings.Contains(err.Error(), "retries safely") {
 		t.Errorf("bad tuple: %v, want the 400 without a retry hint (a refusal answers the same again)", err)
 	}
@@ -74,7 +74,7 @@ func TestPartitionsDropRetryHint(t *testing.T) {
 			w.WriteHeader(c.status)
 			_, _ = w.Write([]byte(`{"error":{"message":"m","type":"T","code":` + strconv.Itoa(c.status) + `}}`))
 		}))
-		_, _, err := cli("partitions", "drop", "ops.t", "--partition", "x=7", "--url", api.URL, "--token", "t", "--key", "k9")
+		_, _, err := cli("partitions", "drop", "ops.t", "--partition", "x=7", "--yes", "--url", api.URL, "--token", "t", "--key", "k9")
 		api.Close()
 		if got := err != nil && strings.Contains(err.Error(), "--key k9 retries safely"); got != c.hint {
 			t.Errorf("a %d: %v, want a retry hint %v", c.status, err, c.hint)
@@ -82,7 +82,8 @@ func TestPartitionsDropRetryHint(t *testing.T) {
 	}
 }
 
-// retention set, show, clear and tables verify against a local server.
+// retention set, show, clear, tables verify and tables repair against a
+// local server.
 func TestRetentionAndVerifyCommands(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := server.Start(context.Background(), server.Options{Dir: dir, RetentionEvery: -1})
@@ -100,7 +101,7 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"set", "ops.e", "--field", "ts_day", "--keep", "P7D"}, "field ts_day, keep P7D"},
+		{[]string{"set", "ops.e", "--field", "ts_day", "--keep", "P7D", "--yes"}, "field ts_day, keep P7D"},
 		{[]string{"show", "ops.e"}, "not applied yet"},
 		{[]string{"clear", "ops.e"}, "cleared"},
 	} {
@@ -114,8 +115,12 @@ func TestRetentionAndVerifyCommands(t *testing.T) {
 		t.Errorf("show after clear: %v", err)
 	}
 	out.Reset()
-	if err := execute(context.Background(), append([]string{"tables", "verify", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "files-inside-location") {
+	if err := execute(context.Background(), append([]string{"tables", "verify", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "files-inside-location") || !strings.Contains(out.String(), "files-intact") {
 		t.Errorf("verify: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := execute(context.Background(), append([]string{"tables", "repair", "ops.e"}, conn...), &out, io.Discard); err != nil || !strings.Contains(out.String(), "nothing to repair") {
+		t.Errorf("repair of an intact table: %v\n%s", err, out.String())
 	}
 }
 

@@ -68,13 +68,18 @@ func preflightCmd(conn *connOpts) *cobra.Command {
 	var stack, template, endpoint string
 	c := &cobra.Command{
 		Use:   "preflight [--stack NAME] [--template FILE]",
-		Short: "Before a deploy: does the stack fit the account's Lambda concurrency, and what to raise (AWS credentials; --profile, --region)",
+		Short: "Before a deploy: does the stack fit the account's Lambda concurrency, do brought buckets enforce the lifecycle (AWS credentials; --profile, --region)",
 		Long: `Reads the synthesized template (make synth; default cdk.out/<stack>.template.json)
 and the account's Lambda concurrency (GetAccountSettings), and says whether the
 deploy fits: Lambda refuses a reserved concurrency that leaves the account fewer
 than 100 unreserved executions. A reservation the deployed stack already holds is
 counted as freed by the update. Also warns when the account's concurrency is below
-what a purge uses at full speed. Exit status 1 when the stack does not fit.`,
+what a purge uses at full speed. For each bucket the operator brings
+(icehold:warehouse-buckets), checks that it enforces the lifecycle: versioning on,
+and a policy that lets only icehold's delete role (and a break-glass role) delete
+versions or change versioning, lifecycle rules or the policy; it names what is
+missing and prints the statements to add. Exit status 1 when the stack does not
+fit or a bucket is not guarded.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := cmp.Or(template, filepath.Join("cdk.out", stack+".template.json"))
@@ -98,13 +103,26 @@ what a purge uses at full speed. Exit status 1 when the stack does not fit.`,
 			if err != nil {
 				return err
 			}
-			return preflight(cmd.OutOrStdout(), stack, needs, acct, held)
+			fit := preflight(cmd.OutOrStdout(), stack, needs, acct, held)
+			buckets, roleID, err := broughtBuckets(raw)
+			if err != nil || len(buckets) == 0 {
+				return fit
+			}
+			role, err := deployedRoleName(cmd.Context(), sc, stack, roleID)
+			if err != nil {
+				return err
+			}
+			bc, err := bucketClient(cmd.Context(), cmp.Or(conn.region, os.Getenv("AWS_REGION")), conn.profile, endpoint)
+			if err != nil {
+				return err
+			}
+			return errors.Join(fit, preflightBuckets(cmd.Context(), cmd.OutOrStdout(), bc, buckets, role))
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&stack, "stack", "Icehold", "the stack's name (icehold:stack-name)")
 	f.StringVar(&template, "template", "", "the synthesized template (default cdk.out/<stack>.template.json)")
-	f.StringVar(&endpoint, "endpoint-url", "", "Lambda and CloudFormation endpoint (LocalStack); empty: AWS")
+	f.StringVar(&endpoint, "endpoint-url", "", "Lambda, CloudFormation and S3 endpoint (LocalStack); empty: AWS")
 	return c
 }
 

@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
@@ -23,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/icehold/icehold/local/awstest"
 )
 
 // fakeAccount is Lambda's and CloudFormation's view of one account: its
@@ -141,12 +140,7 @@ func TestPreflightForQuotasOf10And1000(t *testing.T) {
 // exactly when the preflight says the stack does not fit or fits; once it
 // is held, the preflight's Lambda client reads it back from moto.
 func TestPreflightAgreesWithMotosLambda(t *testing.T) {
-	if _, err := exec.LookPath("moto_server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("moto_server is not on PATH, and CI=true requires it")
-		}
-		t.Skip("moto_server is not on PATH")
-	}
+	awstest.RequireMoto(t)
 	isolate(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "icehold")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "icehold-local-secret")
@@ -193,49 +187,7 @@ func readFile(t *testing.T, path string) string {
 // startMoto runs a moto_server of its own (the quota is read from its
 // environment) and stops it at cleanup.
 func startMoto(t *testing.T, quota int) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("moto_server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	cmd.Env = []string{fmt.Sprintf("MOTO_LAMBDA_CONCURRENCY_QUOTA=%d", quota)}
-	for _, kv := range os.Environ() {
-		if !strings.HasSuffix(kv, "=") { // isolate's empty AWS_PROFILE is a profile named "" to moto's boto
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	// moto's log goes to a file: read while moto writes, a shared buffer
-	// raced (and a slow start printed it).
-	log, err := os.Create(filepath.Join(t.TempDir(), "moto.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	logged := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("moto_server's log:\n%s", logged())
-		}
-	})
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	// A loaded 2-core machine takes tens of seconds to start moto.
-	for range 1200 {
-		if r, err := http.Get(endpoint + "/moto-api/"); err == nil {
-			r.Body.Close()
-			return endpoint
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("moto_server did not start in 2 minutes: %s", logged())
-	return ""
+	return awstest.StartMoto(t, fmt.Sprintf("MOTO_LAMBDA_CONCURRENCY_QUOTA=%d", quota))
 }
 
 // createMotoFunction makes a function in moto with a role moto knows.

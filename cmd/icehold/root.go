@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/icehold/icehold/shared/softdelete"
 )
 
 // errUsage marks a command line that does not parse: the error says what
@@ -24,11 +27,20 @@ func usagef(cmd *cobra.Command, format string, a ...any) error {
 }
 
 // execute runs one command line on a fresh command tree (tests run many in
-// one process; flags keep no state between them).
+// one process; flags keep no state between them). A question (confirm) is
+// asked only when both stdin and stderr are a terminal.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return executeIn(ctx, args, os.Stdin, isTerminal(os.Stdin) && isTerminal(stderr), stdout, stderr)
+}
+
+// executeIn is execute with the input a question reads and whether it is a
+// terminal (tests stand in for one).
+func executeIn(ctx context.Context, args []string, stdin io.Reader, terminal bool, stdout, stderr io.Writer) error {
 	root := newRoot(stdout, stderr)
+	root.SetIn(stdin)
 	root.SetArgs(goFlags(args))
-	return root.ExecuteContext(ctx)
+	ctx = context.WithValue(ctx, terminalKey{}, terminal)
+	return explain(root.ExecuteContext(ctx))
 }
 
 // goFlags spells Go's single-dash long flags (-dir X, from before cobra) as
@@ -103,7 +115,32 @@ Shell completion: icehold completion bash|zsh|fish --help.`,
 		migrateCmd(conn),
 		preflightCmd(conn),
 	)
+	addCompletions(root, conn)
 	return root
+}
+
+// addCompletions gives every argument that names a namespace, table, view
+// or soft-deleted one its completion from the server (job ids: jobs.go).
+func addCompletions(root *cobra.Command, conn *connOpts) {
+	ns, tbl, view := completeIdent(conn, completeNamespace), completeIdent(conn, completeTable), completeIdent(conn, completeView)
+	softTable, softView := completeSoftDeleted(conn, softdelete.KindTable), completeSoftDeleted(conn, softdelete.KindView)
+	by := map[string]cobra.CompletionFunc{
+		"namespaces list": ns, "namespaces create": ns, "tables list": ns, "views list": ns,
+		"tables create": tbl, "tables show": tbl, "tables drop": tbl, "tables verify": tbl, "tables repair": tbl,
+		"partitions drop": tbl, "retention set": tbl, "retention show": tbl, "retention clear": tbl, "local fault deny-deletes": tbl,
+		"tables undrop": softTable, "tables purge-now": softTable, "tables legal-hold": either(tbl, softTable),
+		"views drop": view, "views undrop": softView, "views purge-now": softView,
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f, ok := by[strings.TrimPrefix(c.CommandPath(), root.Name()+" ")]; ok {
+			c.ValidArgsFunction = f
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // group is a command that only holds verbs: alone it fails with its usage

@@ -84,13 +84,19 @@ func undropCmd(conn *connOpts, k kind) *cobra.Command {
 // purgeNowCmd is `icehold tables|views purge-now`.
 func purgeNowCmd(conn *connOpts, k kind, short string) *cobra.Command {
 	var uuid, gen string
-	var watch bool
+	var watch, yes bool
 	var every time.Duration
 	c := &cobra.Command{
 		Use:   "purge-now NAMESPACE." + k.upper,
 		Short: short,
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := splitIdent(args[0]); err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			if err := confirm(cmd, yes, k.noun+"s purge-now deletes the soft-deleted "+args[0]+"'s files for good, skipping its hold period (no undrop)"); err != nil {
+				return err
+			}
 			c, path, err := k.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
@@ -106,5 +112,6 @@ func purgeNowCmd(conn *connOpts, k kind, short string) *cobra.Command {
 	c.Flags().StringVar(&gen, "generation", "", "the generation to purge (several of one uuid)")
 	c.Flags().BoolVar(&watch, "watch", false, "follow the purge job until it ends")
 	c.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+	yesFlag(c, &yes)
 	return c
 }

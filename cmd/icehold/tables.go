@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
 )
@@ -54,8 +57,13 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 	var holdUUID, holdGen string
 	legalHold := &cobra.Command{
 		Use:   "legal-hold NAMESPACE.TABLE --on|--off",
-		Short: "Hold a soft-deleted table or view (no expiry, no purge), or release it (a view: --uuid VIEW_UUID)",
-		Args:  exactArgs(1),
+		Short: "Hold a table (no purge, no expiry, no deletion of its files) or release it: a live table or a soft-deleted one (a view: --uuid VIEW_UUID)",
+		Long: `Holds a table, or releases it (TABLE_LEGAL_HOLD). A live table gets the
+property icehold.legal-hold=true (a commit: TABLE_WRITE too), which a drop
+keeps on its soft-deleted record; a soft-deleted table's record is held or
+released directly. The name means the live table when there is one; a
+soft-deleted generation under a live name, or among several: --uuid.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if on == off {
 				return usagef(cmd, "name one of --on or --off")
@@ -70,6 +78,10 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 			}
 			uuid := holdUUID
 			if uuid == "" {
+				live, err := liveLegalHold(cmd.Context(), c, cmd.OutOrStdout(), args[0], levels, name, on)
+				if live || err != nil {
+					return err
+				}
 				if uuid, err = softDeletedUUID(cmd.Context(), c, levels, name); err != nil {
 					return err
 				}
@@ -83,14 +95,14 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 				return err
 			}
 			return c.emit(cmd.OutOrStdout(), v, func(out io.Writer) error {
-				_, err := fmt.Fprintf(out, "%s.%s (%s): legal hold %v\n", strings.Join(v.Namespace, "."), v.Name, cmp.Or(v.TableUUID, v.ViewUUID), v.LegalHold)
+				_, err := fmt.Fprintf(out, "%s.%s (soft-deleted, %s): legal hold %s\n", strings.Join(v.Namespace, "."), v.Name, cmp.Or(v.TableUUID, v.ViewUUID), onOff(v.LegalHold))
 				return err
 			})
 		},
 	}
 	legalHold.Flags().BoolVar(&on, "on", false, "set the hold")
 	legalHold.Flags().BoolVar(&off, "off", false, "clear the hold")
-	legalHold.Flags().StringVar(&holdUUID, "uuid", "", "the generation (table uuid) to hold, when several lie under the name")
+	legalHold.Flags().StringVar(&holdUUID, "uuid", "", "the soft-deleted generation (table or view uuid) to hold, when several lie under the name or a live table has it")
 	legalHold.Flags().StringVar(&holdGen, "generation", "", "the generation (several of one uuid)")
 
 	list := &cobra.Command{
@@ -121,8 +133,8 @@ func tablesCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 
-	return group("tables", "Tables: list, drop, soft-deleted, undrop, purge-now, legal-hold, verify",
-		list, dropCmd(conn), softDeleted, undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn))
+	return group("tables", "Tables: list, create, show, drop, soft-deleted, unregistered, undrop, purge-now, legal-hold, verify, repair",
+		list, tableCreateCmd(conn), tableShowCmd(conn), dropCmd(conn), softDeleted, unregisteredCmd(conn), undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn), repairCmd(conn))
 }
 
 type tableIdent struct {
@@ -162,7 +174,7 @@ func namespacesCmd(conn *connOpts) *cobra.Command {
 			})
 		}),
 	}
-	return group("namespaces", "Namespaces: list", list)
+	return group("namespaces", "Namespaces: list, create", list, namespaceCreateCmd(conn))
 }
 
 // pages GETs every page of a listing: each answer goes to page, which
@@ -208,6 +220,40 @@ func softDeletedTables(ctx context.Context, c *client, ns string) ([]softdelete.
 		return page.Next, err
 	})
 	return all, err
+}
+
+// liveLegalHold sets or clears a live table's icehold.legal-hold property
+// (one commit, no requirement: setting it twice is harmless); false when
+// no live table has the name.
+func liveLegalHold(ctx context.Context, c *client, out io.Writer, ident string, levels []string, name string, on bool) (bool, error) {
+	update := map[string]any{"action": "set-properties", "updates": map[string]string{catalog.PropLegalHold: "true"}}
+	if !on {
+		update = map[string]any{"action": "remove-properties", "removals": []string{catalog.PropLegalHold}}
+	}
+	var res loaded
+	err := c.do(ctx, "POST", restTablePath(c, levels, name), map[string]any{"requirements": []any{}, "updates": []any{update}}, &res)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.status == http.StatusNotFound && strings.Contains(ae.typ, "NoSuchTable") {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	state := "icehold.legal-hold=true"
+	if !on {
+		state = "icehold.legal-hold removed"
+	}
+	return true, c.emit(out, res, func(out io.Writer) error {
+		_, err := fmt.Fprintf(out, "%s (live, %s): legal hold %s (%s)\n", ident, res.Metadata.TableUUID, onOff(on), state)
+		return err
+	})
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // softDeletedUUID is the uuid of the one soft-deleted generation under a
@@ -257,7 +303,7 @@ func restTablePath(c *client, levels []string, name string) string {
 // --purge the answer's Icehold-Purge-Job header names the purge job, which
 // --watch follows.
 func dropCmd(conn *connOpts) *cobra.Command {
-	var purge, watchIt bool
+	var purge, watchIt, yes bool
 	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "drop NAMESPACE.TABLE",
@@ -270,6 +316,11 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			levels, name, err := splitIdent(args[0])
 			if err != nil {
 				return usagef(cmd, "%v", err)
+			}
+			if purge {
+				if err := confirm(cmd, yes, "tables drop --purge deletes "+args[0]+" and every file its metadata reaches, for good (no undrop)"); err != nil {
+					return err
+				}
 			}
 			c, err := conn.connect(cmd.Context())
 			if err != nil {
@@ -286,12 +337,13 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			out := cmd.OutOrStdout()
 			id := h.Get(router.PurgeJobHeader)
 			if !purge {
-				fmt.Fprintf(out, "dropped %s\n", args[0])
 				if kept := h.Values(router.FilesKeptHeader); len(kept) > 0 {
+					fmt.Fprintf(out, "dropped %s\n", args[0])
 					fmt.Fprintf(out, "its files stay under %s: catalog %s has no soft delete, so nothing records them and no purge will delete them "+
 						"(delete them with aws s3 rm --recursive, or register the table's metadata again)\n", strings.Join(kept, ", "), c.catalog)
+					return nil
 				}
-				return nil
+				return softDropped(cmd.Context(), c, out, args[0], levels, name)
 			}
 			if id == "" { // a server from before the header
 				_, err := fmt.Fprintf(out, "dropped %s; its purge job: icehold jobs list --table %s\n", args[0], name)
@@ -304,7 +356,44 @@ func dropCmd(conn *connOpts) *cobra.Command {
 	cmd.Flags().BoolVar(&purge, "purge", false, "delete the table's files too (a purge job)")
 	cmd.Flags().BoolVar(&watchIt, "watch", false, "with --purge: follow the purge job until it ends")
 	cmd.Flags().DurationVar(&every, "every", time.Second, "--watch: refresh interval")
+	yesFlag(cmd, &yes)
 	return cmd
+}
+
+// softDropped says what a drop on a catalog with soft delete kept: until
+// when the table is recoverable and how (the drop answers 204 without a
+// body, as the Iceberg spec says, so the record is read back: the newest
+// under the name).
+func softDropped(ctx context.Context, c *client, out io.Writer, ident string, levels []string, name string) error {
+	all, err := softDeletedTables(ctx, c, strings.Join(levels, "."))
+	if err != nil {
+		_, err := fmt.Fprintf(out, "dropped %s (its soft-deleted record could not be read: %v)\n", ident, err)
+		return err
+	}
+	var r *softdelete.View
+	gens := 0
+	for i, v := range all {
+		if v.Name != name {
+			continue
+		}
+		gens++
+		if r == nil || v.DroppedAt >= r.DroppedAt {
+			r = &all[i]
+		}
+	}
+	if r == nil {
+		_, err := fmt.Fprintf(out, "dropped %s\n", ident)
+		return err
+	}
+	undo := "icehold tables undrop " + ident
+	if gens > 1 {
+		undo += " --uuid " + r.TableUUID
+	}
+	fmt.Fprintf(out, "soft-deleted %s (table uuid %s): recoverable until %s (hold period %s); undo: %s\n", ident, r.TableUUID, r.PurgeAt, r.HoldPeriod, undo)
+	if r.LegalHold {
+		fmt.Fprintf(out, "under legal hold: kept past %s until the hold is released (icehold tables legal-hold %s --off)\n", r.PurgeAt, ident)
+	}
+	return nil
 }
 
 // startedJob reports a purge job a request started, and follows it with

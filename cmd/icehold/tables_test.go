@@ -61,11 +61,14 @@ func TestTablesNamespacesAndLegalHoldByName(t *testing.T) {
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 204 {
 		t.Fatalf("drop: %v %v", err, res)
 	}
-	if out := run("tables", "legal-hold", "ops.gone", "--on"); !strings.Contains(out, "ops.gone") || !strings.Contains(out, "legal hold true") {
+	if out := run("tables", "legal-hold", "ops.gone", "--on"); !strings.Contains(out, "ops.gone (soft-deleted") || !strings.Contains(out, "legal hold on") {
 		t.Errorf("legal-hold ops.gone --on:\n%s", out)
 	}
-	if _, _, err := cli("tables", "legal-hold", "ops.a", "--on", "--dir", dir); err == nil || !strings.Contains(err.Error(), "no soft-deleted table ops.a") {
-		t.Errorf("legal-hold of a live table: %v", err)
+	if out := run("tables", "legal-hold", "ops.a", "--on"); !strings.Contains(out, "ops.a (live") {
+		t.Errorf("legal-hold of a live table:\n%s", out)
+	}
+	if _, _, err := cli("tables", "legal-hold", "ops.never", "--on", "--dir", dir); err == nil || !strings.Contains(err.Error(), "no soft-deleted table ops.never") {
+		t.Errorf("legal-hold of no table: %v", err)
 	}
 	run("tables", "legal-hold", "ops.gone", "--off")
 	var undropped map[string]any

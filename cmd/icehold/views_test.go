@@ -42,7 +42,7 @@ func TestViewsCommands(t *testing.T) {
 		{[]string{"tables", "soft-deleted"}, "TABLE", "ops.v"},
 		{[]string{"views", "undrop", "ops.v", "--rename-to", "ops.back"}, "undropped view ops.back", ""},
 		{[]string{"views", "list", "ops"}, "ops.back\n", ""},
-		{[]string{"views", "purge-now", "ops.w"}, "purge job", ""},
+		{[]string{"views", "purge-now", "ops.w", "--yes"}, "purge job", ""},
 		{[]string{"views", "soft-deleted"}, "VIEW UUID", "ops.w"},
 	} {
 		var out bytes.Buffer

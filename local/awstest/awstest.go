@@ -153,18 +153,21 @@ func NewS3(t testing.TB) S3 {
 	return S3{Client: c, Bucket: bucket, Endpoint: url, Emulator: emu}
 }
 
-// emptyAndDelete removes a test's bucket from the shared external server.
+// emptyAndDelete removes a test's bucket from the shared external server:
+// every version and delete marker, then the bucket.
 func emptyAndDelete(c *s3.Client, bucket string) {
 	ctx := context.Background()
-	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil || len(page.Contents) == 0 {
+	for range 1000 {
+		page, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
+		if err != nil || len(page.Versions)+len(page.DeleteMarkers) == 0 {
 			break
 		}
 		var ids []s3types.ObjectIdentifier
-		for _, o := range page.Contents {
-			ids = append(ids, s3types.ObjectIdentifier{Key: o.Key})
+		for _, v := range page.Versions {
+			ids = append(ids, s3types.ObjectIdentifier{Key: v.Key, VersionId: v.VersionId})
+		}
+		for _, d := range page.DeleteMarkers {
+			ids = append(ids, s3types.ObjectIdentifier{Key: d.Key, VersionId: d.VersionId})
 		}
 		_, _ = c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
 	}

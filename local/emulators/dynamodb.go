@@ -1,5 +1,5 @@
 // Package emulators serves AWS APIs in process for the local server and the
-// tests: DynamoDB (minidyn) and S3 (gofakes3), reached by the real SDK
+// tests: DynamoDB (minidyn) and S3 (its own store), reached by the real SDK
 // clients over HTTP. A write journal makes DynamoDB state survive kill -9.
 package emulators
 

@@ -1,6 +1,7 @@
 package emulators
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,11 +9,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
@@ -38,13 +43,18 @@ type IAM struct {
 
 	sessionKey []byte
 	mu         sync.RWMutex
-	roles      map[string]string // role ARN → its policy document
+	roles      map[string]role // by ARN
+}
+
+// role is a local role: who may assume it and what its sessions may do.
+type role struct {
+	trust, policy iampolicy.Document
 }
 
 // NewIAM returns the local account; sessionKey signs session tokens (keep
 // it in the state folder so that sessions outlive a restart).
 func NewIAM(region, rootKey, rootSecret string, sessionKey []byte) *IAM {
-	return &IAM{Region: region, RootKey: rootKey, RootSecret: rootSecret, sessionKey: sessionKey, roles: map[string]string{}}
+	return &IAM{Region: region, RootKey: rootKey, RootSecret: rootSecret, sessionKey: sessionKey, roles: map[string]role{}}
 }
 
 // NewSessionKey makes a key for NewIAM.
@@ -63,19 +73,48 @@ func UserPrincipal(name string) string { return "arn:aws:iam::" + Account + ":us
 // RoleARN is the ARN of a local role.
 func RoleARN(name string) string { return "arn:aws:iam::" + Account + ":role/" + name }
 
-// AddRole makes a role assumable, with its own policy (sessions are the
-// intersection of it and their session policy).
-func (m *IAM) AddRole(name, policy string) {
+// AddRole makes a role: trust is its trust policy (who may assume it, as
+// sts:AssumeRole checks it), policy what its sessions may do (each the
+// intersection of it and its session policy). Both are policy documents.
+func (m *IAM) AddRole(name, trust, policy string) error {
+	t, err := iampolicy.Parse(trust)
+	if err != nil {
+		return fmt.Errorf("role %s: trust policy: %w", name, err)
+	}
+	p, err := iampolicy.Parse(policy)
+	if err != nil {
+		return fmt.Errorf("role %s: policy: %w", name, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.roles[RoleARN(name)] = policy
+	m.roles[RoleARN(name)] = role{trust: t, policy: p}
+	return nil
 }
 
-func (m *IAM) rolePolicy(arn string) (string, bool) {
+// TrustPolicy is a trust policy that lets principals assume a role: ARNs
+// of roles (their sessions), users, an account's root (every principal of
+// the account whose own policy allows sts:AssumeRole on the role), or
+// service principals (lambda.amazonaws.com: none through this STS).
+func TrustPolicy(principals ...string) string {
+	var p iampolicy.Principal
+	for _, x := range principals {
+		if strings.HasPrefix(x, "arn:") {
+			p.AWS = append(p.AWS, x)
+		} else {
+			p.Service = append(p.Service, x)
+		}
+	}
+	b, _ := json.Marshal(iampolicy.Document{Version: "2012-10-17", Statement: []iampolicy.Statement{
+		{Effect: iampolicy.Allow, Principal: &p, Action: iampolicy.StringOrList{"sts:AssumeRole"}},
+	}})
+	return string(b)
+}
+
+func (m *IAM) role(arn string) (role, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	p, ok := m.roles[arn]
-	return p, ok
+	r, ok := m.roles[arn]
+	return r, ok
 }
 
 // SetClock sets the clock sessions are issued and expire by (tests
@@ -166,6 +205,25 @@ type Session struct {
 	PackedPercent int
 }
 
+// Issue issues a session of a role directly, as AWS hands a Lambda
+// function (or an instance, a task) its role's session: no STS call and no
+// trust check. The local server's functions act with these, and engines
+// that are not vended credentials are handed one of the engine role.
+func (m *IAM) Issue(role, session string, d time.Duration) Session {
+	return m.assume(role, session, "", d)
+}
+
+// RoleCredentials are the credentials of a function running as role: a
+// session issued on every call, valid for an hour by the sessions' clock
+// (an HMAC, no network), so that they hold whatever that clock reads.
+func (m *IAM) RoleCredentials(role, session string) aws.CredentialsProvider {
+	return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		s := m.Issue(role, session, time.Hour)
+		return aws.Credentials{AccessKeyID: s.AccessKeyID, SecretAccessKey: s.Secret, SessionToken: s.Token,
+			Source: "icehold local IAM", CanExpire: true, Expires: s.Expires}, nil
+	})
+}
+
 // assume issues a session of a role (its checks are the STS handler's).
 func (m *IAM) assume(role, session, policy string, d time.Duration) Session {
 	id := make([]byte, 8)
@@ -191,17 +249,24 @@ func (m *IAM) allows(k sigv4.Key, a access) bool {
 	if k.Role == "" {
 		return true
 	}
-	rp, ok := m.rolePolicy(k.Role)
-	if !ok {
-		return false
-	}
-	var role iamDocument
-	if json.Unmarshal([]byte(rp), &role) != nil || !role.allows(a) {
+	r, ok := m.role(k.Role)
+	if !ok || !r.policy.Allows(a.request(k.Principal)) {
 		return false
 	}
 	if k.Policy == "" {
 		return true
 	}
-	var session iamDocument
-	return json.Unmarshal([]byte(k.Policy), &session) == nil && session.allows(a)
+	session, err := iampolicy.Parse(k.Policy)
+	return err == nil && session.Allows(a.request(k.Principal))
+}
+
+// mayAssume: the role's trust policy lets the caller in, and the caller's
+// own permissions (allows) include sts:AssumeRole on the role.
+func (m *IAM) mayAssume(caller sigv4.Key, roleARN string) bool {
+	r, ok := m.role(roleARN)
+	if !ok {
+		return false
+	}
+	a := access{action: "sts:AssumeRole", resource: roleARN}
+	return r.trust.Allows(a.request(caller.Principal)) && m.allows(caller, a)
 }

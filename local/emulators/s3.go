@@ -3,25 +3,20 @@ package emulators
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
-	"slices"
-	"strings"
 	"sync/atomic"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3afero"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/spf13/afero"
 
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
-// S3 is gofakes3 on disk (dir set) or in memory (dir == ""). Serve it over
-// plain HTTP: over HTTPS the SDK sends aws-chunked bodies gofakes3 would store
-// verbatim.
+// S3 is the embedded S3: an S3Store (on disk with a state folder, else in
+// memory) behind S3's REST API (path-style), with versioning, bucket
+// policies and, with SetIAM, SigV4 and IAM checks. Serve it over plain
+// HTTP or HTTPS: aws-chunked bodies are decoded and every digest a request
+// states is checked.
 type S3 struct {
-	inner    http.Handler
-	Backend  gofakes3.Backend
+	// Store keeps the buckets and object versions (Go callers: benchmarks
+	// seed it directly; the inventory writer reads it).
+	Store    *S3Store
 	policies *bucketPolicies
 	fault    atomic.Pointer[Fault]
 	observe  atomic.Pointer[func(*http.Request)]
@@ -62,9 +57,14 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected fault</Message></Error>`, f.Code)
 		return
 	}
-	deny := s.policies.denies
-	// Unsigned requests stay the emulator's convenience (curl, tests);
-	// signed ones are checked as S3 checks them.
+	w.Header().Set("X-Amz-Request-Id", newBlobName()[:16])
+	w.Header().Set("Server", "AmazonS3")
+	// allowed is what IAM lets the caller do; nil: anything (unsigned
+	// requests stay the emulator's convenience, for curl and tests; users'
+	// and the root's keys are the account's). Signed requests are checked
+	// as S3 checks them.
+	var allowed func(access) bool
+	root := true
 	if m := s.iam.Load(); m != nil && sigv4.Signed(r) {
 		if sigv4.Service(r) == "sts" {
 			m.ServeSTS(w, r)
@@ -74,22 +74,31 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
+		root = caller.Principal == RootPrincipal
 		if caller.Role != "" {
-			if !IsDeleteObjects(r) && !permits(m, caller, r) {
-				writeS3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied")
-				return
-			}
-			// DeleteObjects is authorized key by key.
-			deny = func(bucket, key, action string) bool {
-				return s.policies.denies(bucket, key, action) ||
-					!m.allows(caller, access{action: action, resource: "arn:aws:s3:::" + bucket + "/" + key})
-			}
+			allowed = func(a access) bool { return m.allows(caller, a) }
 		}
 	}
-	if s.servePolicy(w, r, deny) {
-		return
+	c := routeS3(r)
+	// One decision authorizes and runs the request: the bucket policy's
+	// denies and the caller's permissions apply to every request shape.
+	denied := func(a access) bool {
+		return s.policies.denies(c.bucket, a, root) || (allowed != nil && !allowed(a))
 	}
-	s.inner.ServeHTTP(w, r)
+	for _, a := range c.accesses(r) {
+		if denied(a) {
+			writeS3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied")
+			return
+		}
+	}
+	switch {
+	case c.op == "MethodNotAllowed":
+		fail(w, r, ErrDeleteMarker) // S3's MethodNotAllowed
+	case !served[c.op]:
+		fail(w, r, errNotImplemented)
+	default:
+		s.serveCall(w, r, c, denied)
+	}
 }
 
 // IsDeleteObjects matches a DeleteObjects call (POST ?delete).
@@ -98,89 +107,24 @@ func IsDeleteObjects(r *http.Request) bool {
 	return r.Method == http.MethodPost && ok
 }
 
-// NewS3 returns the emulator with the named buckets created.
+// NewS3 returns the emulator kept in dir ("" in memory) with the named
+// buckets created.
 func NewS3(dir string, buckets ...string) (*S3, error) {
-	var backend gofakes3.Backend
-	if dir == "" {
-		backend = s3mem.New()
-	} else {
-		fs, err := s3afero.NewBasePathFs(afero.NewOsFs(), filepath.Join(dir, "s3"), s3afero.FsPathCreateAll)
-		if err != nil {
-			return nil, err
-		}
-		mb, err := s3afero.MultiBucket(fs)
-		if err != nil {
-			return nil, err
-		}
-		backend = pagedBackend{mb}
+	store, err := OpenS3Store(dir)
+	if err != nil {
+		return nil, err
 	}
 	for _, b := range buckets {
-		exists, err := backend.BucketExists(b)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
-			if err := backend.CreateBucket(b); err != nil {
-				return nil, fmt.Errorf("create bucket %s: %w", b, err)
-			}
+		if err := store.CreateBucket(b); err != nil && err != ErrBucketOwned {
+			return nil, fmt.Errorf("create bucket %s: %w", b, err)
 		}
 	}
 	policies, err := newBucketPolicies(dir)
 	if err != nil {
 		return nil, err
 	}
-	faker := gofakes3.New(backend, gofakes3.WithAutoBucket(true))
-	return &S3{inner: faker.Server(), Backend: backend, policies: policies}, nil
+	return &S3{Store: store, policies: policies}, nil
 }
 
-// pagedBackend pages the listings of a backend that answers them only whole
-// (gofakes3's s3afero, the state folder's: it ignores max-keys, start-after
-// and continuation tokens, and gofakes3 then answers the whole listing as
-// one page): in key order, strictly after the marker, at most MaxKeys, as
-// S3 does.
-type pagedBackend struct{ gofakes3.Backend }
-
-func (b pagedBackend) ListBucket(name string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
-	out, err := b.Backend.ListBucket(name, prefix, page)
-	if err != gofakes3.ErrInternalPageNotImplemented {
-		return out, err
-	}
-	whole, err := b.Backend.ListBucket(name, prefix, gofakes3.ListBucketPage{})
-	if err != nil {
-		return nil, err
-	}
-	type entry struct {
-		name    string
-		content *gofakes3.Content // nil: a common prefix
-	}
-	all := make([]entry, 0, len(whole.Contents)+len(whole.CommonPrefixes))
-	for _, c := range whole.Contents {
-		all = append(all, entry{c.Key, c})
-	}
-	for _, p := range whole.CommonPrefixes {
-		all = append(all, entry{p.Prefix, nil})
-	}
-	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.name, b.name) })
-	out = gofakes3.NewObjectList()
-	var n int64
-	for _, e := range all {
-		if page.HasMarker && e.name <= page.Marker {
-			continue
-		}
-		if page.MaxKeys > 0 && n == page.MaxKeys {
-			out.IsTruncated = true
-			break
-		}
-		if e.content != nil {
-			out.Add(e.content)
-		} else {
-			out.AddPrefix(e.name)
-		}
-		n++
-		out.NextMarker = e.name
-	}
-	if !out.IsTruncated {
-		out.NextMarker = ""
-	}
-	return out, nil
-}
+// Close releases the store.
+func (s *S3) Close() error { return s.Store.Close() }

@@ -3,13 +3,17 @@ package emulators_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/shared/awsconfig"
@@ -86,6 +90,82 @@ func TestListingsPage(t *testing.T) {
 			}
 			if !slices.Equal(all, want) || pages != 4 {
 				t.Errorf("paged by 2: %v in %d pages, want %v in 4", all, pages, want)
+			}
+		})
+	}
+}
+
+// A state folder written by the gofakes3 backend keeps its objects.
+func TestS3ImportsGofakes3State(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "s3", "buckets", "bkt", "cat", "ns", "t", "metadata")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "00000-a.metadata.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second start finds the journal, not the old folder
+		emu, err := emulators.NewS3(dir, "bkt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := emu.Store.ListObjects("bkt", emulators.ListOptions{MaxKeys: 10})
+		if err != nil || len(res.Objects) != 1 || res.Objects[0].Key != "cat/ns/t/metadata/00000-a.metadata.json" || res.Objects[0].Size != 2 {
+			t.Errorf("objects after the import: %+v, %v", res.Objects, err)
+		}
+		_ = emu.Close()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s3.gofakes3")); err != nil {
+		t.Errorf("the old folder is not set aside: %v", err)
+	}
+}
+
+// The SDK's default integrity settings (checksums on every upload, over
+// HTTPS an aws-chunked body with a trailing checksum) store the content,
+// not its framing, and pass the checks of the stated digests.
+func TestS3TakesTheSDKDefaults(t *testing.T) {
+	emu, err := emulators.NewS3("", "bkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls %v", tls), func(t *testing.T) {
+			ctx := context.Background()
+			srv := httptest.NewUnstartedServer(emu)
+			if tls {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true, HTTPClient: srv.Client(),
+				Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+					return aws.Credentials{AccessKeyID: "k", SecretAccessKey: "s"}, nil
+				})})
+			body := strings.Repeat("icehold ", 10_000)
+			// Over HTTP the SDK hashes a seekable body and sends its
+			// x-amz-checksum-crc32; over HTTPS it streams one that cannot
+			// seek as aws-chunked with a trailing checksum.
+			var r io.Reader = strings.NewReader(body)
+			if tls {
+				r = io.MultiReader(r)
+			}
+			if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"),
+				Body: r, ContentLength: aws.Int64(int64(len(body)))}); err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(out.Body)
+			out.Body.Close()
+			if string(got) != body || aws.ToString(out.ContentEncoding) != "" {
+				t.Errorf("stored %d bytes (%.40q), content encoding %q; want the %d bytes put", len(got), got, aws.ToString(out.ContentEncoding), len(body))
+			}
+			if _, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bkt"), Delete: &s3types.Delete{Objects: []s3types.ObjectIdentifier{{Key: aws.String("k")}}}}); err != nil {
+				t.Errorf("DeleteObjects with the SDK's default checksum: %v", err)
 			}
 		})
 	}

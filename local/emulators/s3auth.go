@@ -3,8 +3,6 @@ package emulators
 import (
 	"errors"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/icehold/icehold/shared/sigv4"
@@ -50,68 +48,4 @@ func (s *S3) authenticate(w http.ResponseWriter, r *http.Request, m *IAM) (sigv4
 	}
 	writeS3Error(w, status, code, msg)
 	return sigv4.Key{}, false
-}
-
-// accessOf is what IAM authorizes a request as (DeleteObjects is
-// authorized key by key, by its handler).
-func accessOf(r *http.Request) []access {
-	bucket, key := splitPath(r)
-	q := r.URL.Query()
-	has := func(k string) bool { _, ok := q[k]; return ok }
-	bucketARN := "arn:aws:s3:::" + bucket
-	object := bucketARN + "/" + key
-	one := func(action, res string) []access { return []access{{action: action, resource: res}} }
-	if key == "" {
-		switch {
-		case has("policy"):
-			return one(map[string]string{"GET": "s3:GetBucketPolicy", "PUT": "s3:PutBucketPolicy", "DELETE": "s3:DeleteBucketPolicy"}[r.Method], bucketARN)
-		case has("location"):
-			return one("s3:GetBucketLocation", bucketARN)
-		case has("uploads"):
-			return one("s3:ListBucketMultipartUploads", bucketARN)
-		case has("versions"):
-			return one("s3:ListBucketVersions", bucketARN)
-		case r.Method == http.MethodGet || r.Method == http.MethodHead:
-			return []access{{action: "s3:ListBucket", resource: bucketARN, keys: map[string]string{"s3:prefix": q.Get("prefix")}}}
-		case r.Method == http.MethodPut:
-			return one("s3:CreateBucket", bucketARN)
-		case r.Method == http.MethodDelete:
-			return one("s3:DeleteBucket", bucketARN)
-		}
-		return one("s3:"+r.Method+"Bucket", bucketARN)
-	}
-	switch {
-	case r.Method == http.MethodGet && has("uploadId"):
-		return one("s3:ListMultipartUploadParts", object)
-	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && has("tagging"):
-		return one("s3:GetObjectTagging", object)
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		return one("s3:GetObject", object)
-	case r.Method == http.MethodDelete && has("uploadId"):
-		return one("s3:AbortMultipartUpload", object)
-	case r.Method == http.MethodDelete:
-		return one("s3:DeleteObject", object)
-	case r.Method == http.MethodPut && has("tagging"):
-		return one("s3:PutObjectTagging", object)
-	case r.Method == http.MethodPut && has("acl"):
-		return one("s3:PutObjectAcl", object)
-	case r.Method == http.MethodPut || r.Method == http.MethodPost:
-		out := one("s3:PutObject", object) // uploads, parts and completions too
-		if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
-			src, _ = url.PathUnescape(strings.TrimPrefix(strings.SplitN(src, "?", 2)[0], "/"))
-			out = append(out, access{action: "s3:GetObject", resource: "arn:aws:s3:::" + src})
-		}
-		return out
-	}
-	return one("s3:"+r.Method+"Object", object)
-}
-
-// permits: the caller may make every access the request needs.
-func permits(m *IAM, k sigv4.Key, r *http.Request) bool {
-	for _, a := range accessOf(r) {
-		if !m.allows(k, a) {
-			return false
-		}
-	}
-	return true
 }

@@ -2,69 +2,36 @@ package emulators
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/johannesboyne/gofakes3"
+	"github.com/icehold/icehold/shared/iampolicy"
 )
 
-// Bucket policies, as far as deletes go: gofakes3 has none, and the purge's
-// handling of DeleteObjects' per-key errors (a denied key fails the batch; it
-// is never counted deleted) is tested against an S3 that produces them the
-// way S3 and moto do, from a bucket policy that denies s3:DeleteObject.
-// Only Deny statements are evaluated (the emulator's caller owns the bucket,
-// so everything else is allowed), on Action/Resource with * and ? wildcards;
-// a statement with a Condition, NotAction or NotResource is kept but never
-// matches (the emulator cannot evaluate it).
+// Bucket policies: the purge's handling of DeleteObjects' per-key errors (a
+// denied key fails the batch; it is never counted deleted) is tested against
+// an S3 that produces them the way S3 and moto do, from a bucket policy that
+// denies s3:DeleteObject, and a bucket policy's denies apply to every
+// request (s3:DeleteObjectVersion, s3:PutBucketVersioning, ...). Only Deny
+// statements are evaluated (the emulator's caller owns the bucket, so
+// everything else is allowed), by shared/iampolicy; a statement with a
+// Condition the request carries no key for, NotAction or NotResource is
+// kept but never matches (the emulator cannot evaluate it).
 
 type bucketPolicies struct {
 	mu  sync.Mutex
-	dir string                    // "" keeps them in memory
-	raw map[string][]byte         // bucket → policy document
-	doc map[string]policyDocument // bucket → parsed
-}
-
-type policyDocument struct {
-	Statement []policyStatement `json:"Statement"`
-}
-
-type policyStatement struct {
-	Effect      string          `json:"Effect"`
-	Action      stringOrList    `json:"Action"`
-	Resource    stringOrList    `json:"Resource"`
-	Condition   json.RawMessage `json:"Condition,omitempty"`
-	NotAction   json.RawMessage `json:"NotAction,omitempty"`
-	NotResource json.RawMessage `json:"NotResource,omitempty"`
-}
-
-// stringOrList is IAM's "a string or a list of strings".
-type stringOrList []string
-
-func (s *stringOrList) UnmarshalJSON(b []byte) error {
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return err
-	}
-	*s = many
-	return nil
+	dir string                        // "" keeps them in memory
+	raw map[string][]byte             // bucket → policy document
+	doc map[string]iampolicy.Document // bucket → parsed
 }
 
 func newBucketPolicies(dir string) (*bucketPolicies, error) {
-	p := &bucketPolicies{raw: map[string][]byte{}, doc: map[string]policyDocument{}}
+	p := &bucketPolicies{raw: map[string][]byte{}, doc: map[string]iampolicy.Document{}}
 	if dir == "" {
 		return p, nil
 	}
@@ -86,8 +53,8 @@ func newBucketPolicies(dir string) (*bucketPolicies, error) {
 }
 
 func (p *bucketPolicies) set(bucket string, raw []byte, persist bool) error {
-	var doc policyDocument
-	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Statement) == 0 {
+	doc, err := iampolicy.Parse(string(raw))
+	if err != nil {
 		return fmt.Errorf("malformed policy: %v", err)
 	}
 	if persist && p.dir != "" {
@@ -114,179 +81,58 @@ func (p *bucketPolicies) remove(bucket string) error {
 	return nil
 }
 
-// denies reports whether the bucket's policy denies action on the object.
-func (p *bucketPolicies) denies(bucket, key, action string) bool {
+// denies reports whether the bucket's policy denies an access. As in
+// AWS, the account's root may always read, replace and delete a bucket's
+// policy, whatever it denies.
+func (p *bucketPolicies) denies(bucket string, a access, root bool) bool {
+	if root && (a.action == "s3:GetBucketPolicy" || a.action == "s3:PutBucketPolicy" || a.action == "s3:DeleteBucketPolicy") {
+		return false
+	}
 	p.mu.Lock()
 	doc, ok := p.doc[bucket]
 	p.mu.Unlock()
 	if !ok {
 		return false
 	}
-	arn := "arn:aws:s3:::" + bucket + "/" + key
-	for _, st := range doc.Statement {
-		if st.Effect != "Deny" || st.Condition != nil || st.NotAction != nil || st.NotResource != nil {
-			continue
-		}
-		if anyMatch(st.Action, strings.ToLower(action), true) && anyMatch(st.Resource, arn, false) {
-			return true
-		}
-	}
-	return false
+	return doc.Denies(iampolicy.Request{Action: a.action, Resource: a.resource})
 }
 
-func anyMatch(patterns []string, s string, fold bool) bool {
-	for _, pat := range patterns {
-		if fold {
-			pat = strings.ToLower(pat)
+// servePolicy answers GetBucketPolicy, PutBucketPolicy and
+// DeleteBucketPolicy.
+func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request, c s3Call) {
+	if !s.Store.BucketExists(c.bucket) {
+		fail(w, r, ErrNoSuchBucket)
+		return
+	}
+	switch c.op {
+	case "PutBucketPolicy":
+		raw, err := readBody(r)
+		if err != nil {
+			fail(w, r, err)
+			return
 		}
-		if wildcard(pat, s) {
-			return true
+		if err := s.policies.set(c.bucket, raw, true); err != nil {
+			writeS3Error(w, http.StatusBadRequest, "MalformedPolicy", err.Error())
+			return
 		}
-	}
-	return false
-}
-
-// wildcard matches IAM patterns: * is any run of characters (slashes too,
-// unlike path.Match), ? one character.
-func wildcard(pat, s string) bool {
-	if pat == "" {
-		return s == ""
-	}
-	switch pat[0] {
-	case '*':
-		for i := 0; i <= len(s); i++ {
-			if wildcard(pat[1:], s[i:]) {
-				return true
-			}
+		w.WriteHeader(http.StatusNoContent)
+	case "GetBucketPolicy":
+		s.policies.mu.Lock()
+		raw, ok := s.policies.raw[c.bucket]
+		s.policies.mu.Unlock()
+		if !ok {
+			writeS3Error(w, http.StatusNotFound, "NoSuchBucketPolicy", "The bucket policy does not exist")
+			return
 		}
-		return false
-	case '?':
-		return s != "" && wildcard(pat[1:], s[1:])
-	default:
-		return s != "" && s[0] == pat[0] && wildcard(pat[1:], s[1:])
-	}
-}
-
-// splitPath is the bucket and key of a path-style request.
-func splitPath(r *http.Request) (bucket, key string) {
-	p := strings.TrimPrefix(r.URL.Path, "/")
-	bucket, key, _ = strings.Cut(p, "/")
-	return bucket, key
-}
-
-// servePolicy answers the ?policy subresource and applies deny (the
-// bucket policy's Deny statements, and what the caller may not do) to
-// deletes; false when the request is the backend's to serve.
-func (s *S3) servePolicy(w http.ResponseWriter, r *http.Request, deny func(bucket, key, action string) bool) bool {
-	bucket, key := splitPath(r)
-	if _, ok := r.URL.Query()["policy"]; ok && key == "" {
-		switch r.Method {
-		case http.MethodPut:
-			raw, _ := io.ReadAll(r.Body)
-			if err := s.policies.set(bucket, raw, true); err != nil {
-				writeS3Error(w, http.StatusBadRequest, "MalformedPolicy", err.Error())
-				return true
-			}
-			w.WriteHeader(http.StatusNoContent)
-		case http.MethodGet:
-			s.policies.mu.Lock()
-			raw, ok := s.policies.raw[bucket]
-			s.policies.mu.Unlock()
-			if !ok {
-				writeS3Error(w, http.StatusNotFound, "NoSuchBucketPolicy", "The bucket policy does not exist")
-				return true
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(raw)
-		case http.MethodDelete:
-			if err := s.policies.remove(bucket); err != nil {
-				writeS3Error(w, http.StatusInternalServerError, "InternalError", err.Error())
-				return true
-			}
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			return false
-		}
-		return true
-	}
-	switch {
-	case r.Method == http.MethodDelete && key != "" && len(r.URL.Query()) == 0:
-		if deny(bucket, key, "s3:DeleteObject") {
-			writeS3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied")
-			return true
-		}
-	case IsDeleteObjects(r):
-		return s.deleteObjectsWithPolicy(w, r, bucket, deny)
-	}
-	return false
-}
-
-// deleteObjectsWithPolicy answers DeleteObjects: denied keys become per-key
-// AccessDenied errors (as S3 reports them) and the rest reach the backend.
-// It also refuses more than 1000 keys (S3's MalformedXML), which gofakes3
-// accepts.
-func (s *S3) deleteObjectsWithPolicy(w http.ResponseWriter, r *http.Request, bucket string, deny func(bucket, key, action string) bool) bool {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeS3Error(w, http.StatusBadRequest, "IncompleteBody", err.Error())
-		return true
-	}
-	var in gofakes3.DeleteRequest
-	if err := xml.Unmarshal(body, &in); err != nil {
-		writeS3Error(w, http.StatusBadRequest, "MalformedXML", err.Error())
-		return true
-	}
-	if len(in.Objects) > 1000 {
-		writeS3Error(w, http.StatusBadRequest, "MalformedXML",
-			"The XML you provided was not well-formed or did not validate against our published schema")
-		return true
-	}
-	var denied []gofakes3.ErrorResult
-	allowed := in
-	allowed.Objects = nil
-	for _, o := range in.Objects {
-		if deny(bucket, o.Key, "s3:DeleteObject") {
-			denied = append(denied, gofakes3.ErrorResult{Key: o.Key, Code: "AccessDenied", Message: "Access Denied"})
-		} else {
-			allowed.Objects = append(allowed.Objects, o)
-		}
-	}
-	if len(denied) == 0 {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		return false
-	}
-	out := gofakes3.MultiDeleteResult{Error: denied}
-	if len(allowed.Objects) > 0 {
-		sub, _ := xml.Marshal(allowed)
-		req := r.Clone(r.Context())
-		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(sub)), int64(len(sub))
-		req.Header.Set("Content-Length", strconv.Itoa(len(sub)))
-		req.Header.Del("Content-MD5") // the body changed; gofakes3 checks none here
-		rec := httptest.NewRecorder()
-		s.inner.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			copyRecorded(w, rec)
-			return true
-		}
-		var res gofakes3.MultiDeleteResult
-		if err := xml.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(raw)
+	case "DeleteBucketPolicy":
+		if err := s.policies.remove(c.bucket); err != nil {
 			writeS3Error(w, http.StatusInternalServerError, "InternalError", err.Error())
-			return true
+			return
 		}
-		out.Deleted, out.Error = res.Deleted, append(res.Error, denied...)
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.Header().Set("Content-Type", "application/xml")
-	_, _ = io.WriteString(w, xml.Header)
-	_ = xml.NewEncoder(w).Encode(out)
-	return true
-}
-
-func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
 }
 
 func writeS3Error(w http.ResponseWriter, status int, code, msg string) {

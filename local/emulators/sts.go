@@ -3,7 +3,6 @@ package emulators
 import (
 	"bytes"
 	"compress/flate"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -16,13 +15,18 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/sigv4"
 )
 
 // The STS emulation: AssumeRole and GetCallerIdentity over STS's query
 // protocol (form POST, XML answers), signed for service sts. It is served
 // on the embedded S3's port: requests are told apart by the service their
-// signature names, as LocalStack's single edge port does.
+// signature names, as LocalStack's single edge port does. AssumeRole is
+// authorized as STS does it: the role's trust policy lets the caller in,
+// and the caller's own permissions include sts:AssumeRole on the role;
+// a caller with temporary credentials (role chaining) gets an hour at
+// most.
 
 // STS's bounds on AssumeRole.
 const (
@@ -122,15 +126,16 @@ func (m *IAM) assumeRole(caller sigv4.Key, form url.Values) (Session, error) {
 	case len([]rune(policy)) > stsMaxPolicy:
 		return Session{}, stsError{http.StatusBadRequest, "ValidationError", fmt.Sprintf("1 validation error detected: Value at 'policy' failed to satisfy constraint: Member must have length less than or equal to %d", stsMaxPolicy), true}
 	}
-	if _, ok := m.rolePolicy(role); !ok {
+	if !m.mayAssume(caller, role) {
 		return Session{}, stsError{http.StatusForbidden, "AccessDenied", fmt.Sprintf("User: %s is not authorized to perform: sts:AssumeRole on resource: %s", caller.Principal, role), true}
 	}
+	// Role chaining: a caller with temporary credentials (a role's session:
+	// a Lambda function's own, a vended one) gets at most an hour.
 	if caller.Role != "" && d > time.Hour {
 		return Session{}, stsError{http.StatusBadRequest, "ValidationError", "The requested DurationSeconds exceeds the 1 hour session limit for roles assumed by role chaining.", true}
 	}
 	if policy != "" {
-		var doc iamDocument
-		if json.Unmarshal([]byte(policy), &doc) != nil || len(doc.Statement) == 0 {
+		if _, err := iampolicy.Parse(policy); err != nil {
 			return Session{}, stsError{http.StatusBadRequest, "MalformedPolicyDocument", "The policy is not in the valid JSON format.", true}
 		}
 	}

@@ -35,7 +35,9 @@ func TestSTSSessionsOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	iam := emulators.NewIAM("us-east-1", "root", "root-secret", emulators.NewSessionKey())
-	iam.AddRole("vending", credentials.RolePolicy("bkt"))
+	if err := iam.AddRole("vending", emulators.TrustPolicy(emulators.RootPrincipal), credentials.RolePolicy("bkt")); err != nil {
+		t.Fatal(err)
+	}
 	emu.SetIAM(iam)
 	srv := httptest.NewServer(emu)
 	defer srv.Close()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/shared/authz"
 )
 
 // Local IAM identities (`icehold local iam`): users whose access keys sign
@@ -123,6 +124,9 @@ func AddUser(dir, name string) (User, error) {
 func newUser(name string) (User, error) {
 	if !userName.MatchString(name) {
 		return User{}, fmt.Errorf("user name %q: 1 to 64 of letters, digits and +=,.@_-", name)
+	}
+	if err := authz.ValidatePrincipal(emulators.UserPrincipal(name)); err != nil {
+		return User{}, err // the rule every principal meets (the name's is narrower)
 	}
 	secret := make([]byte, 30)
 	_, _ = rand.Read(secret)

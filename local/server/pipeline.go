@@ -287,8 +287,9 @@ func (i Info) FunctionEnv() lambdaenv.Env {
 		EventBus: bus,
 		Table:    cmp.Or(i.Table, TableName), DefaultCatalog: i.Catalog,
 		Admins: []string{AdminPrincipal, LocalAccountAdmins}, WarehouseBuckets: []string{i.Bucket},
-		ClientDefaults: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region,
-			"s3.access-key-id": i.AccessKey, "s3.secret-access-key": i.SecretKey, "s3.path-style-access": "true"},
+		// No keys for clients: in AWS engines bring their own, and the
+		// emulators' own key is the admin identity.
+		ClientDefaults: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region, "s3.path-style-access": "true"},
 		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns, Events: i.Events,
 			Region: i.Region, AccessKey: i.AccessKey, SecretKey: i.SecretKey},
 		StateMachineARN: cmp.Or(i.Machine, "arn:aws:states:us-east-1:000000000000:stateMachine:"+PurgeMachine),

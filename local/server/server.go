@@ -313,6 +313,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if s.S3Emulator, err = emulators.NewS3(o.Dir, o.Bucket); err != nil {
 			return nil, fmt.Errorf("s3 emulator: %w", err)
 		}
+		s.closers = append(s.closers, s.S3Emulator) // after the servers: no request writes meanwhile
 		ep.S3 = s.serve(ls["S3"], s.S3Emulator)
 	}
 	if x.SQS == "" {
@@ -330,6 +331,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	cfg.APIOptions = append(cfg.APIOptions, o.APIOptions...)
+	if err := s.newIAM(o.Bucket); err != nil {
+		return nil, fmt.Errorf("local IAM: %w", err)
+	}
+	cfg.Credentials = s.functionCredentials()
 	ddb := awsconfig.DynamoDB(cfg, ep)
 	if err := store.CreateTable(ctx, ddb, s.names.table); err != nil {
 		return nil, err
@@ -343,6 +348,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err := createBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
 			return nil, err
 		}
+	}
+	if err := guardBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
+		return nil, err
 	}
 	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
@@ -373,15 +381,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := s.startPipeline(ctx, o, cfg, ep, st, sfnL); err != nil {
 		return nil, err
 	}
-	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge}
+	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge, Storage: awsconfig.S3(cfg, ep)}
 	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.startIAM(cfg, ep.S3, o.Bucket); err != nil {
-		return nil, fmt.Errorf("local IAM: %w", err)
-	}
+	s.startIAM(cfg, ep.S3)
 	az := authz.New(st, []string{AdminPrincipal, LocalAccountAdmins})
 	s.Catalog.SetAuthorizer(az)
 	s.RouterConfig = router.Config{
@@ -397,12 +403,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ClientDefaults: map[string]string{
 			"s3.endpoint":                 ep.S3,
 			"s3.region":                   Region,
-			"s3.access-key-id":            AccessKey,
-			"s3.secret-access-key":        SecretKey,
 			"s3.path-style-access":        "true",
 			"s3.force-virtual-addressing": "false",
 			"client.region":               Region,
 		},
+		ClientKeys: s.engineKeys,
 	}
 	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
 	served := s.localAPI(s.Handler)
@@ -499,7 +504,7 @@ func (s *Server) AddToken(principal string) (string, error) {
 		}
 		return tok, s.refreshTokens()
 	}
-	if err := ValidatePrincipal(principal); err != nil {
+	if err := authz.ValidatePrincipal(principal); err != nil {
 		return "", err
 	}
 	tok := NewToken()

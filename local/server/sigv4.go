@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"time"
@@ -80,10 +81,30 @@ func authError(r *http.Request) error {
 	return v.err
 }
 
-// startIAM sets up the local account: its users (iam.json), the vending
-// role, SigV4 checks on the embedded S3 with the STS emulation on its port,
-// and the vendor the router assumes the role through.
-func (s *Server) startIAM(cfg aws.Config, ep string, bucket string) error {
+// The local account's roles. In AWS each function has a role of its own
+// (infra/access.go) and the api function's may assume the vending role;
+// here one process composes every function, and they act as one role's
+// sessions: temporary credentials, as a Lambda function's are, so that
+// STS treats their AssumeRole as role chaining (an hour at most) and the
+// vending role's trust policy names them alone. Each function's least
+// privilege is checked against the synthesized stack by
+// infra/oracle_test.go, not here.
+const (
+	// FunctionsRole is the role the local functions act as.
+	FunctionsRole = "icehold-functions"
+	// EngineRole is the identity of engines that are not vended
+	// credentials: the stack's engine policy (infra, engineStatements).
+	EngineRole = "icehold-engine"
+)
+
+// engineSession is how long an engine session handed in a client
+// configuration lives: a role's longest session (each answer hands a new
+// one).
+const engineSession = 12 * time.Hour
+
+// newIAM sets up the local account: its users (iam.json) and its roles.
+// Nothing has assumed a role yet.
+func (s *Server) newIAM(bucket string) error {
 	key, err := sessionKey(s.dir)
 	if err != nil {
 		return err
@@ -92,9 +113,50 @@ func (s *Server) startIAM(cfg aws.Config, ep string, bucket string) error {
 	s.iam = emulators.NewIAM(Region, AccessKey, SecretKey, key)
 	s.iam.Users = s.users.lookup
 	s.iam.SetClock(s.now)
-	s.iam.AddRole(VendingRole, credentials.RolePolicy(bucket))
+	functions := emulators.RoleARN(FunctionsRole)
+	roles := []struct{ name, trust, policy string }{
+		{FunctionsRole, emulators.TrustPolicy("lambda.amazonaws.com"), allowEverything},
+		{VendingRole, emulators.TrustPolicy(functions), credentials.RolePolicy(bucket)},
+		{EngineRole, emulators.TrustPolicy(emulators.RootPrincipal), enginePolicy(bucket)},
+	}
+	for _, r := range roles {
+		if err := s.iam.AddRole(r.name, r.trust, r.policy); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const allowEverything = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`
+
+// enginePolicy is the stack's engine policy on the local bucket: its
+// storage statements (what the vending role holds too) and the API.
+func enginePolicy(bucket string) string {
+	st := append(credentials.RoleStatements(bucket), map[string]any{"Effect": "Allow", "Action": "execute-api:Invoke", "Resource": "*"})
+	b, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": st})
+	return string(b)
+}
+
+// functionCredentials are the local functions' credentials: sessions of
+// FunctionsRole.
+func (s *Server) functionCredentials() aws.CredentialsProvider {
+	return s.iam.RoleCredentials(emulators.RoleARN(FunctionsRole), "icehold-functions")
+}
+
+// engineKeys is what a client configuration carries when the client is
+// not vended credentials: a fresh session of the engine role (never the
+// emulators' own key, the admin identity `icehold local` commands use).
+func (s *Server) engineKeys(context.Context) map[string]string {
+	k := s.iam.Issue(emulators.RoleARN(EngineRole), "engine", engineSession)
+	return map[string]string{"s3.access-key-id": k.AccessKeyID, "s3.secret-access-key": k.Secret, "s3.session-token": k.Token}
+}
+
+// startIAM turns SigV4 checks on in the embedded S3, with the STS
+// emulation on its port, and makes the vendor the router assumes the
+// vending role through (signing as the functions' role).
+func (s *Server) startIAM(cfg aws.Config, ep string) {
 	if s.S3Emulator == nil {
-		return nil // an external S3 (no STS emulation here): no vending
+		return // an external S3 (no STS emulation here): no vending
 	}
 	s.S3Emulator.SetIAM(s.iam)
 	s.vendor = &credentials.Vendor{
@@ -102,7 +164,6 @@ func (s *Server) startIAM(cfg aws.Config, ep string, bucket string) error {
 		RoleARN: emulators.RoleARN(VendingRole),
 		Region:  Region,
 	}
-	return nil
 }
 
 // AddUser makes a local IAM user (in iam.json, or in memory for a server

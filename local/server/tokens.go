@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/icehold/icehold/shared/authz"
 )
 
 // The local bearer tokens live in <dir>/tokens.json, a JSON object of
@@ -28,9 +28,6 @@ import (
 // TokensFileName is the token file's name in a state directory.
 const TokensFileName = "tokens.json"
 
-// MaxPrincipalBytes bounds a principal's length (IAM ARNs stay far below it).
-const MaxPrincipalBytes = 2048
-
 // Token is one entry of tokens.json.
 type Token struct {
 	Token     string `json:"token"`
@@ -39,25 +36,6 @@ type Token struct {
 
 // ErrLastAdmin refuses a revoke that would leave no AdminPrincipal token.
 var ErrLastAdmin = errors.New("refusing to revoke the last " + AdminPrincipal + " token")
-
-// ValidatePrincipal refuses what cannot be a principal: empty, over
-// MaxPrincipalBytes bytes, not UTF-8, or with whitespace or control characters.
-func ValidatePrincipal(p string) error {
-	switch {
-	case p == "":
-		return errors.New("principal is empty")
-	case len(p) > MaxPrincipalBytes:
-		return fmt.Errorf("principal is %d bytes long, at most %d", len(p), MaxPrincipalBytes)
-	case !utf8.ValidString(p):
-		return fmt.Errorf("principal %q is not valid UTF-8", p)
-	}
-	for _, r := range p {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("principal %q contains whitespace or a control character (%U)", p, r)
-		}
-	}
-	return nil
-}
 
 // NewToken returns a fresh random bearer token.
 func NewToken() string {
@@ -141,7 +119,7 @@ func sortedTokens(m map[string]string) []Token {
 // directory and the file if needed) and returns it. A running server on dir
 // accepts it from its next request on.
 func AddTokenTo(dir, principal string) (string, error) {
-	if err := ValidatePrincipal(principal); err != nil {
+	if err := authz.ValidatePrincipal(principal); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

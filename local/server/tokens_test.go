@@ -130,3 +130,23 @@ func TestTokensReadWhileWriting(t *testing.T) {
 		t.Errorf("tokens.json holds %d tokens (%v), want 30 and the admin's", len(toks), err)
 	}
 }
+
+// Defect: `icehold local token add` took principals the grants API must
+// refuse (U+FFFD, what a lossy decoding leaves; C1 controls). Tokens and
+// local users meet the one rule, authz.ValidatePrincipal.
+func TestTokensAndUsersTakeOnlyPrincipals(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"user:\ufffd", "user:a\u0085b", "user:\xfe", "user:a\x00b", "user:a b", ""} {
+		if _, err := AddTokenTo(dir, p); err == nil {
+			t.Errorf("token add %q took it", p)
+		}
+	}
+	if _, err := AddTokenTo(dir, "user:a*"); err != nil {
+		t.Errorf("token add of a name holding '*': %v", err)
+	}
+	for _, name := range []string{"a\u0085b", "é", "a b", "a*"} {
+		if _, err := AddUser(dir, name); err == nil {
+			t.Errorf("iam add-user %q took it", name)
+		}
+	}
+}

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -84,8 +87,71 @@ type Grants interface {
 	DeleteGrant(ctx context.Context, catalog, principal string, indexed store.Indexed) error
 }
 
-// ErrTooManyPatterns: a catalog holds store.MaxIndexedGrants pattern grants.
-var ErrTooManyPatterns = errors.New("too many pattern grants")
+// ErrTooManyPatterns: a catalog holds store.MaxIndexedGrants grants found
+// through its index (patterns, and role ARNs with a path) already.
+var ErrTooManyPatterns = errors.New("too many indexed grants")
+
+// ErrBadPrincipal: a string that cannot name a principal.
+var ErrBadPrincipal = errors.New("not a principal")
+
+// MaxPrincipalBytes bounds a principal's length (IAM ARNs stay far below it).
+const MaxPrincipalBytes = 2048
+
+// ValidatePrincipal is the one rule for every principal icehold stores or
+// grants to (the grants API, local tokens, local IAM users): 1 to
+// MaxPrincipalBytes bytes of valid UTF-8, with no whitespace, no control
+// character (0x00-0x1F, 0x7F, and U+0080-U+009F) and no U+FFFD (the mark
+// of text decoded lossily on its way here). It reads bytes as given:
+// nothing is decoded into something else first, so two spellings never
+// reach one grant.
+func ValidatePrincipal(p string) error {
+	if err := validName(p); err != nil {
+		return err
+	}
+	for _, r := range p {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Errorf("%w: %q holds whitespace or a control character (%U)", ErrBadPrincipal, p, r)
+		case r == utf8.RuneError:
+			return fmt.Errorf("%w: %q holds U+FFFD, the replacement character (text decoded lossily)", ErrBadPrincipal, p)
+		}
+	}
+	return nil
+}
+
+// validName: p can name a grant at all (what reading and revoking one
+// need: a grant stored before ValidatePrincipal's rule can still be read
+// and revoked, and invalid UTF-8 never reaches one by a lossy decoding).
+func validName(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: it is empty", ErrBadPrincipal)
+	case len(p) > MaxPrincipalBytes:
+		return fmt.Errorf("%w: it is %d bytes long, at most %d", ErrBadPrincipal, len(p), MaxPrincipalBytes)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadPrincipal, p)
+	}
+	return nil
+}
+
+// Grantee is whom a grant names: one principal by its name, or (Pattern)
+// every principal an IAM pattern matches. A name is never a pattern: a
+// principal called user:a* is granted as itself, and user:a.b gains
+// nothing from it.
+type Grantee struct {
+	Principal string
+	Pattern   bool
+}
+
+// Key is how the grant is stored and looked up: as an IAM pattern, a name
+// escaped so that its '*', '?' and '$' are characters. (Patterns stored
+// before names were escaped keep their meaning.)
+func (g Grantee) Key() string {
+	if g.Pattern {
+		return g.Principal
+	}
+	return iampolicy.Escape(g.Principal)
+}
 
 // Authorizer checks privileges against grants. Admins (patterns) hold every
 // privilege everywhere: the bootstrap that lets the first catalog be made.
@@ -94,7 +160,10 @@ var ErrTooManyPatterns = errors.New("too many pattern grants")
 // execution environment, the local server) and trusted for TTL: past it,
 // one read of the catalog's grant index tells whether any grant changed
 // (its version), and only then is the rest read again. So a grant change
-// counts within TTL everywhere, and at once in the process that made it.
+// counts within TTL everywhere, and at once in the process that made it:
+// a change drops the catalog's cached scope and moves a fence (changes),
+// and a read that began before the fence moved caches nothing, so no
+// check under way while a grant changes can put back what it replaced.
 type Authorizer struct {
 	grants Grants
 	admins []matcher
@@ -102,6 +171,8 @@ type Authorizer struct {
 
 	mu     sync.Mutex
 	scopes map[string]*scope
+	// changes counts the grant changes this process made: the fence.
+	changes uint64
 }
 
 // TTL is how long a cached reading of a catalog's grants is trusted before
@@ -144,64 +215,33 @@ func New(g Grants, admins []string) *Authorizer {
 // SetClock replaces the clock the cache's TTL is measured on (tests).
 func (a *Authorizer) SetClock(now func() time.Time) { a.now = now }
 
-// matcher is a principal pattern, compiled once. As in IAM policies, '*'
-// matches any run of characters ('/' included) and '?' any one, so
-// arn:aws:sts::123:assumed-role/etl-* covers every session of the etl roles.
-// A pattern naming an IAM role (arn:aws:iam::123:role/path/name) also covers
-// the role's sessions (arn:aws:sts::123:assumed-role/name/*): API Gateway
-// reports a caller who assumed the role by its session ARN.
+// matcher is a principal pattern, compiled once: an IAM pattern
+// (shared/iampolicy), so '*' matches any run of characters ('/' included)
+// and '?' any one, and arn:aws:sts::123:assumed-role/etl-* covers every
+// session of the etl roles. A pattern naming an IAM role
+// (arn:aws:iam::123:role/path/name) also covers the role's sessions
+// (arn:aws:sts::123:assumed-role/name/*): API Gateway reports a caller who
+// assumed the role by its session ARN.
 type matcher struct {
-	exact    string
-	glob     string // "" : exact only
-	sessions string // the role's sessions' glob; "": not a role
+	pattern  iampolicy.Pattern
+	sessions *iampolicy.Pattern // nil: not a role
 }
 
 func compile(pattern string) matcher {
-	m := matcher{exact: pattern}
-	if strings.ContainsAny(pattern, "*?") {
-		m.glob = pattern
-	}
+	m := matcher{pattern: iampolicy.Compile(pattern)}
 	if sessions, ok := roleSessions(pattern); ok {
-		m.sessions = sessions
+		p := iampolicy.Compile(sessions)
+		m.sessions = &p
 	}
 	return m
 }
 
 func (m matcher) match(principal string) bool {
-	return principal == m.exact || m.glob != "" && glob(m.glob, principal) ||
-		m.sessions != "" && glob(m.sessions, principal)
+	return m.pattern.Match(principal) || m.sessions != nil && m.sessions.Match(principal)
 }
 
 // matches reports whether principal fits pattern (see matcher).
 func matches(pattern, principal string) bool { return compile(pattern).match(principal) }
-
-// glob matches s against a '*'/'?' pattern, rune by rune, going back only
-// to the last '*' (linear in practice, no regular expression to compile: a
-// new process reads up to 100 pattern grants on its first check).
-func glob(pattern, s string) bool {
-	p, t := []rune(pattern), []rune(s)
-	pi, ti := 0, 0
-	star, mark := -1, 0
-	for ti < len(t) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
-			pi++
-			ti++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ti
-			pi++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			ti = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
-}
 
 var roleARN = regexp.MustCompile(`^arn:(aws[a-z-]*):iam::([0-9]{12}|\*):role/(.+)$`)
 
@@ -217,7 +257,7 @@ func roleSessions(pattern string) (string, bool) {
 		// Role names are unique in an account whatever their path, so an
 		// exact role with a path maps to its sessions; a wildcard with a
 		// path would not (the session ARN has no path to check it against).
-		if strings.ContainsAny(name, "*?") {
+		if iampolicy.HasWildcard(name) {
 			return "", false
 		}
 		name = name[i+1:]
@@ -235,7 +275,7 @@ func roleSessions(pattern string) (string, bool) {
 // under the caller's principal or, for a role session, its role's ARN
 // without a path (lookupKeys).
 func Indexed(principal string) bool {
-	if strings.ContainsAny(principal, "*?") {
+	if iampolicy.HasWildcard(principal) {
 		return true
 	}
 	m := roleARN.FindStringSubmatch(principal)
@@ -245,11 +285,12 @@ func Indexed(principal string) bool {
 var sessionARN = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([^/]+)/`)
 
 // lookupKeys are the grants that may name the caller, besides the indexed
-// ones: its own principal and, for a role session, the role's ARN.
+// ones: its own principal and, for a role session, the role's ARN (as
+// names: Grantee.Key).
 func lookupKeys(principal string) []string {
-	keys := []string{principal}
+	keys := []string{Grantee{Principal: principal}.Key()}
 	if m := sessionARN.FindStringSubmatch(principal); m != nil {
-		keys = append(keys, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3])
+		keys = append(keys, Grantee{Principal: "arn:" + m[1] + ":iam::" + m[2] + ":role/" + m[3]}.Key())
 	}
 	return keys
 }
@@ -307,28 +348,56 @@ func (a *Authorizer) CheckAny(ctx context.Context, catalog string, privs ...Priv
 	return fmt.Errorf("%w: %s holds none of %v on catalog %s", ErrForbidden, principal, privs, catalog)
 }
 
-// Grant sets principal's privileges on a scope (a catalog, or the system
+// Grant sets the grantee's privileges on a scope (a catalog, or the system
 // scope), counting at once in this process.
-func (a *Authorizer) Grant(ctx context.Context, scope, principal string, privs []string) error {
-	defer a.forget(scope)
-	err := a.grants.PutGrant(ctx, scope, store.Grant{Principal: principal, Privileges: privs}, Indexed)
-	if errors.Is(err, store.ErrTooManyIndexed) {
-		return fmt.Errorf("grant %s on %s: %w (%v): name the principals, or fewer patterns", principal, scope, ErrTooManyPatterns, err)
+func (a *Authorizer) Grant(ctx context.Context, scope string, who Grantee, privs []string) error {
+	if err := ValidatePrincipal(who.Principal); err != nil {
+		return err
 	}
-	return err
-}
-
-// Revoke removes principal's grant on a scope (store.ErrNotFound if none),
-// counting at once in this process.
-func (a *Authorizer) Revoke(ctx context.Context, scope, principal string) error {
 	defer a.forget(scope)
-	return a.grants.DeleteGrant(ctx, scope, principal, Indexed)
+	key := who.Key()
+	err := a.grants.PutGrant(ctx, scope, store.Grant{Principal: key, Privileges: privs}, Indexed)
+	if !errors.Is(err, store.ErrTooManyIndexed) {
+		return err
+	}
+	const full = "catalog %s holds %d grants found through its index already (patterns, and role ARNs with a path)"
+	if m := roleARN.FindStringSubmatch(key); m != nil && !iampolicy.HasWildcard(key) {
+		// Role names are unique in an account whatever their path, and a
+		// session's ARN names the role without it: the ARN without the
+		// path names the same role, and is found by key.
+		return fmt.Errorf("grant %s on %s: %w: "+full+"; grant %s instead (the same role without its path, found without the index)",
+			who.Principal, scope, ErrTooManyPatterns, scope, store.MaxIndexedGrants, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3][strings.LastIndexByte(m[3], '/')+1:])
+	}
+	return fmt.Errorf("grant %s on %s: %w: "+full+"; name the principals, or use fewer patterns", who.Principal, scope, ErrTooManyPatterns, scope, store.MaxIndexedGrants)
 }
 
+// Lookup reads the grantee's grant on a scope (store.ErrNotFound if none).
+func (a *Authorizer) Lookup(ctx context.Context, scope string, who Grantee) (store.Grant, error) {
+	if err := validName(who.Principal); err != nil {
+		return store.Grant{}, err
+	}
+	g, err := a.grants.GetGrant(ctx, scope, who.Key())
+	g.Principal = who.Principal
+	return g, err
+}
+
+// Revoke removes the grantee's grant on a scope (store.ErrNotFound if
+// none), counting at once in this process.
+func (a *Authorizer) Revoke(ctx context.Context, scope string, who Grantee) error {
+	if err := validName(who.Principal); err != nil {
+		return err
+	}
+	defer a.forget(scope)
+	return a.grants.DeleteGrant(ctx, scope, who.Key(), Indexed)
+}
+
+// forget runs after a grant change was written (or failed): what was
+// cached of the scope goes, and reads under way cache nothing.
 func (a *Authorizer) forget(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.scopes, name)
+	a.changes++
 }
 
 // held reads the privileges the principal holds on one scope: the catalog's
@@ -385,7 +454,7 @@ func (a *Authorizer) held(ctx context.Context, name, principal string) (map[Priv
 func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	now := a.now()
 	a.mu.Lock()
-	sc := a.scopes[name]
+	sc, fence := a.scopes[name], a.changes
 	a.mu.Unlock()
 	if sc != nil && now.Sub(sc.checked) < TTL {
 		return sc, nil
@@ -396,7 +465,11 @@ func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if cur := a.scopes[name]; cur != nil && cur.version == ix.Version {
+	// A grant changed here while the index was read: what was read may
+	// predate the change. It answers this check (which began before the
+	// change returned) and is not kept.
+	stale := a.changes != fence
+	if cur := a.scopes[name]; !stale && cur != nil && cur.version == ix.Version {
 		if cur.checked.Before(now) {
 			cur.checked = now
 		}
@@ -406,7 +479,7 @@ func (a *Authorizer) scope(ctx context.Context, name string) (*scope, error) {
 	for _, g := range ix.Patterns {
 		sc.patterns = append(sc.patterns, pattern{compile(g.Principal), g.Privileges})
 	}
-	if ix.Version == 0 {
+	if ix.Version == 0 || stale {
 		return sc, nil
 	}
 	if len(a.scopes) >= maxScopes {

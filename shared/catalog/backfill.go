@@ -222,11 +222,21 @@ func (s *Service) BackfillOwnership(ctx context.Context) (OwnershipReport, error
 		if err == nil {
 			err = set(extra)
 			if errors.Is(err, store.ErrLocationTaken) && len(extra) > 0 {
-				// An older owner holds one of them: the location alone.
-				if err = set(nil); err == nil {
-					for _, x := range extra {
-						rep.Conflicts = append(rep.Conflicts, fmt.Sprintf("%s: its location from before a move %s may be another's: %v", what, x.Hold.URI(), s.ownedBy(ctx, x.Hold)))
+				// An older owner holds some of them: the location and every
+				// other one (its snapshots reach them all), those left to
+				// their owners reported. Claiming the location alone left
+				// the free ones to anyone.
+				var free []store.Claim
+				var taken []string
+				for _, x := range extra {
+					if _, cerr := s.store.Conflict(ctx, x.Hold); errors.Is(cerr, store.ErrNotFound) {
+						free = append(free, x)
+					} else {
+						taken = append(taken, fmt.Sprintf("%s: its location from before a move %s is another's: %v", what, x.Hold.URI(), s.ownedBy(ctx, x.Hold)))
 					}
+				}
+				if err = set(free); err == nil {
+					rep.Conflicts = append(rep.Conflicts, taken...)
 				}
 			}
 		}

@@ -40,6 +40,12 @@ const (
 	// 1h style), within STS's bounds.
 	PropVendingDuration    = "vended-credentials.duration"
 	maxCatalogPropertyKeys = 100
+	// PropVersionWindow is how long noncurrent versions engines leave
+	// under a live table are kept before the storage sweep deletes them
+	// (repair restores from them meanwhile); never pruned while the table
+	// is legal-held or soft-deleted.
+	PropVersionWindow    = "storage.version-window"
+	DefaultVersionWindow = "P7D"
 )
 
 // Service is the catalog over the record store and the metadata files in S3.
@@ -138,6 +144,12 @@ func validateCatalogProperties(props map[string]string) error {
 			return fmt.Errorf("%s %q: %w", PropVendingDuration, v, err)
 		}
 	}
+	if v, ok := props[PropVersionWindow]; ok {
+		if _, err := VersionWindow(props); err != nil {
+			return fmt.Errorf("%s %q: %w", PropVersionWindow, v, err)
+		}
+		props[PropVersionWindow], _ = NormalizeDuration(v)
+	}
 	if v, ok := props[PropDeleteScope]; ok && v != "table" && v != "warehouse" {
 		return fmt.Errorf("%w: %s must be table or warehouse, not %q", ErrBadRequest, PropDeleteScope, v)
 	}
@@ -177,7 +189,7 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 	// reaches into none of them.
 	var creator *store.Grant
 	if p := authz.Principal(ctx); p != "" {
-		creator = &store.Grant{Principal: p, Privileges: []string{string(authz.CatalogManage)}}
+		creator = &store.Grant{Principal: authz.Grantee{Principal: p}.Key(), Privileges: []string{string(authz.CatalogManage)}}
 	}
 	if err := s.store.CreateCatalog(ctx, c, &claim, creator, authz.Indexed); err != nil {
 		switch {
@@ -349,8 +361,32 @@ func Vending(props map[string]string) string {
 	return VendingOff
 }
 
-// VendingDuration is how long a catalog's vended credentials live: STS
-// issues sessions of 15 minutes to 12 hours (1 hour when unset).
+// MinVersionWindow: a shorter window would prune what repair needs before
+// anyone ran verify.
+const MinVersionWindow = time.Hour
+
+// VersionWindow is how long a catalog keeps noncurrent versions under a
+// live table (PropVersionWindow; P7D when unset): at least an hour, at
+// most 100 years.
+func VersionWindow(props map[string]string) (time.Duration, error) {
+	v, ok := props[PropVersionWindow]
+	if !ok {
+		v = DefaultVersionWindow
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if d < MinVersionWindow {
+		return 0, fmt.Errorf("%w: %s must be at least 1 hour (repair restores from these versions), not %s", ErrOutOfRange, PropVersionWindow, v)
+	}
+	return d, nil
+}
+
+// VendingDuration is how long a catalog's vended credentials live: 15
+// minutes (STS's least) to 1 hour (1 hour when unset): the api function
+// assumes the vending role with temporary credentials, role chaining,
+// which STS caps at 1 hour.
 func VendingDuration(props map[string]string) (time.Duration, error) {
 	v, ok := props[PropVendingDuration]
 	if !ok {
@@ -361,7 +397,7 @@ func VendingDuration(props map[string]string) (time.Duration, error) {
 		return 0, err
 	}
 	if d < credentials.MinDuration || d > credentials.MaxDuration {
-		return 0, fmt.Errorf("%w: %s must be 15 minutes to 12 hours (STS's bounds), not %s", ErrOutOfRange, PropVendingDuration, v)
+		return 0, fmt.Errorf("%w: %s must be 15 minutes to 1 hour, not %s: icehold assumes the vending role with its own temporary credentials (role chaining), and STS caps such sessions at 1 hour (and issues none under 15 minutes)", ErrOutOfRange, PropVendingDuration, v)
 	}
 	return d, nil
 }

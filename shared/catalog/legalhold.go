@@ -26,6 +26,10 @@ func legalHoldOf(props map[string]string) bool {
 	return on
 }
 
+// LegalHeld reports whether properties (a table's, a namespace's or a
+// catalog's) set a legal hold.
+func LegalHeld(props map[string]string) bool { return legalHoldOf(props) }
+
 // checkLegalHoldChange lets a request set or clear a table's legal hold only
 // with TABLE_LEGAL_HOLD (SPEC §2): a hold the table's writers could lift
 // would hold nothing. from is the hold before the request, to after it.
@@ -37,11 +41,16 @@ func (s *Service) checkLegalHoldChange(ctx context.Context, cat string, id Ident
 	if !to {
 		verb = "clear"
 	}
+	return s.requireLegalHold(ctx, cat, fmt.Sprintf("%s the legal hold of %s (%s)", verb, id, PropLegalHold))
+}
+
+// requireLegalHold: what (an action on a held table) needs TABLE_LEGAL_HOLD.
+func (s *Service) requireLegalHold(ctx context.Context, cat, what string) error {
 	if s.authz == nil {
-		return fmt.Errorf("%s the legal hold of %s: %w: no authorizer", verb, id, authz.ErrForbidden)
+		return fmt.Errorf("%s: %w: no authorizer", what, authz.ErrForbidden)
 	}
 	if err := s.authz.Check(ctx, cat, authz.TableLegalHold); err != nil {
-		return fmt.Errorf("%s the legal hold of %s (%s): %w", verb, id, PropLegalHold, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

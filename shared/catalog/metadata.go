@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -77,6 +78,17 @@ func spend(ctx context.Context, loc string, n int) error {
 func (s *Service) ReadMetadata(ctx context.Context, loc string) (table.Metadata, error) {
 	meta, _, err := s.readMetadata(ctx, loc)
 	return meta, err
+}
+
+// checkMetadataName refuses a register of a file whose name is not a
+// metadata file's (credentials.MetadataSuffixes): engines may not write
+// those names (vended sessions, the engine policy), so an engine can make
+// no file icehold registers as metadata.
+func checkMetadataName(loc string) error {
+	if !credentials.IsMetadataName(loc) {
+		return fmt.Errorf("%w: metadata-location %s: a metadata file's name ends in %s", ErrBadRequest, loc, strings.Join(credentials.MetadataSuffixes, " or "))
+	}
+	return nil
 }
 
 // readMetadata reads and parses a metadata file (plain or gzip-compressed),

@@ -83,7 +83,13 @@ func (s *Service) ownedBy(ctx context.Context, h store.Hold) error {
 	if err != nil {
 		return fmt.Errorf("location %s overlaps a prefix owned by another table or catalog: %w", h.URI(), ErrLocationOwned)
 	}
-	return fmt.Errorf("location %s overlaps %s: %w", h.URI(), owner, ErrLocationOwned)
+	why := ""
+	if owner.JobID != "" {
+		if j, err := s.store.GetJob(ctx, owner.Catalog, owner.JobID); err == nil && j.State == store.JobFailed {
+			why = fmt.Sprintf("; job %s FAILED and keeps the location until an operator retries or abandons it (icehold jobs retry|abandon %s)", j.ID, j.ID)
+		}
+	}
+	return fmt.Errorf("location %s overlaps %s%s: %w", h.URI(), owner, why, ErrLocationOwned)
 }
 
 // checkFree refuses early (before any file is written) a claim that
@@ -324,8 +330,8 @@ func (s *Service) formerLocations(ctx context.Context, meta table.Metadata, loc 
 	found := map[objects.Location]bool{}
 	err := s.eachReached(ctx, meta, func(path string) bool {
 		obj, err := objects.Parse(path)
-		if err != nil || loc.Contains(obj) {
-			return false
+		if err != nil || loc.Contains(obj) || objects.CleanKey(obj.Key) != nil {
+			return false // a path with a dot segment names no location
 		}
 		k := obj.Key
 		switch {

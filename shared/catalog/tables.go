@@ -61,6 +61,10 @@ type TableChange struct {
 	// Job, when set, is created in the pointer swap's transaction (its
 	// metadata location set to the new file): snapshot expiry's delete job.
 	Job *store.Job `json:"-"`
+	// OwnFiles: icehold wrote every file the change adds from the table's
+	// own entries (a partition drop): its manifests are not read back for
+	// the path check (checkPaths), which a client's commit gets.
+	OwnFiles bool `json:"-"`
 }
 
 // TableResult is what load, create, register and commit answer: the metadata
@@ -350,8 +354,11 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 			return staged{}, err
 		}
-		if _, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name); err == nil {
-			return staged{}, fmt.Errorf("commit %s: assert-create: %w", id, ErrCommitFailed)
+		if e, err := s.store.GetEntry(ctx, cat, id.Namespace, id.Name); err == nil {
+			if e.IsView() {
+				return staged{}, fmt.Errorf("commit %s: assert-create: %w", id, s.Taken(ctx, cat, id, false))
+			}
+			return staged{}, fmt.Errorf("commit %s: assert-create: the table exists: %w", id, ErrCommitFailed)
 		}
 	}
 	for _, r := range ch.Requirements {
@@ -365,6 +372,11 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	if err := checkTableProperties(changedProperties(base, meta)); err != nil {
 		return staged{}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	if !ch.OwnFiles {
+		if err := s.checkPaths(ctx, base, meta); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
 	}
 	if err := s.checkLegalHoldChange(ctx, cat, id, current.LegalHold, legalHoldOf(meta.Properties())); err != nil {
 		return staged{}, fmt.Errorf("commit: %w", err)
@@ -586,7 +598,7 @@ func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) e
 	case errors.Is(err, store.ErrTombstoned):
 		return s.purging(ctx, cat, to)
 	case errors.Is(err, store.ErrExists):
-		return tableErr("rename to", to, err)
+		return fmt.Errorf("rename %s to %s: %w", from, to, s.Taken(ctx, cat, to, false))
 	case errors.Is(err, store.ErrNotFound):
 		return tableErr("rename", from, err)
 	}
@@ -618,11 +630,20 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
 		return TableResult{}, err
 	}
+	if err := objects.CheckPath(metaLoc); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w: metadata-location %v", id, ErrBadRequest, err)
+	}
+	if err := checkMetadataName(metaLoc); err != nil {
+		return TableResult{}, err
+	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
 	if err != nil {
 		return TableResult{}, namedMetadataErr(err)
 	}
 	if err := checkTableProperties(meta.Properties()); err != nil {
+		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
+	}
+	if err := s.checkPaths(ctx, nil, meta); err != nil {
 		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
 	entry := s.newEntry(ctx, id, metaLoc, meta)
@@ -672,6 +693,8 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 			return TableResult{}, fmt.Errorf("register %s: %w", id, s.ownedBy(ctx, w.Claim.Hold))
 		case errors.Is(err, store.ErrNotFound):
 			return TableResult{}, nsErr("register in", id.Namespace, err)
+		case errors.Is(err, store.ErrExists):
+			return TableResult{}, fmt.Errorf("register %s: %w", id, s.Taken(ctx, cat, id, false)) // a view's name
 		}
 		return TableResult{}, tableErr("register", id, err)
 	}
@@ -707,6 +730,13 @@ func (s *Service) UnregisterTable(ctx context.Context, cat string, id Ident) (Ta
 		if err != nil {
 			return TableResult{}, err
 		}
+		if e.LegalHold {
+			// It would leave every listing: only who may lift the hold
+			// may do that (its claims keep its files either way).
+			if err := s.requireLegalHold(ctx, cat, fmt.Sprintf("unregister %s: it is under legal hold (%s), which needs TABLE_LEGAL_HOLD", id, PropLegalHold)); err != nil {
+				return TableResult{}, err
+			}
+		}
 		_, raw, err := s.readMetadata(ctx, e.MetadataLocation)
 		if err != nil {
 			return TableResult{}, fmt.Errorf("unregister table %s: %w", id, err)
@@ -722,6 +752,16 @@ func (s *Service) UnregisterTable(ctx context.Context, cat string, id Ident) (Ta
 		}
 		return TableResult{MetadataLocation: e.MetadataLocation, Metadata: raw, Entry: e}, nil
 	}
+}
+
+// ListUnregistered pages through a catalog's unregistered tables, each
+// with the claims it keeps.
+func (s *Service) ListUnregistered(ctx context.Context, cat, token string, limit int) ([]store.Unregistered, string, error) {
+	out, next, err := s.store.ListUnregistered(ctx, cat, token, limit)
+	if errors.Is(err, store.ErrBadPageToken) {
+		err = fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return out, next, err
 }
 
 // reregister is register of an unregistered table's metadata: the new entry
@@ -746,7 +786,7 @@ func (s *Service) reregister(ctx context.Context, cat string, id Ident, u store.
 	case errors.Is(err, store.ErrTombstoned):
 		return TableResult{}, s.purging(ctx, cat, id)
 	case errors.Is(err, store.ErrExists):
-		return TableResult{}, fmt.Errorf("register table %s: %w", id, ErrTableExists)
+		return TableResult{}, fmt.Errorf("register %s: %w", id, s.Taken(ctx, cat, id, false))
 	case err != nil:
 		return TableResult{}, tableErr("register", id, err)
 	}

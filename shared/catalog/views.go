@@ -65,9 +65,12 @@ func viewErr(op string, id Ident, err error) error {
 	return fmt.Errorf("%s view %s: %w", op, id, err)
 }
 
-// Taken explains a name that is held: the 409 says whether a table or a
-// view holds it (AlreadyExistsException either way, as the spec says).
-// view: the request would make a view.
+// Taken explains a name that is held: the 409 (AlreadyExistsException
+// either way, as the spec says) says whether a table or a view holds it,
+// whatever the request would make (a table's create, rename, register or
+// assert-create onto a view's name once said "table already exists" or
+// "the table changed concurrently"). view: the request would make a view
+// (the answer when the holder is gone again).
 func (s *Service) Taken(ctx context.Context, cat string, id Ident, view bool) error {
 	want := ErrTableExists
 	if view {
@@ -78,9 +81,9 @@ func (s *Service) Taken(ctx context.Context, cat string, id Ident, view bool) er
 	case err != nil:
 		return fmt.Errorf("%s: the name is taken: %w", id, want)
 	case e.IsView():
-		return fmt.Errorf("view %s already exists (view-uuid %s): %w", id, e.TableUUID, want)
+		return fmt.Errorf("%s is the name of a view (view-uuid %s): %w", id, e.TableUUID, ErrViewExists)
 	}
-	return fmt.Errorf("table %s already exists (table-uuid %s): %w", id, e.TableUUID, want)
+	return fmt.Errorf("%s is the name of a table (table-uuid %s): %w", id, e.TableUUID, ErrTableExists)
 }
 
 // viewClaim is the claim a view takes on its location (as a table's).
@@ -419,6 +422,9 @@ func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLo
 		return TableResult{}, err
 	}
 	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
+		return TableResult{}, err
+	}
+	if err := checkMetadataName(metaLoc); err != nil {
 		return TableResult{}, err
 	}
 	meta, raw, err := s.parseView(ctx, metaLoc)

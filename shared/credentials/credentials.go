@@ -4,7 +4,9 @@
 // listing the table's own prefixes and nothing else. Never s3:DeleteObject
 // (the catalog's pipeline is the only deleter: soft delete and legal hold
 // mean nothing if an engine can delete files), never s3:PutObject of a
-// metadata file (the catalog writes those under its compare-and-swap).
+// metadata file (the catalog writes those under its compare-and-swap), and
+// no write at all while the table is legal-held (the router vends those
+// sessions read-only).
 package credentials
 
 import (
@@ -28,14 +30,48 @@ type STS interface {
 	AssumeRole(ctx context.Context, in *sts.AssumeRoleInput, optFns ...func(*sts.Options)) (*sts.AssumeRoleOutput, error)
 }
 
-// Bounds of a session's duration: STS's (AssumeRole takes 900 s to the
-// role's maximum session duration, at most 12 hours; the stack sets the
-// vending role's to 12 hours).
+// Bounds of a session's duration: AssumeRole takes 900 s at least, and the
+// api function assumes the vending role with its own temporary credentials
+// (a Lambda execution role's session), which is role chaining: STS caps
+// such sessions at 1 hour whatever the role's maximum (the stack sets the
+// vending role's to 1 hour to match). A session vended before a legal
+// hold, a soft drop or a revoke writes until it expires: at most
+// MaxDuration (the table's files keep their prior versions: repair).
 const (
 	MinDuration     = 15 * time.Minute
-	MaxDuration     = 12 * time.Hour
+	MaxDuration     = time.Hour
 	DefaultDuration = time.Hour
 )
+
+// MetadataSuffixes are the file names icehold reads as table or view
+// metadata (Iceberg's NNNNN-uuid.metadata.json and .gz.metadata.json, and
+// the older .metadata.json.gz): register refuses any other name, and no
+// vended session or engine may write a key ending in one, so an engine can
+// write no file icehold would take for metadata. S3 keys are
+// case-sensitive: X.METADATA.JSON is not one of them, and register
+// refuses it.
+var MetadataSuffixes = []string{".metadata.json", ".metadata.json.gz"}
+
+// IsMetadataName reports whether a location names a metadata file by
+// icehold's rule (MetadataSuffixes).
+func IsMetadataName(loc string) bool {
+	for _, s := range MetadataSuffixes {
+		if strings.HasSuffix(loc, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataResources are the keys of a bucket ("*" for any) no session
+// writes: every name IsMetadataName accepts.
+func metadataResources(bucket string) []string {
+	var out []string
+	for _, s := range MetadataSuffixes {
+		out = append(out, "arn:aws:s3:::"+bucket+"/*"+s)
+	}
+	return out
+}
 
 // MaxPolicyChars is STS's limit on a session policy's plaintext (AssumeRole
 // Policy: 2,048 characters). STS also packs the policy into a binary form
@@ -117,7 +153,7 @@ func Policy(s Scope) (string, error) {
 			Condition: map[string]any{"StringLike": map[string]any{"s3:prefix": byBucket[b]}}})
 	}
 	// Belt and braces: the vending role denies these too.
-	doc.Statement = append(doc.Statement, statement{Effect: "Deny", Action: "s3:PutObject", Resource: "arn:aws:s3:::*/*.metadata.json"})
+	doc.Statement = append(doc.Statement, statement{Effect: "Deny", Action: "s3:PutObject", Resource: metadataResources("*")})
 	b, err := marshal(doc)
 	if err != nil {
 		return "", err
@@ -150,7 +186,7 @@ func RoleStatements(bucket string) []map[string]any {
 		{"Effect": "Allow", "Action": []string{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}, "Resource": "arn:aws:s3:::" + bucket + "/*"},
 		{"Effect": "Allow", "Action": []string{"s3:ListBucket", "s3:GetBucketLocation"}, "Resource": "arn:aws:s3:::" + bucket},
 		{"Effect": "Deny", "Action": []string{"s3:DeleteObject", "s3:DeleteObjectVersion"}, "Resource": "arn:aws:s3:::" + bucket + "/*"},
-		{"Effect": "Deny", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::" + bucket + "/*.metadata.json"},
+		{"Effect": "Deny", "Action": "s3:PutObject", "Resource": metadataResources(bucket)},
 	}
 }
 

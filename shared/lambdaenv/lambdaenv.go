@@ -185,7 +185,13 @@ func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
 	if err != nil {
 		return rc, err
 	}
-	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps}
+	cfg, err := awsconfig.Load(ctx, e.Endpoints)
+	if err != nil {
+		return rc, err
+	}
+	// Storage: verify's files check lists the table's prefixes; repair
+	// copies prior versions back (the function's role: infra/access.go).
+	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps, Storage: awsconfig.S3(cfg, e.Endpoints)}
 	return rc, nil
 }
 

@@ -53,15 +53,54 @@ func (l Location) URI() string {
 }
 
 // Contains reports whether obj lies under the prefix l (l's key plus "/";
-// the whole bucket when l's key is empty). A prefix does not contain itself.
+// the whole bucket when l's key is empty). A prefix does not contain itself,
+// and a key with an empty, "." or ".." segment lies in no prefix (CleanKey):
+// its text starting with l's says nothing of where it resolves.
 func (l Location) Contains(obj Location) bool {
-	if obj.Bucket != l.Bucket {
+	if obj.Bucket != l.Bucket || CleanKey(obj.Key) != nil {
 		return false
 	}
 	if l.Key == "" {
 		return obj.Key != ""
 	}
 	return strings.HasPrefix(obj.Key, l.Key+"/")
+}
+
+// ErrDotSegment: a path with an empty, "." or ".." segment.
+var ErrDotSegment = errors.New("path has an empty, '.' or '..' segment")
+
+// CleanKey refuses a key with an empty segment (a leading, doubled or
+// trailing '/'), or a "." or ".." segment ("%2E" counts as a '.'). S3 keys
+// such a key literally, but a path resolver (an HTTP client, a FileIO, a
+// file system, an emulator) may resolve it to another key, and a prefix
+// test on its text places it where it does not lie:
+// evil/e/x/../../../demo/t/f starts with evil/e/x/ and resolves to
+// demo/t/f. No table file is named so by an engine; icehold refuses such
+// paths at commit and never deletes one.
+func CleanKey(key string) error {
+	for _, seg := range strings.Split(key, "/") {
+		switch strings.ReplaceAll(strings.ReplaceAll(seg, "%2E", "."), "%2e", ".") {
+		case "", ".", "..":
+			return ErrDotSegment
+		}
+	}
+	return nil
+}
+
+// CheckPath refuses a file path (any scheme: s3://bucket/key, file:///…,
+// or a bare path) whose path part has an empty, "." or ".." segment; the
+// error names the path.
+func CheckPath(path string) error {
+	p := path
+	if _, rest, ok := strings.Cut(path, "://"); ok {
+		_, p, _ = strings.Cut(rest, "/") // after the authority
+	} else {
+		p = strings.TrimPrefix(p, "/")
+	}
+	if err := CleanKey(p); err != nil {
+		return fmt.Errorf("%w: %q", err, path)
+	}
+	return nil
 }
 
 // Prefix parses a location that names a prefix (a table location or a

@@ -112,3 +112,45 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Defect: a prefix test on a path's text placed
+// s3://b/evil/e/x/../../../demo/t/data/f inside evil/e/x, where a resolving
+// reader (an HTTP client, a FileIO, a file system) found demo/t/data/f: a
+// purge of evil's table deleted another catalog's file. A key with an
+// empty, '.' or '..' segment lies in no prefix, and CheckPath names it.
+func TestDotSegmentsLieInNoPrefix(t *testing.T) {
+	wh, _ := objects.Prefix("s3://b1x/evil/e/x")
+	root, _ := objects.Prefix("s3://b1x")
+	for _, path := range []string{
+		"s3://b1x/evil/e/x/../../../demo/t/data/f.parquet",
+		"s3://b1x/evil/e/x/./data/f.parquet",
+		"s3://b1x/evil/e/x//data/f.parquet",
+		"s3://b1x/evil/e/x/data/",
+		"s3://b1x/evil/e/x/%2E%2E/%2e%2E/%2e./demo/f",
+		"s3://b1x/evil/e/x/a/..",
+	} {
+		o, err := objects.Parse(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wh.Contains(o) || root.Contains(o) {
+			t.Errorf("%s lies in a prefix", path)
+		}
+		if err := objects.CheckPath(path); !errors.Is(err, objects.ErrDotSegment) || !strings.Contains(err.Error(), path) {
+			t.Errorf("CheckPath(%q) = %v, want ErrDotSegment naming it", path, err)
+		}
+	}
+	for _, path := range []string{
+		"s3://b1x/evil/e/x/data/f.parquet", "s3://b1x/evil/e/x/data/..f.parquet", "s3://b1x/evil/e/x/.hidden/f",
+		"s3://b1x/evil/e/x/p=%2E%2E%2E/f", "s3://b1x/evil/e/x/data/f...parquet", "file:///tmp/x/f.parquet", "s3a://b1x/evil/e/x/f",
+	} {
+		if err := objects.CheckPath(path); err != nil {
+			t.Errorf("CheckPath(%q) = %v, want nil", path, err)
+		}
+	}
+	for _, path := range []string{"file:///tmp/../etc/f", "hdfs://nn/a//b", "/a/./b", "relative/../f"} {
+		if err := objects.CheckPath(path); !errors.Is(err, objects.ErrDotSegment) {
+			t.Errorf("CheckPath(%q) = %v, want ErrDotSegment", path, err)
+		}
+	}
+}

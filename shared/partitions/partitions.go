@@ -64,6 +64,9 @@ type Service struct {
 	// Pipeline takes snapshot expiry's files (the retention sweep's); nil:
 	// the sweep expires no snapshot.
 	Pipeline Pipeline
+	// Storage lists and restores objects for verify's files check and
+	// repair (integrity.go); nil: neither.
+	Storage Storage
 	// Workers bounds the manifests read and written at once (0: 8).
 	Workers int
 	// Now stamps snapshots (nil: time.Now).
@@ -226,6 +229,7 @@ func (s *Service) dropOnce(ctx context.Context, cat string, id catalog.Ident, re
 			table.NewSetSnapshotRefUpdate(table.MainBranch, snap.SnapshotID, table.BranchRef,
 				deref(main.MaxRefAgeMs), deref(main.MaxSnapshotAgeMs), deref(main.MinSnapshotsToKeep)),
 		},
+		OwnFiles: true, // its manifests carry the table's own entries
 	}
 	res.SnapshotID = &snap.SnapshotID
 	change.Events = outbox.Records(dropEvent(ctx, cat, id, meta.TableUUID().String(), res))

@@ -21,8 +21,9 @@ import (
 
 // Verify (SPEC §5) checks a table's invariants: its metadata pointer is
 // readable, no live file lies in a partition its retention policy has
-// already dropped, and nothing its metadata reaches lies outside the
-// location it owns.
+// already dropped, nothing its metadata reaches lies outside the location
+// it owns, and every file its retained snapshots reference is there as the
+// metadata records it (integrity.go).
 
 // Check names.
 const (
@@ -77,7 +78,7 @@ func (s *Service) Verify(ctx context.Context, cat string, id catalog.Ident) (Rep
 	if err != nil {
 		return rep, fmt.Errorf("file io: %w", err)
 	}
-	rep.Checks = append(rep.Checks, s.checkRetention(ctx, cat, id, meta, fs), s.checkLocation(ctx, entry, meta, fs))
+	rep.Checks = append(rep.Checks, s.checkRetention(ctx, cat, id, meta, fs), s.checkLocation(ctx, entry, meta, fs), s.checkFiles(ctx, entry, meta, fs))
 	rep.OK = true
 	for _, c := range rep.Checks {
 		rep.OK = rep.OK && c.OK

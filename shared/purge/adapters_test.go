@@ -87,7 +87,7 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	pacer.Start = 1000
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer}
 
-	got, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1000))
+	got, err := s.deleteKeys(context.Background(), "b", "s3://b/t/", objs(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestDeleteObjectsRetriesThrottlingAndCountsMissing(t *testing.T) {
 	if r := pacer.Rate("s3://b/t/"); r >= 1000 {
 		t.Errorf("pacer rate %v did not back off after SlowDown", r)
 	}
-	if _, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", objs(1001)); err == nil {
+	if _, err := s.deleteKeys(context.Background(), "b", "s3://b/t/", objs(1001)); err == nil {
 		t.Errorf("1001 keys in one call were accepted")
 	}
 }
@@ -138,7 +138,7 @@ func TestDeleteSendsExactKeys(t *testing.T) {
 			t.Errorf("%s is allowed (%v)", p, err)
 		}
 	}
-	if _, err := s.deleteObjects(context.Background(), g.bucket(), j.Scope, batch); err != nil {
+	if _, err := s.deleteKeys(context.Background(), g.bucket(), j.Scope, batch); err != nil {
 		t.Fatal(err)
 	}
 	if len(stub.calls) != 1 || len(stub.calls[0]) != len(want) {
@@ -171,7 +171,7 @@ func TestPersistentSlowDownFailsTheBatch(t *testing.T) {
 	s := &Service{S3: s3Client(srv.URL), Pacer: pacer, Backoff: time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, err := s.deleteObjects(ctx, "b", "s3://b/t/", objs(3))
+	_, err := s.deleteKeys(ctx, "b", "s3://b/t/", objs(3))
 	if err == nil || !strings.Contains(err.Error(), "throttled") {
 		t.Errorf("err = %v, want throttled", err)
 	}

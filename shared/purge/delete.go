@@ -147,7 +147,13 @@ type object struct {
 	key  string
 	size int64
 	kind string // kindData, kindDeletes or kindMetadata ("": metadata)
+	// version: one version (or delete marker) of the key; "" the key
+	// itself (on a versioned bucket a delete marker is added).
+	version string
 }
+
+// id is the object's identity in a DeleteObjects call.
+func (o object) id() string { return o.key + "\x00" + o.version }
 
 // The kinds of deleted files, as the job's counters name them.
 const (
@@ -192,7 +198,9 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	var chunk []object
 	skipped := int64(0)
 	step := func(to [2]int, done bool) error {
-		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, chunk)
+		// By key: the table's own files lie under the prefix the final
+		// listing prunes of every version (versions.go).
+		t, err := s.deleteKeys(ctx, g.bucket(), j.Scope, chunk)
 		if err != nil {
 			return err
 		}
@@ -342,11 +350,14 @@ func (s *Service) streamManifest(fs icebergio.IO, ref store.ManifestRef, start i
 	}
 }
 
-// deleteObjects deletes up to 1000 objects of a bucket in one DeleteObjects
-// call (paced per scope, retried on SlowDown without the SDK's own retries).
-// A key S3 reports as NoSuchKey counts as missing; on AWS a missing key is
-// reported deleted.
-func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
+// deleteKeys deletes up to 1000 objects (keys, or versions of keys) of a
+// bucket in one DeleteObjects call (paced per scope, retried on SlowDown
+// without the SDK's own retries). A key S3 reports as NoSuchKey (or a
+// version as NoSuchVersion) counts as missing; on AWS a missing key is
+// reported deleted. On a versioned bucket a key without a version only gets
+// a delete marker: callers that must leave nothing use deleteObjects, or
+// prune the versions of the prefix after (versions.go).
+func (s *Service) deleteKeys(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
 	t := tally{byKind: map[string]int64{}}
 	if len(objs) == 0 {
 		return t, nil
@@ -362,12 +373,16 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 	sizes := map[string]int64{}
 	var ids []s3types.ObjectIdentifier
 	for _, o := range objs {
-		k := o.key
+		k := o.id()
 		if _, dup := sizes[k]; dup {
 			continue
 		}
 		sizes[k], kinds[k] = o.size, cmp.Or(o.kind, kindMetadata)
-		ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(k)})
+		id := s3types.ObjectIdentifier{Key: aws.String(o.key)}
+		if o.version != "" {
+			id.VersionId = aws.String(o.version)
+		}
+		ids = append(ids, id)
 	}
 	for attempt := 0; len(ids) > 0; attempt++ {
 		if attempt > maxThrottleRetries {
@@ -390,20 +405,21 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		var retry []s3types.ObjectIdentifier
 		failed := map[string]bool{}
 		for _, e := range out.Errors {
-			k, code := aws.ToString(e.Key), aws.ToString(e.Code)
+			o := object{key: aws.ToString(e.Key), version: aws.ToString(e.VersionId)}
+			k, code := o.id(), aws.ToString(e.Code)
 			switch code {
-			case "NoSuchKey":
+			case "NoSuchKey", "NoSuchVersion":
 				t.missing++
 				failed[k] = true
 			case "SlowDown", "InternalError", "ServiceUnavailable", "503":
-				retry = append(retry, s3types.ObjectIdentifier{Key: aws.String(k)})
+				retry = append(retry, s3types.ObjectIdentifier{Key: e.Key, VersionId: e.VersionId})
 				failed[k] = true
 			default:
-				return t, fmt.Errorf("delete %s: %s: %s", k, code, aws.ToString(e.Message))
+				return t, fmt.Errorf("delete %s: %s: %s", o.key, code, aws.ToString(e.Message))
 			}
 		}
 		for _, id := range ids {
-			if k := aws.ToString(id.Key); !failed[k] {
+			if k := (object{key: aws.ToString(id.Key), version: aws.ToString(id.VersionId)}).id(); !failed[k] {
 				t.deleted++
 				t.bytes += sizes[k]
 				t.byKind[kinds[k]]++

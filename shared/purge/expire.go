@@ -92,8 +92,8 @@ func newClaimCheck(st *store.Store, j store.Job) *claimCheck {
 }
 
 func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, bool, error) {
-	obj, err := objects.Parse(path)
-	if err != nil || obj.Key == "" || c.claim == "" {
+	obj, ok := candidate(path)
+	if !ok || c.claim == "" {
 		return obj, false, nil
 	}
 	dir := obj.Bucket + "/" + obj.Key[:max(strings.LastIndexByte(obj.Key, '/'), 0)]
@@ -105,7 +105,7 @@ func (c *claimCheck) owned(ctx context.Context, path string) (objects.Location, 
 	if err != nil && !unowned {
 		return obj, false, err
 	}
-	ok := false
+	ok = false
 	switch {
 	case !unowned && (owner.ID == c.claim || slices.Contains(c.claims, owner.ID)):
 		ok = true

@@ -48,6 +48,12 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	// file, fixed once (with the skipped count) when the list is first made.
 	sweeping := sweeps(j) && (!j.SweepDone || j.SweepPending)
 	if sweeping || j.FinalizeTotal == 0 || j.FinalizeOffset < j.FinalizeTotal-1 {
+		// What the final listing covered is pruned of versions below;
+		// anything else goes with its versions now.
+		del := s.deleteObjects
+		if sweeps(j) {
+			del = s.deleteKeys
+		}
 		objs, skipped, err := s.metadataLayer(ctx, j, g)
 		if err != nil {
 			return FinalizeResult{}, err
@@ -79,7 +85,7 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 				return FinalizeResult{}, nil // continue in the next invocation
 			}
 			end := min(j.FinalizeOffset+MaxKeysPerCall, j.FinalizeTotal-1, len(objs))
-			t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, objs[j.FinalizeOffset:end])
+			t, err := del(ctx, g.bucket(), j.Scope, objs[j.FinalizeOffset:end])
 			if err != nil {
 				return FinalizeResult{}, err
 			}
@@ -104,6 +110,18 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 	cur, ok, err := g.allows(ctx, j.MetadataLocation)
 	if err != nil {
 		return FinalizeResult{}, err
+	}
+	if sweeps(j) {
+		// On a versioned bucket, every version and delete marker under
+		// what the job owned goes, but the current metadata file's.
+		keep := cur
+		if !ok {
+			keep.Key = ""
+		}
+		done, err := s.pruneVersions(ctx, j, keep.Bucket, keep.Key)
+		if err != nil || !done {
+			return FinalizeResult{}, err
+		}
 	}
 	if ok {
 		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, []object{{key: cur.Key}})

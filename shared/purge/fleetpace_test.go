@@ -158,7 +158,7 @@ func TestDeleteObjectsPacesPerPrefix(t *testing.T) {
 			batch = append(batch, object{key: aws.ToString(id.Key)})
 		}
 	}
-	got, err := s.deleteObjects(context.Background(), "b", "s3://b/t/", batch)
+	got, err := s.deleteKeys(context.Background(), "b", "s3://b/t/", batch)
 	if err != nil || got.deleted != 6 {
 		t.Fatalf("deleted %d: %v", got.deleted, err)
 	}

@@ -242,13 +242,14 @@ type references struct {
 // location, or its owner's metadata (current file and metadata log) does not
 // name it. Whatever cannot be decided keeps the file.
 func (c *orphanCheck) unreferenced(ctx context.Context, path string) (objects.Location, bool, error) {
-	obj, err := objects.Parse(path)
-	if err != nil || obj.Key == "" {
+	obj, ok := candidate(path)
+	if !ok {
 		return obj, false, nil
 	}
 	dir := obj.Bucket + "/" + obj.Key[:max(strings.LastIndexByte(obj.Key, '/'), 0)]
 	refs, ok := c.dirs[dir]
 	if !ok {
+		var err error
 		if refs, err = c.referencesAt(ctx, obj, path); err != nil {
 			return obj, false, err
 		}
@@ -281,6 +282,14 @@ func (c *orphanCheck) referencesAt(ctx context.Context, obj objects.Location, pa
 			return nil, ignoreMissing(err)
 		}
 		current = []string{j.MetadataLocation}
+	case owner.Unregistered:
+		// Its claim names it by a name a new table may hold now: the
+		// record that keeps the claim says what it references.
+		u, err := s.Store.UnregisteredByClaim(ctx, owner.Catalog, owner.ID)
+		if err != nil {
+			return nil, ignoreMissing(err)
+		}
+		current = []string{u.MetadataLocation}
 	case owner.SoftDeleted:
 		recs, err := s.Store.SoftDeletedByName(ctx, owner.Catalog, owner.Namespace, owner.Name)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +49,15 @@ type Sender interface {
 // BulkDeleter is the S3 calls of the delete function: DeleteObjects, the one
 // call that deletes, and the listing of a purged table's location (finalize);
 // only the delete and finalize steps hold it (and only their role may delete).
+//
+// On a versioned bucket (versions.go) it also reads the bucket's
+// versioning and lists versions, to delete every version and delete
+// marker of what it deletes.
 type BulkDeleter interface {
 	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
 	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	GetBucketVersioning(ctx context.Context, in *s3.GetBucketVersioningInput, optFns ...func(*s3.Options)) (*s3.GetBucketVersioningOutput, error)
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, optFns ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // Lease extends an SQS message's visibility while its batch runs.
@@ -90,6 +97,8 @@ type Service struct {
 	// checks (tests advance it); nil: time.Now.
 	Now       func() time.Time
 	crashHook atomic.Pointer[func(string) error]
+	// versioning caches each bucket's versioning (versions.go).
+	versioning sync.Map
 }
 
 // SetCrash installs a hook called at the pipeline's crash points; an error it
@@ -213,7 +222,9 @@ func (s *Service) job(ctx context.Context, in Input) (store.Job, error) {
 }
 
 // Fail marks a job FAILED with the reason (the workflow's catch path, or
-// attempts exhausted); the tombstone is lifted.
+// attempts exhausted); the tombstone is lifted, and the job keeps its
+// claims until an operator retries or abandons it (Retry, Abandon): its
+// files may still be there, and no other table may take their prefix.
 func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	j, err := s.job(ctx, in)
 	if err != nil {
@@ -222,11 +233,7 @@ func (s *Service) Fail(ctx context.Context, in Input, reason string) error {
 	if store.Terminal(j.State) {
 		return nil
 	}
-	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
-		Set: map[string]any{"state": store.JobFailed, "last_error": reason}, Finish: true,
-		States: []string{store.JobPending, store.JobRunning, store.JobDeadLettered},
-		Events: outbox.Records(JobEvent(eventbus.PurgeFailed, j, map[string]any{"reason": reason})),
-	})
+	err = s.Store.FailJob(ctx, j, reason, outbox.Records(JobEvent(eventbus.PurgeFailed, j, map[string]any{"reason": reason}))...)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil // already terminal
 	}

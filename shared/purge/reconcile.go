@@ -104,7 +104,7 @@ func (s *Service) reconcileJob(ctx context.Context, a store.ActiveJob, rep *Reco
 		return s.Fail(ctx, Input{Catalog: j.Catalog, JobID: j.ID},
 			fmt.Sprintf("attempts exhausted: execution %s ended %s after %d attempts", j.Execution, out.Status, j.Attempts))
 	}
-	name := fmt.Sprintf("%s-%d", j.ID, j.Attempts+1)
+	name := executionName(j, j.Attempts+1)
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{
 		Set: map[string]any{"execution": name}, Add: map[string]int64{"attempts": 1},
 		Cond: "execution = :e", CondValues: map[string]any{":e": j.Execution},

@@ -40,10 +40,20 @@ func newGuard(st *store.Store, j store.Job) *guard {
 // bucket is the one bucket the job deletes in.
 func (g *guard) bucket() string { return g.scope.Bucket }
 
+// candidate parses a path some job might delete: an S3 object whose key is
+// in its clean form (objects.CleanKey). Every check (purge, expire,
+// orphans) starts here, so no job ever deletes a key with an empty, "." or
+// ".." segment: whatever owns the prefix its text starts with, a resolving
+// reader may find another table's file there (SPEC §2, key forms).
+func candidate(path string) (objects.Location, bool) {
+	obj, err := objects.Parse(path)
+	return obj, err == nil && obj.Key != "" && objects.CleanKey(obj.Key) == nil
+}
+
 // allows parses a reachable path and says whether the job may delete it.
 func (g *guard) allows(ctx context.Context, path string) (objects.Location, bool, error) {
-	obj, err := objects.Parse(path)
-	if err != nil || obj.Key == "" || g.scope.Bucket == "" {
+	obj, ok := candidate(path)
+	if !ok || g.scope.Bucket == "" {
 		return obj, false, nil
 	}
 	for _, o := range g.own {
@@ -59,7 +69,7 @@ func (g *guard) allows(ctx context.Context, path string) (objects.Location, bool
 		return obj, ok, nil
 	}
 	owner, err := g.store.OwnerAt(ctx, obj.Bucket, obj.Key)
-	ok := false
+	ok = false
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		ok = true // nobody owns it: inside the widened scope, it is the job's to delete

@@ -61,7 +61,7 @@ func listedBy(j store.Job) func(objects.Location) bool {
 	}
 	return func(o objects.Location) bool {
 		for _, h := range holds {
-			if o.Bucket == h.Bucket && strings.HasPrefix(o.Key, h.Prefix+"/") {
+			if (objects.Location{Bucket: h.Bucket, Key: h.Prefix}).Contains(o) {
 				return true
 			}
 		}
@@ -133,9 +133,14 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 		return ignoreRace(err)
 	}
 	var objs []object
-	var size, views int64
+	var size, views, skipped int64
 	for _, o := range page.Contents {
-		if k := aws.ToString(o.Key); !keep[bucket+"/"+k] {
+		k := aws.ToString(o.Key)
+		if !sweepable(k) {
+			skipped++
+			continue
+		}
+		if !keep[bucket+"/"+k] {
 			objs = append(objs, object{key: k, size: aws.ToInt64(o.Size)})
 			size += aws.ToInt64(o.Size)
 			if j.Kind == store.KindView && isMetadataFile(k) {
@@ -146,6 +151,9 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 	// A view's metadata files are its own (icehold wrote them, no log
 	// names them): deleted, not unreferenced.
 	add := map[string]int64{"files_unreferenced": int64(len(objs)) - views, "bytes": size}
+	if skipped > 0 {
+		add["files_skipped"] = skipped
+	}
 	if views > 0 {
 		add["files_deleted"], add[kindMetadata] = views, views
 	}
@@ -163,7 +171,7 @@ func (s *Service) listPage(ctx context.Context, j store.Job, bucket, prefix stri
 	if err := s.crash("finalize.sweep-counted"); err != nil {
 		return err
 	}
-	if _, err := s.deleteObjects(ctx, bucket, j.Scope, objs); err != nil {
+	if _, err := s.deleteKeys(ctx, bucket, j.Scope, objs); err != nil {
 		return err
 	}
 	return s.clearPending(ctx, j, last)
@@ -189,13 +197,13 @@ func (s *Service) finishPage(ctx context.Context, j store.Job, bucket, prefix st
 				more = false
 				break
 			}
-			if !keep[bucket+"/"+k] {
+			if sweepable(k) && !keep[bucket+"/"+k] {
 				objs = append(objs, object{key: k})
 			}
 		}
 		for len(objs) > 0 {
 			n := min(len(objs), MaxKeysPerCall)
-			if _, err := s.deleteObjects(ctx, bucket, j.Scope, objs[:n]); err != nil {
+			if _, err := s.deleteKeys(ctx, bucket, j.Scope, objs[:n]); err != nil {
 				return err
 			}
 			objs = objs[n:]
@@ -221,6 +229,13 @@ func (s *Service) clearPending(ctx context.Context, j store.Job, after string) e
 func isMetadataFile(key string) bool {
 	return kindOfPath(key) == kindMetadata && strings.Contains(key[strings.LastIndexByte(key, '/')+1:], ".metadata.json")
 }
+
+// sweepable: a listed key the final listing may delete. S3 lists keys as
+// written, so each lies under the listed claim; still, a key with a "." or
+// ".." segment or a doubled '/' is left and counted skipped, as every
+// deleting path does (candidate). A directory marker (a key ending in '/',
+// which Hadoop writers make) names only itself: it goes.
+func sweepable(key string) bool { return objects.CleanKey(strings.TrimSuffix(key, "/")) == nil }
 
 // ignoreRace: a guarded update another step made first is not an error.
 func ignoreRace(err error) error {

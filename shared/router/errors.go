@@ -53,6 +53,7 @@ func statusOf(err error) (int, string) {
 		{authz.ErrUnauthenticated, http.StatusUnauthorized, "NotAuthorizedException"},
 		{authz.ErrForbidden, http.StatusForbidden, "ForbiddenException"},
 		{authz.ErrTooManyPatterns, http.StatusBadRequest, "BadRequestException"},
+		{authz.ErrBadPrincipal, http.StatusBadRequest, "BadRequestException"},
 		// A SigV4 signature refused (locally; in AWS API Gateway answers
 		// these with the stack's gateway responses, the same shape).
 		{sigv4.ErrNotSigned, http.StatusForbidden, "NotAuthorizedException"},
@@ -89,9 +90,11 @@ func statusOf(err error) (int, string) {
 		{softdelete.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
 		{softdelete.ErrBadHoldPeriod, http.StatusConflict, "InvalidHoldPeriodException"},
 		{purge.ErrLegalHold, http.StatusConflict, "LegalHoldException"},
+		{purge.ErrNotRetryable, http.StatusConflict, "JobStateException"},
 		{partitions.ErrTableUUIDMismatch, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrDataRemoved, http.StatusConflict, "CommitFailedException"},
 		{partitions.ErrFilesMissing, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
+		{partitions.ErrUnrepairable, http.StatusConflict, "UnrepairableException"},
 		{partitions.ErrNoRetention, http.StatusNotFound, "NoSuchRetentionPolicyException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},

@@ -69,10 +69,12 @@ func tableTag(path, metadataLocation, snapshots string, c tagCreds) string {
 // answer would carry now, from the table's metadata location alone (no
 // metadata read, no credentials vended). vended: the answer would carry
 // credentials; their expiry and scope are read from the client's tag, the
-// expiry must be at least revalidateMargin away, and writing credentials
-// revalidate only while canWrite says the caller still may write. It
-// returns the matched tag.
-func revalidates(header, path, metadataLocation, snapshots string, vended bool, canWrite func() bool, now time.Time) (string, bool) {
+// expiry must be at least revalidateMargin away, and the tag revalidates
+// only while writes (whether credentials vended now would write) says
+// what it says: a reader granted TABLE_WRITE, or a writer revoked, gets
+// new credentials rather than a 304 that keeps the old ones. It returns
+// the matched tag.
+func revalidates(header, path, metadataLocation, snapshots string, vended bool, writes func() bool, now time.Time) (string, bool) {
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimSpace(t)
 		// Weak comparison (RFC 9110 §13.1.2): W/ is ignored; "*" never
@@ -97,7 +99,7 @@ func revalidates(header, path, metadataLocation, snapshots string, vended bool, 
 		if strings.Trim(strings.TrimPrefix(want, "W/"), `"`) != opaque {
 			continue
 		}
-		if c.write && !canWrite() {
+		if vended && c.write != writes() {
 			continue
 		}
 		return want, true

@@ -34,6 +34,9 @@ func TestRevalidates(t *testing.T) {
 		{"vended, read becomes write", strings.Replace(tableTag(path, loc, "all", tagCreds{expires: later}), `.r"`, `.w"`, 1), "all", true, true, false},
 		{"vended, writer still writes", tableTag(path, loc, "all", tagCreds{expires: later, write: true}), "all", true, true, true},
 		{"vended, writer may write no more", tableTag(path, loc, "all", tagCreds{expires: later, write: true}), "all", true, false, false},
+		// Defect: a reader's tag kept answering 304 after it was granted
+		// TABLE_WRITE, so its engine kept read-only keys until they expired.
+		{"vended, reader may write now", tableTag(path, loc, "all", tagCreds{expires: later}), "all", true, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -59,6 +59,7 @@ func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
 	// and the purge pipeline own deletion.
 	defaults["s3.delete-enabled"] = "false"
 	defaults["rest-catalog-purge"] = "true"
+	noStore(w, defaults)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"defaults":                 defaults,
 		"overrides":                map[string]string{"prefix": cat},
@@ -208,9 +209,11 @@ func (s *server) writeTable(w http.ResponseWriter, r *http.Request, res catalog.
 		out["metadata-location"] = res.MetadataLocation
 		w.Header().Set("ETag", tableTag(path, res.MetadataLocation, snapshots, tagOf(v)))
 	}
+	noStore(w, config)
 	if v != nil {
 		out["storage-credentials"] = storageCredentials(v, res.MetadataLocation)
 		config[refreshKey] = path + "/credentials"
+		w.Header().Set("Cache-Control", "no-store")
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -284,7 +287,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	// A revalidation is answered from the entry alone: no metadata read,
 	// no credentials vended.
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.mayWrite(r) }, time.Now()); ok {
+		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.vendsWrite(r, e) }, time.Now()); ok {
 			notModified(w, tag)
 			return
 		}
@@ -412,6 +415,9 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 func (s *server) unregisterTable(w http.ResponseWriter, r *http.Request) {
 	cat, id, ok := s.withTable(w, r)
 	if !ok {
+		return
+	}
+	if !noBody(w, r) { // {"purge":true} is a 400, not an unregister
 		return
 	}
 	res, err := s.Catalog.UnregisterTable(r.Context(), cat, id)

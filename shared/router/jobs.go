@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -42,9 +44,17 @@ type JobView struct {
 	LastError *string `json:"last-error"`
 	// RecoveredError: the last retry error of a job that then succeeded.
 	RecoveredError *string `json:"recovered-error,omitempty"`
-	CreatedBy      string  `json:"created-by"`
-	CreatedAt      string  `json:"created-at"`
-	UpdatedAt      string  `json:"updated-at"`
+	// Claims: the locations the job holds now (s3://bucket/prefix): while
+	// it runs, and once FAILED until it is retried or abandoned.
+	Claims []string `json:"claims"`
+	// Retries: how often an operator retried it after it FAILED.
+	Retries int `json:"retries,omitempty"`
+	// AbandonedBy and AbandonedAt: who let a FAILED job's claims go, when.
+	AbandonedBy *string `json:"abandoned-by,omitempty"`
+	AbandonedAt *string `json:"abandoned-at,omitempty"`
+	CreatedBy   string  `json:"created-by"`
+	CreatedAt   string  `json:"created-at"`
+	UpdatedAt   string  `json:"updated-at"`
 }
 
 // PurgeJobHeader names the purge job a drop with purge (or purge-now)
@@ -77,7 +87,73 @@ func viewOf(j store.Job) JobView {
 	if j.RecoveredError != "" {
 		v.RecoveredError = &j.RecoveredError
 	}
+	v.Claims = []string{}
+	if j.Holding() {
+		for _, h := range j.Holds() {
+			v.Claims = append(v.Claims, h.URI())
+		}
+	}
+	v.Retries = j.Retries
+	if j.AbandonedAt != "" {
+		v.AbandonedBy, v.AbandonedAt = &j.AbandonedBy, &j.AbandonedAt
+	}
 	return v
+}
+
+// retryJob runs a FAILED job again (its claims still its own): 202 with
+// the job. Its execution starts here where this function can start one,
+// else at the next reconcile run.
+func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok || !noBody(w, r) {
+		return
+	}
+	j, err := purge.Retry(r.Context(), s.store, cat, r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.Purge != nil {
+		s.Purge.Started(r.Context(), j)
+	}
+	setJobHeaders(w, cat, j.ID)
+	writeJSON(w, http.StatusAccepted, viewOf(j))
+}
+
+// AbandonView is the answer of an abandon: the job, and where its files
+// stay in the bucket, owned by nobody now.
+type AbandonView struct {
+	Job       JobView  `json:"job"`
+	FilesKept []string `json:"files-kept"`
+}
+
+// abandonJob lets a FAILED job's claims go; the answer names each
+// location whose files stay (also in Icehold-Files-Kept, as a drop's).
+func (s *server) abandonJob(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok || !noBody(w, r) {
+		return
+	}
+	j, kept, err := purge.Abandon(r.Context(), s.store, cat, r.PathValue("id"), authz.Principal(r.Context()))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, k := range kept {
+		w.Header().Add(FilesKeptHeader, k)
+	}
+	writeJSON(w, http.StatusOK, AbandonView{Job: viewOf(j), FilesKept: kept})
+}
+
+// noBody refuses a body on a POST that takes none ({} and no body are
+// none): a field there would be a request this route does not make.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	var none struct{}
+	if err := decodeStrict(r, &none, true); err != nil {
+		writeError(w, err)
+		return false
+	}
+	return true
 }
 
 var jobStates = []string{store.JobPending, store.JobRunning, store.JobDeadLettered, store.JobSucceeded, store.JobFailed, store.JobCancelled}

@@ -72,22 +72,29 @@ func (s *server) updateCatalog(w http.ResponseWriter, r *http.Request) {
 type grantBody struct {
 	Principal  string   `json:"principal,omitempty"`
 	Privileges []string `json:"privileges"`
+	Pattern    bool     `json:"pattern"`
 }
 
 // grantOf answers a grant; no privileges is [], not null.
-func grantOf(principal string, privs []string) grantBody {
+func grantOf(who authz.Grantee, privs []string) grantBody {
 	if privs == nil {
 		privs = []string{}
 	}
-	return grantBody{Principal: principal, Privileges: privs}
+	return grantBody{Principal: who.Principal, Privileges: privs, Pattern: who.Pattern}
 }
 
-func principalParam(r *http.Request) (string, error) {
-	p := r.PathValue("principal")
-	if p == "" || len(p) > 2048 {
-		return "", fmt.Errorf("%w: principal must be 1 to 2048 characters", catalog.ErrBadRequest)
+// grantee is whom the path names: the principal as its bytes are
+// (authz checks them), a pattern only with ?pattern=true.
+func grantee(r *http.Request) (authz.Grantee, error) {
+	who := authz.Grantee{Principal: r.PathValue("principal")}
+	switch v, ok := r.URL.Query()["pattern"]; {
+	case !ok:
+	case len(v) == 1 && (v[0] == "true" || v[0] == "false"):
+		who.Pattern = v[0] == "true"
+	default:
+		return who, fmt.Errorf("%w: pattern is true or false, once", catalog.ErrBadRequest)
 	}
-	return p, nil
+	return who, nil
 }
 
 func (s *server) getGrant(w http.ResponseWriter, r *http.Request) {
@@ -95,20 +102,28 @@ func (s *server) getGrant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := principalParam(r)
+	who, err := grantee(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	g, err := s.store.GetGrant(r.Context(), cat, p)
+	g, err := s.Authz.Lookup(r.Context(), cat, who)
 	if errors.Is(err, store.ErrNotFound) {
-		err = fmt.Errorf("grant of %s on %s: %w", p, cat, catalog.ErrNotFound)
+		err = fmt.Errorf("grant of %s on %s: %w", describe(who), cat, catalog.ErrNotFound)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, grantOf(g.Principal, g.Privileges))
+	writeJSON(w, http.StatusOK, grantOf(who, g.Privileges))
+}
+
+// describe names a grantee in messages.
+func describe(who authz.Grantee) string {
+	if who.Pattern {
+		return "the pattern " + who.Principal
+	}
+	return who.Principal
 }
 
 func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +131,7 @@ func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := principalParam(r)
+	who, err := grantee(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -143,11 +158,11 @@ func (s *server) putGrant(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	privs := slices.Compact(slices.Sorted(slices.Values(req.Privileges)))
-	if err := s.Authz.Grant(r.Context(), cat, p, privs); err != nil {
+	if err := s.Authz.Grant(r.Context(), cat, who, privs); err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, grantOf(p, privs))
+	writeJSON(w, http.StatusOK, grantOf(who, privs))
 }
 
 func (s *server) deleteGrant(w http.ResponseWriter, r *http.Request) {
@@ -155,17 +170,60 @@ func (s *server) deleteGrant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := principalParam(r)
+	who, err := grantee(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := s.Authz.Revoke(r.Context(), cat, p); err != nil {
+	if err := s.Authz.Revoke(r.Context(), cat, who); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("grant of %s on %s: %w", p, cat, catalog.ErrNotFound)
+			err = fmt.Errorf("grant of %s on %s: %w", describe(who), cat, catalog.ErrNotFound)
 		}
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// UnregisteredView is an unregistered table on the wire: the catalog forgot
+// it and keeps its files, its claims (Claims, s3://bucket/prefix) keeping
+// every other table and purge off them until its metadata is registered
+// again.
+type UnregisteredView struct {
+	Namespace        []string `json:"namespace"`
+	Name             string   `json:"name"`
+	TableUUID        string   `json:"table-uuid"`
+	MetadataLocation string   `json:"metadata-location"`
+	LegalHold        bool     `json:"legal-hold"`
+	UnregisteredAt   string   `json:"unregistered-at"`
+	UnregisteredBy   string   `json:"unregistered-by"`
+	Claims           []string `json:"claims"`
+}
+
+func (s *server) listUnregistered(w http.ResponseWriter, r *http.Request) {
+	cat, ok := s.manage(w, r)
+	if !ok {
+		return
+	}
+	token, size, err := paging(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	recs, next, err := s.Catalog.ListUnregistered(r.Context(), cat, token, size)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]UnregisteredView, len(recs))
+	for i, u := range recs {
+		out[i] = UnregisteredView{
+			Namespace: u.Entry.Namespace, Name: u.Entry.Name, TableUUID: u.Entry.TableUUID, MetadataLocation: u.MetadataLocation,
+			LegalHold: u.Entry.LegalHold, UnregisteredAt: u.UnregisteredAt, UnregisteredBy: u.UnregisteredBy, Claims: []string{},
+		}
+		for _, h := range u.Entry.Holds() {
+			out[i].Claims = append(out[i].Claims, h.URI())
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tables": out, "next-page-token": nullable(next)})
 }

@@ -6,10 +6,12 @@ package router
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/credentials"
+	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
@@ -65,8 +68,12 @@ type Config struct {
 	// vending role, and vends none).
 	Vendor *credentials.Vendor
 	// ClientDefaults are handed to clients in /v1/config (locally: the S3
-	// endpoint and keys of the embedded S3).
+	// endpoint of the embedded S3).
 	ClientDefaults map[string]string
+	// ClientKeys, when set, are S3 keys handed with them to clients that
+	// are not vended credentials (locally: a session of the engine role;
+	// nil in AWS, where engines bring their own).
+	ClientKeys func(context.Context) map[string]string
 	// DefaultCatalog answers /v1/config without a warehouse.
 	DefaultCatalog string
 }
@@ -96,6 +103,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve authenticates, bounds the body and applies idempotency before routing.
 func (s *server) serve(w *bufferedWriter, r *http.Request) {
+	if err := checkPath(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	if r.URL.Path == oauthTokensPath {
 		refuseOAuth(w, r)
 		return
@@ -126,6 +137,19 @@ func (s *server) serve(w *bufferedWriter, r *http.Request) {
 		r.ContentLength = int64(len(body))
 	}
 	s.route(w, r)
+}
+
+// checkPath refuses a path with an empty segment (a doubled or trailing
+// '/') or a "." or ".." segment, as sent: http.ServeMux would answer it
+// with a redirect to the cleaned path, and a client that followed one
+// acted on another resource (DELETE …/tables/.. dropped the namespace).
+// The router never redirects.
+func checkPath(r *http.Request) error {
+	p := r.URL.EscapedPath()
+	if !strings.HasPrefix(p, "/") || objects.CleanKey(p[1:]) != nil {
+		return fmt.Errorf("%w: the path %q has an empty, '.' or '..' segment: send it without (icehold does not clean paths)", catalog.ErrBadRequest, p)
+	}
+	return nil
 }
 
 // unauthenticated says why a request has no principal: a caller who sent
@@ -177,7 +201,20 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %s %s", errNoRoute, r.Method, r.URL.Path))
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	// The mux still redirects a path that lacks the trailing '/' of a
+	// pattern (…/grants to …/grants/{principal...}): no route here.
+	rec := &bufferedWriter{header: http.Header{}}
+	s.mux.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		writeError(w, fmt.Errorf("%w: %s %s", errNoRoute, r.Method, r.URL.Path))
+		return
+	}
+	maps.Copy(w.Header(), rec.header)
+	if rec.status != 0 {
+		w.WriteHeader(rec.status)
+	}
+	_, _ = w.Write(rec.body.Bytes())
 }
 
 // bufferedWriter holds a whole response so that it can be stored as an

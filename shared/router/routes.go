@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -39,6 +41,9 @@ type route struct {
 	any          bool // any privilege on the catalog (reads of namespaces, config)
 	system       bool // always the system scope
 	variants     []variant
+	// query: the query parameters a lifecycle route takes (SPEC §2,
+	// strict input: any other is a 400; see strictInput).
+	query []string
 	// canonical, when set, is the form of the body an Idempotency-Key's
 	// receipt fingerprints (SPEC §5: the canonical payload).
 	canonical func(body []byte) []byte
@@ -112,10 +117,13 @@ func (s *server) table() []route {
 		{method: "GET", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.getGrant},
 		{method: "PUT", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.putGrant},
 		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
-		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), h: s.listJobs},
+		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize", "state", "kind", "namespace", "table"}, h: s.listJobs},
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
+		{method: "POST", path: lc + "/purge-jobs/{id}/retry", privs: p(authz.CatalogManage), h: s.retryJob},
+		{method: "POST", path: lc + "/purge-jobs/{id}/abandon", privs: p(authz.CatalogManage), h: s.abandonJob},
+		{method: "GET", path: lc + "/unregistered-tables", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize"}, h: s.listUnregistered},
 
-		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), h: s.listSoftDeleted},
+		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), query: []string{"pageToken", "pageSize", "namespace", "kind"}, h: s.listSoftDeleted},
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/undrop", privs: p(authz.TableUndrop), h: s.undrop},
 		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/purge-now", privs: p(authz.TableDropWithPurge), h: s.purgeNow},
@@ -127,6 +135,7 @@ func (s *server) table() []route {
 		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.TableRead), h: s.getRetention},
 		{method: "DELETE", path: lc + "/namespaces/{namespace}/tables/{table}/partition-retention", privs: p(authz.PartitionDrop), h: s.deleteRetention},
 		{method: "GET", path: lc + "/namespaces/{namespace}/tables/{table}/verify", privs: p(authz.TableRead), h: s.verifyTable},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/repair", privs: p(authz.TableWrite), h: s.repairTable},
 	}
 }
 
@@ -181,6 +190,10 @@ func (s *server) guard(rt route) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
+		if err := strictInput(r, rt); err != nil {
+			writeError(w, err)
+			return
+		}
 		if !rt.system && !(cat == authz.SystemCatalog && isGrantRoute(rt.path)) {
 			info, err := s.Catalog.GetCatalog(r.Context(), cat)
 			if err != nil {
@@ -195,6 +208,36 @@ func (s *server) guard(rt route) http.HandlerFunc {
 		}
 		rt.h(w, r)
 	}
+}
+
+// strictInput reads the query of icehold's own routes (the lifecycle API
+// and unregister) strictly, as their bodies are (SPEC §2, strict input): a
+// query parameter the route does not take, given twice or given empty, is
+// a 400 naming it. The Iceberg REST routes follow the spec's clients,
+// which send parameters this would refuse (an empty pageToken).
+func strictInput(r *http.Request, rt route) error {
+	if !strings.HasPrefix(rt.path, "/lifecycle/") && !strings.HasSuffix(rt.path, "/unregister") {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return fmt.Errorf("%w: malformed query: %v", catalog.ErrBadRequest, err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch vs := q[k]; {
+		case !slices.Contains(rt.query, k):
+			takes := "takes no query parameters"
+			if len(rt.query) > 0 {
+				takes = "takes only " + strings.Join(rt.query, ", ")
+			}
+			return fmt.Errorf("%w: unknown query parameter %q: %s %s %s", catalog.ErrBadRequest, k, rt.method, rt.path, takes)
+		case len(vs) > 1:
+			return fmt.Errorf("%w: query parameter %q is given %d times", catalog.ErrBadRequest, k, len(vs))
+		case vs[0] == "":
+			return fmt.Errorf("%w: query parameter %q is empty (leave it out for none)", catalog.ErrBadRequest, k)
+		}
+	}
+	return nil
 }
 
 func isGrantRoute(path string) bool { return strings.Contains(path, "/grants/") }

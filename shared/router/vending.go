@@ -68,6 +68,32 @@ func (s *server) mayWrite(r *http.Request) bool {
 	return s.Authz.Check(r.Context(), catalogInfo(r).Name, authz.TableWrite) == nil
 }
 
+// writes: a session vended to the caller for the table may write: the
+// caller holds TABLE_WRITE and no legal hold covers the table, neither its
+// own nor one of its namespaces' or its catalog's (SPEC §2: a legal-held
+// table's sessions are read-only, whoever asks). A namespace that cannot
+// be read counts as held: the answer errs on the side of reading.
+func (s *server) writes(r *http.Request, e store.TableEntry) bool {
+	cat := catalogInfo(r)
+	if e.LegalHold || catalog.LegalHeld(cat.Properties) || !s.mayWrite(r) {
+		return false
+	}
+	for i := range e.Namespace {
+		ns, err := s.Catalog.LoadNamespace(r.Context(), cat.Name, e.Namespace[:i+1])
+		if err != nil || catalog.LegalHeld(ns.Properties) {
+			return false
+		}
+	}
+	return true
+}
+
+// vendsWrite: credentials vended now for the table would write (a location
+// of its own and writes allowed); what a vended tag says of its credentials
+// (revalidates).
+func (s *server) vendsWrite(r *http.Request, e store.TableEntry) bool {
+	return e.Hold != nil && e.Hold.Prefix != "" && s.writes(r, e)
+}
+
 // vend assumes a session for the caller on the table's owned prefixes. nil
 // (and no error) when the table owns none it can be scoped to, or its
 // location makes a session policy STS refuses, unless the catalog requires
@@ -76,13 +102,13 @@ func (s *server) vend(r *http.Request, e store.TableEntry) (*credentials.Vended,
 	cat := catalogInfo(r)
 	required := catalog.Vending(cat.Properties) == catalog.VendingRequired
 	var scope credentials.Scope
-	write := s.mayWrite(r)
+	write := s.vendsWrite(r, e)
 	for i, h := range e.Holds() {
 		l := objects.Location{Bucket: h.Bucket, Key: h.Prefix}
 		if h.Prefix == "" {
 			continue // never the whole bucket
 		}
-		if i == 0 && e.Hold != nil && write {
+		if i == 0 && write {
 			scope.Write = append(scope.Write, l)
 		} else {
 			scope.Read = append(scope.Read, l)
@@ -172,6 +198,8 @@ func (s *server) clientConfig(r *http.Request) map[string]string {
 		for _, k := range staticKeys {
 			delete(out, k)
 		}
+	} else if s.ClientKeys != nil {
+		maps.Copy(out, s.ClientKeys(r.Context()))
 	}
 	return out
 }
@@ -204,5 +232,14 @@ func (s *server) loadCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"storage-credentials": storageCredentials(v, e.MetadataLocation)})
+}
+
+// noStore marks an answer whose config carries secrets (vended sessions,
+// or the deployment's own S3 keys) as not to be kept by any cache.
+func noStore(w http.ResponseWriter, config map[string]string) {
+	if config["s3.secret-access-key"] != "" {
+		w.Header().Set("Cache-Control", "no-store")
+	}
 }

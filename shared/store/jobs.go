@@ -88,9 +88,16 @@ type Job struct {
 	LastError string `dynamodbav:"last_error"`
 	// RecoveredError: the last retry error of a job that then succeeded.
 	RecoveredError string `dynamodbav:"recovered_error"`
-	CreatedBy      string `dynamodbav:"created_by"`
-	CreatedAt      string `dynamodbav:"created_at"`
-	UpdatedAt      string `dynamodbav:"updated_at"`
+	// ClaimsKept: the job FAILED and keeps its claims until an operator
+	// retries or abandons it (failed.go); Retries: how often one retried
+	// it; Abandoned*: who let its claims go, and when.
+	ClaimsKept  bool   `dynamodbav:"claims_kept"`
+	Retries     int    `dynamodbav:"retries"`
+	AbandonedBy string `dynamodbav:"abandoned_by"`
+	AbandonedAt string `dynamodbav:"abandoned_at"`
+	CreatedBy   string `dynamodbav:"created_by"`
+	CreatedAt   string `dynamodbav:"created_at"`
+	UpdatedAt   string `dynamodbav:"updated_at"`
 	// Plan results.
 	Planned      bool   `dynamodbav:"planned"`
 	Location     string `dynamodbav:"location"`

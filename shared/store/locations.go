@@ -133,6 +133,7 @@ type locOp struct {
 	take           *Claim // becomes the owner
 	release        string // the owner id that lets go
 	retag          *Owner // the owner's display changes (same id)
+	held           string // the claim of this owner id must be there (nothing changes)
 	delta          int    // change of the below counter
 	noOwner        bool   // above a new claim: must have no owner
 	releasedBelow  int    // claims below it released in this transaction
@@ -198,6 +199,12 @@ func (c *locChange) RetagAll(hs []Hold, o Owner) {
 	for _, h := range hs {
 		c.Retag(h, o)
 	}
+}
+
+// Held requires the hold's claim to be there still (its generation),
+// changing nothing.
+func (c *locChange) Held(h Hold) {
+	c.op(h.Bucket, h.Prefix).held = h.ID
 }
 
 // Retag changes what a hold's claim item says of its owner.
@@ -275,6 +282,9 @@ func (s *Store) locItem(o *locOp) (ddbtypes.TransactWriteItem, bool, error) {
 		}
 	case o.noOwner:
 		conds = append(conds, ownerFree)
+	case o.held != "":
+		vals[":held"] = &ddbtypes.AttributeValueMemberS{Value: o.held}
+		conds = append(conds, "#oid = :held")
 	}
 	if o.delta == 0 && len(set) == 0 {
 		if len(conds) == 0 {

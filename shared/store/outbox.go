@@ -75,3 +75,18 @@ func (s *Store) DeleteEvent(ctx context.Context, e OutboxEvent) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
 	return err
 }
+
+// RecordEvents records events that report a change made outside the store
+// (a repair's restored objects): one put each, after the change.
+func (s *Store) RecordEvents(ctx context.Context, events ...OutboxEvent) error {
+	puts, err := s.outboxPuts(events)
+	if err != nil {
+		return err
+	}
+	for _, p := range puts {
+		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: p.Put.TableName, Item: p.Put.Item}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -68,6 +68,45 @@ func (s *Store) GetUnregistered(ctx context.Context, cat, tableUUID string) (Unr
 	return u, err
 }
 
+// ListUnregistered pages through a catalog's unregistered tables (by
+// table uuid).
+func (s *Store) ListUnregistered(ctx context.Context, cat, token string, limit int) ([]Unregistered, string, error) {
+	pk, _ := unregisteredKey(cat, "")
+	items, next, err := s.query(ctx, pk, "U#", token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Unregistered, len(items))
+	for i, it := range items {
+		if err := unmarshal(it, &out[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// UnregisteredByClaim finds the unregistered table of a catalog that holds
+// the claim of id (a claim item names an unregistered owner by its name,
+// which a new table may have taken since); ErrNotFound if none does.
+func (s *Store) UnregisteredByClaim(ctx context.Context, cat, id string) (Unregistered, error) {
+	for token := ""; ; {
+		page, next, err := s.ListUnregistered(ctx, cat, token, 100)
+		if err != nil {
+			return Unregistered{}, err
+		}
+		for _, u := range page {
+			for _, h := range u.Entry.Holds() {
+				if h.ID == id {
+					return u, nil
+				}
+			}
+		}
+		if token = next; token == "" {
+			return Unregistered{}, ErrNotFound
+		}
+	}
+}
+
 // Reregister ends an unregistered table's record and creates its entry e,
 // whose holds are the record's claims (retagged to it), in one transaction
 // guarded as a create is (the namespace exists, no purge tombstone, the
