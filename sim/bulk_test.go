@@ -107,7 +107,7 @@ func (s *Sim) bulkOf(g *Gen, commit bool, n int) *Op {
 		keys[i] = fmt.Sprintf("%s/data/%s/%05d.parquet", prefix, tag, i)
 	}
 	ns, name := g.ns, g.name
-	op := &Op{keys: append(tableKeys(ns, name), "uuid:"+g.uuid), tolerateErr: true, want: []int{200}}
+	op := &Op{kind: "bulk", keys: append(tableKeys(ns, name), "uuid:"+g.uuid), tolerateErr: true, want: []int{200}}
 	if commit {
 		op.desc = fmt.Sprintf("admin commits %d one-row data files (row %d, %s) to %s", n, id, day, g)
 	} else {

@@ -46,8 +46,9 @@ func (c *coverage) unavailable(kind, why string) {
 	c.na[kind] = why
 }
 
-// refusalOnly: kinds whose point is a refusal (they never change state).
-var refusalOnly = map[string]bool{"bad-body": true}
+// refusalOnly: kinds whose point is a refusal (they never change state):
+// malformed bodies, and a vended session's escapes.
+var refusalOnly = map[string]bool{"bad-body": true, "engine-escape": true}
 
 // expected lists every kind the generator can make: operations, barriers,
 // templates.

@@ -205,7 +205,7 @@ func (s *Sim) engineWriteWith(se *session) *Op {
 	b, k := bucketKey(se.location)
 	s.m.nextRow++
 	key := fmt.Sprintf("%s/data/engine-%d.parquet", k, s.m.nextRow)
-	op := &Op{desc: fmt.Sprintf("%s writes uncommitted %s", se, key), keys: []string{"uuid:" + se.g.uuid, "id:" + se.g.ident()}}
+	op := &Op{kind: "engine-write", desc: fmt.Sprintf("%s writes uncommitted %s", se, key), keys: []string{"uuid:" + se.g.uuid, "id:" + se.g.ident()}}
 	switch {
 	case s.expired(se):
 		op.want, op.why = []int{400}, "the session expired"
@@ -290,7 +290,7 @@ func (s *Sim) engineEscapeWith(se *session) *Op {
 		}
 	}
 	a := pick(s, attempts)
-	op := &Op{desc: fmt.Sprintf("%s tries to %s", se, a.what), keys: []string{"uuid:" + se.g.uuid}, invalid: true,
+	op := &Op{kind: "engine-escape", desc: fmt.Sprintf("%s tries to %s", se, a.what), keys: []string{"uuid:" + se.g.uuid}, invalid: true,
 		why: "a vended session writes only its table's data, never a metadata file, never deletes", want: []int{403}}
 	if s.expired(se) {
 		op.want = []int{400}

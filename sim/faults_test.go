@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -104,6 +105,22 @@ func (s *Sim) opGrant() *Op {
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status == 200 {
 			s.m.grants[p] = privs
+		}
+		return nil
+	}
+	return op
+}
+
+// grantTo sets p's grant to privs (a valid body).
+func (s *Sim) grantTo(p string, privs []string) *Op {
+	raw, _ := json.Marshal(map[string]any{"privileges": privs})
+	op := &Op{kind: "grant", desc: fmt.Sprintf("admin sets the grant of %s: %s", p, raw), keys: []string{"grants"}, want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+p, string(raw))
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.grants[p] = slices.Clone(privs)
 		}
 		return nil
 	}

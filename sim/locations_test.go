@@ -164,7 +164,7 @@ func (s *Sim) registerOf(ns, name string, from *Gen, meta string) *Op {
 }
 
 func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
-	op := &Op{keys: tableKeys(ns, name)}
+	op := &Op{kind: "register", keys: tableKeys(ns, name)}
 	var forgedLoc string
 	if forge {
 		forgedLoc = warehouse + "/F/" + uuid.NewString()[:8]

@@ -112,6 +112,8 @@ type tmplRun struct {
 	reached bool
 	sess    *session
 	snaps   []int64
+	view    *View
+	copy    *View // a view registered from a copy of view's metadata
 }
 
 var templates = []template{
@@ -124,6 +126,8 @@ var templates = []template{
 	{"same-round-races", tmplRaces},
 	{"big-purge", tmplBigPurge},
 	{"crash-mid-purge", tmplCrashMidPurge},
+	{"views-stale-records", tmplViewsStale},
+	{"one-privilege-short", tmplPrivilegeShort},
 }
 
 // maybeTemplate starts a template now and then (none while one runs).
@@ -739,4 +743,153 @@ func (s *Sim) deleteOutage(n int32) *barrier {
 		s.healIn = 0 // the template heals it
 		return nil
 	}}
+}
+
+// tmplViewsStale: a view's whole lifecycle (created, registered from a copy
+// of its metadata, dropped, purged now) beside a soft-deleted table whose
+// record is read stale: the hold-expiry sweep, past the table's purge-at,
+// and a legal hold change each pause after reading the record while the
+// table is undropped, written and dropped again (a newer generation the
+// stale read must not end or change).
+func tmplViewsStale(s *Sim, t *tmplRun) []step {
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.viewCreateAt(ns, t.tbl(1)))
+		},
+		func() *plan {
+			var o []*Op
+			if g := t.live("a"); g != nil {
+				o = append(o, s.opAppendTo(g, admin))
+			}
+			if t.view = s.m.viewAt(ns, t.tbl(1)); t.view != nil {
+				o = append(o, s.viewRegisterCopy(ns, t.tbl(2), t.view))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			var o []*Op
+			if g := t.live("a"); g != nil {
+				o = append(o, s.dropOp(g.ns, g.name, g, admin, false))
+			}
+			if t.view != nil && t.view.state == live {
+				o = append(o, s.viewDropOf(t.view))
+			}
+			if t.copy = s.m.viewAt(ns, t.tbl(2)); t.copy != nil {
+				o = append(o, s.viewDropOf(t.copy))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			var o []*Op
+			if t.view != nil && t.view.state == soft {
+				o = append(o, s.viewPurgeNowOf(t.view))
+			}
+			if t.copy != nil && t.copy.state == soft {
+				o = append(o, s.viewUndropOf(t.copy))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			if g := t.gens["a"]; g != nil && g.state == soft && !g.legalHold {
+				if b := s.clockPast(g.purgeAt); b != nil {
+					return &plan{b: b}
+				}
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.gens["a"]
+			if g == nil || g.state != soft || g.legalHold || !g.purgeAt.Before(s.w.clock.Now()) || s.m.holdFor(g) <= 0 {
+				return nil
+			}
+			b := s.staleSweepOf(g, s.w.clock.Now())
+			run := b.run
+			b.run = func() error {
+				err := run()
+				t.reached = s.acted
+				return err
+			}
+			return &plan{b: b}
+		},
+		func() *plan {
+			if g := t.gens["a"]; g != nil && g.state == soft {
+				return &plan{b: s.staleLegalHoldOf(g)}
+			}
+			return nil
+		},
+	}
+}
+
+// clockPast moves the clock just past at, in whole half hours (nil when
+// that is more than 400 days away or would pass 2200).
+func (s *Sim) clockPast(at time.Time) *barrier {
+	now := s.w.clock.Now()
+	d := at.Sub(now)
+	if d > 400*24*time.Hour || now.Add(d).Year() >= 2200 {
+		return nil
+	}
+	d = (max(d, 0)/(30*time.Minute) + 1) * 30 * time.Minute
+	return &barrier{kind: "clock", desc: "clock +" + d.String() + " (past a purge-at)", run: func() error {
+		s.w.clock.Advance(d)
+		s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+		return nil
+	}}
+}
+
+// tmplPrivilegeShort: the writer's grant lacks exactly the privilege an
+// operation needs, in turn for each of a few (a drop with purge, an
+// unregister, a soft drop, an append, a create), and the writer tries it;
+// then the reader (who reads only) tries to end the table. Each must be a
+// 403 that changes nothing (each runs alone); the grant is given back.
+func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
+	var ns string
+	without := func(priv string) []string {
+		return slices.DeleteFunc(slices.Clone(writerPrivileges), func(p string) bool { return p == priv })
+	}
+	tries := []struct {
+		priv string
+		op   func(g *Gen) *Op
+	}{
+		{"TABLE_DROP_WITH_PURGE", func(g *Gen) *Op { return s.opDropOf(g, writer, true) }},
+		{"TABLE_DROP", func(g *Gen) *Op { return s.unregisterOf(g, writer) }},
+		{"TABLE_DROP", func(g *Gen) *Op { return s.opDropOf(g, writer, false) }},
+		{"TABLE_WRITE", func(g *Gen) *Op { return s.opAppendTo(g, writer) }},
+		{"TABLE_CREATE", func(g *Gen) *Op {
+			return s.createOp(g.ns, t.tbl(1), writer, "", map[string]string{"format-version": "2"})
+		}},
+	}
+	steps := []step{func() *plan {
+		var mk *Op
+		ns, mk = s.ensureNS()
+		return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+	}}
+	for _, i := range s.rng.Perm(len(tries))[:3] {
+		try := tries[i]
+		steps = append(steps,
+			func() *plan { return ops(s.grantTo(writer, without(try.priv))) },
+			func() *plan {
+				if g := t.live("a"); g != nil {
+					t.reached = true
+					return ops(try.op(g))
+				}
+				return nil
+			})
+	}
+	readerTries := []func(g *Gen) *Op{
+		func(g *Gen) *Op { return s.unregisterOf(g, reader) },
+		func(g *Gen) *Op { return s.opDropOf(g, reader, true) },
+		func(g *Gen) *Op { return s.opDropOf(g, reader, false) },
+	}
+	try := pick(s, readerTries)
+	return append(steps,
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(try(g))
+			}
+			return nil
+		},
+		func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
 }

@@ -1,10 +1,15 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
 )
 
 // Multi-table transactions, register with overwrite, unregister, and the
@@ -385,7 +390,10 @@ func (s *Sim) opViewRegister() *Op {
 	}
 	src := pick(s, all)
 	ns, name := s.pickNS(), s.pickName()
-	op := &Op{desc: fmt.Sprintf("admin registers view %s.%s from %s's %s", ns, name, src, src.meta), keys: append(tableKeys(ns, name), "uuid:"+src.uuid)}
+	if (src.state == live || src.state == soft) && s.chance(0.3) {
+		return s.viewRegisterCopy(ns, name, src)
+	}
+	op := &Op{kind: "view-register", desc: fmt.Sprintf("admin registers view %s.%s from %s's %s", ns, name, src, src.meta), keys: append(tableKeys(ns, name), "uuid:"+src.uuid)}
 	_, nsOK := s.m.namespaces[ns]
 	switch {
 	case !nsOK:
@@ -404,7 +412,70 @@ func (s *Sim) opViewRegister() *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register-view", map[string]any{"name": name, "metadata-location": meta})
 	}
-	op.after = func(o Outcome, _ bool) error {
+	op.after = s.viewRegistered(ns, name, src)
+	return op
+}
+
+// viewRegisterCopy registers at ns.name a copy of src's metadata file that
+// another catalog could have written: its own location and view uuid (a
+// view moved between catalogs). The copy is written when the op runs; a
+// refused register leaves it, by design.
+func (s *Sim) viewRegisterCopy(ns, name string, src *View) *Op {
+	loc := fmt.Sprintf("%s/FV/v%d", warehouse, s.m.nextID+1000*len(s.m.forged))
+	s.m.nextID++
+	op := &Op{kind: "view-register", desc: fmt.Sprintf("admin registers view %s.%s from a copy of %s's metadata at %s", ns, name, src, loc), keys: tableKeys(ns, name)}
+	_, nsOK := s.m.namespaces[ns]
+	switch {
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(ns, name) != nil || s.m.viewAt(ns, name) != nil:
+		op.want = []int{409}
+	default:
+		op.want = []int{200, 409} // 409: a purging table's tombstone holds the name
+	}
+	var meta string
+	op.run = func() Outcome {
+		var err error
+		if meta, err = s.copyViewMetadata(src, loc); err != nil {
+			return Outcome{Err: err}
+		}
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register-view", map[string]any{"name": name, "metadata-location": meta})
+	}
+	after := s.viewRegistered(ns, name, nil)
+	op.after = func(o Outcome, c bool) error {
+		if meta != "" {
+			s.m.forged = append(s.m.forged, meta)
+		}
+		return after(o, c)
+	}
+	return op
+}
+
+// copyViewMetadata writes src's metadata file at loc/metadata/ with loc as
+// its location and a new view uuid.
+func (s *Sim) copyViewMetadata(src *View, loc string) (string, error) {
+	k, _ := keyOf(src.meta)
+	out, err := s.w.s3.GetObject(s.ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+	if err != nil {
+		return "", err
+	}
+	defer out.Body.Close()
+	var md map[string]any
+	if err := json.NewDecoder(out.Body).Decode(&md); err != nil {
+		return "", err
+	}
+	md["location"], md["view-uuid"] = loc, uuid.NewString()
+	b, _ := json.Marshal(md)
+	path := loc + "/metadata/00000-" + uuid.NewString() + ".metadata.json"
+	pk, _ := keyOf(path)
+	_, err = s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(pk), Body: bytes.NewReader(b)})
+	return path, err
+}
+
+// viewRegistered applies an accepted register-view (of src's metadata, or
+// nil for a copy) to the model.
+func (s *Sim) viewRegistered(ns, name string, src *View) func(o Outcome, _ bool) error {
+	return func(o Outcome, _ bool) error {
 		if o.Status != 200 {
 			return nil
 		}
@@ -423,11 +494,14 @@ func (s *Sim) opViewRegister() *Op {
 		v := &View{seq: s.m.nextID, uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location,
 			meta: res.MetadataLocation, state: live, legalHold: res.Metadata.Props["icehold.legal-hold"] == "true"}
 		if old := s.m.views[v.uuid]; old != nil && old.state != gone && old.state != purging {
-			return s.violatef("register view of %s's metadata made %s, while %s still holds its uuid", src, v, old)
+			from := "a copy"
+			if src != nil {
+				from = src.String() + "'s metadata"
+			}
+			return s.violatef("register view of %s made %s, while %s still holds its uuid", from, v, old)
 		}
 		s.m.views[v.uuid] = v
 		s.logf("   %s registered at %s", v, v.location)
 		return nil
 	}
-	return op
 }

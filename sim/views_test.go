@@ -77,8 +77,9 @@ func (s *Sim) viewHeld(op *Op) bool {
 	return false
 }
 
-func (s *Sim) opViewCreate() *Op {
-	ns, name := s.pickNS(), s.pickName()
+func (s *Sim) opViewCreate() *Op { return s.viewCreateAt(s.pickNS(), s.pickName()) }
+
+func (s *Sim) viewCreateAt(ns, name string) *Op {
 	body := map[string]any{
 		"name": name, "schema": json.RawMessage(schemaJSON), "properties": map[string]string{},
 		"view-version": map[string]any{
@@ -87,7 +88,7 @@ func (s *Sim) opViewCreate() *Op {
 			"default-namespace": []string{ns},
 		},
 	}
-	op := &Op{desc: fmt.Sprintf("admin creates view %s.%s", ns, name), keys: tableKeys(ns, name)}
+	op := &Op{kind: "view-create", desc: fmt.Sprintf("admin creates view %s.%s", ns, name), keys: tableKeys(ns, name)}
 	_, nsOK := s.m.namespaces[ns]
 	switch {
 	case !nsOK:
@@ -128,8 +129,11 @@ func (s *Sim) opViewDrop() *Op {
 	if len(lives) == 0 {
 		return nil
 	}
-	v := pick(s, lives)
-	op := &Op{desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
+	return s.viewDropOf(pick(s, lives))
+}
+
+func (s *Sim) viewDropOf(v *View) *Op {
+	op := &Op{kind: "view-drop", desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "DELETE", viewPath(v.ns, v.name), nil) }
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status != 204 {
@@ -151,9 +155,12 @@ func (s *Sim) opViewUndrop() *Op {
 	if len(softs) == 0 {
 		return nil
 	}
-	v := pick(s, softs)
+	return s.viewUndropOf(pick(s, softs))
+}
+
+func (s *Sim) viewUndropOf(v *View) *Op {
 	body := map[string]any{"view-uuid": v.uuid}
-	op := &Op{desc: fmt.Sprintf("admin undrops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid)}
+	op := &Op{kind: "view-undrop", desc: fmt.Sprintf("admin undrops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid)}
 	_, nsOK := s.m.namespaces[v.ns]
 	switch {
 	case !nsOK:
@@ -179,8 +186,11 @@ func (s *Sim) opViewPurgeNow() *Op {
 	if len(softs) == 0 {
 		return nil
 	}
-	v := pick(s, softs)
-	op := &Op{desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
+	return s.viewPurgeNowOf(pick(s, softs))
+}
+
+func (s *Sim) viewPurgeNowOf(v *View) *Op {
+	op := &Op{kind: "view-purge-now", desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
 	if v.legalHold {
 		op.invalid, op.want, op.why = true, []int{409}, "the view is under legal hold"
 	}
