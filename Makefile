@@ -55,12 +55,14 @@ SIM_SEEDS ?= 1+6
 SIM_STEPS ?= 150
 
 ## sim: the lifecycle simulation (SIM_SEEDS x SIM_STEPS) and its regression tests, without the
-## race detector (it drives the whole composition, as e2e does, which runs under it)
+## race detector (it drives the whole composition, as e2e does, which runs under it); prints the
+## coverage table (every operation kind, barrier and template: how often it ran and changed state)
 sim:
-	$(GO) test -count=1 -timeout 20m ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS)
+	@cov=$$(mktemp); SIM_COVERAGE=$$cov $(GO) test -count=1 -timeout 20m ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS); \
+	rc=$$?; cat $$cov; rm -f $$cov; exit $$rc
 
-SEEDS ?= 1000+20
-STEPS ?= 400
+SEEDS ?= 1000+100
+STEPS ?= 300
 
 ## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, then names
 ## each failing seed with its replay command)

@@ -157,8 +157,10 @@ func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 			return s.violatef("%s: the credential has no expiry: %v", lg, c.Config)
 		}
 		s.m.nextSession++
+		// A legal-held table's sessions are read-only, whoever asks (SPEC
+		// §2); a hold changed in the same round may land either side.
 		se := &session{n: s.m.nextSession, g: lg, principal: p, prefix: c.Prefix, location: res.Metadata.Location, cfg: c.Config,
-			write: write, expires: time.UnixMilli(ms), writeUnsure: s.touched["grants"] > 1}
+			write: write && !lg.legalHold, expires: time.UnixMilli(ms), writeUnsure: s.touched["grants"] > 1 || lg.holdUnsure || contended}
 		s.sessions = append(s.sessions, se)
 		if len(s.sessions) > 6 {
 			s.sessions = s.sessions[1:]

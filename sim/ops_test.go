@@ -35,6 +35,10 @@ type Op struct {
 	// tolerateErr: a transport error is not a violation (iceberg-go ops
 	// report their refusals as errors).
 	tolerateErr bool
+	// contingent: invalid only as the model stands before the round (a
+	// legal hold): an op of the same round that shares a key may change
+	// that, so contended it may be accepted.
+	contingent bool
 	// vended: an iceberg-go op asks for vended credentials (an engine).
 	vended bool
 	run    func() Outcome
@@ -65,6 +69,8 @@ var opWeights = []struct {
 	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
 	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
 	{"bulk", 1},
+	{"read-catalog", 1}, {"read-grant", 1}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
+	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -171,6 +177,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opEngineUpload()
 	case "bulk":
 		return s.opBulk()
+	case "read-catalog", "read-grant", "read-soft-deleted", "read-purge-jobs", "read-unregistered", "read-verify", "read-retention":
+		return s.opRead(kind)
 	}
 	return nil
 }
@@ -702,7 +710,7 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	case purge && g.holdUnsure:
 		op.want = []int{204, 409}
 	case purge && g.legalHold:
-		op.invalid, op.why = true, "the table is under legal hold"
+		op.invalid, op.contingent, op.why = true, true, "the table is under legal hold"
 	default:
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{204}
@@ -1066,7 +1074,7 @@ func (s *Sim) opPurgeNow() *Op {
 	case g == nil || (fields["table-uuid"] == nil && len(gens) > 1):
 		op.want = []int{409}
 	case g.legalHold:
-		op.invalid, op.why = true, "the soft-deleted table is under legal hold"
+		op.invalid, op.contingent, op.why = true, true, "the soft-deleted table is under legal hold"
 	default:
 		op.want = []int{202}
 	}

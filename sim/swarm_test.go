@@ -667,7 +667,7 @@ func (s *Sim) purgeNowOf(g *Gen) *Op {
 	ns, name := g.ns, g.name
 	op := &Op{desc: fmt.Sprintf("admin purges now %s", g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{202}}
 	if g.legalHold {
-		op.invalid, op.want, op.why = true, []int{409}, "the soft-deleted table is under legal hold"
+		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the soft-deleted table is under legal hold"
 	}
 	body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
@@ -840,9 +840,10 @@ func (s *Sim) clockPast(at time.Time) *barrier {
 }
 
 // tmplPrivilegeShort: the writer's grant lacks exactly the privilege an
-// operation needs, in turn for each of a few (a drop with purge, an
-// unregister, a soft drop, an append, a create), and the writer tries it;
-// then the reader (who reads only) tries to end the table. Each must be a
+// operation needs, in turn for each (a drop with purge, an unregister, a
+// soft drop, an append, a create, in a seeded order), and the writer tries
+// it; then the reader (who reads only) tries to end the table each way,
+// and its engine to write with the session a load vended it. Each must be a
 // 403 that changes nothing (each runs alone); the grant is given back.
 func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 	var ns string
@@ -866,7 +867,7 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 		ns, mk = s.ensureNS()
 		return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
 	}}
-	for _, i := range s.rng.Perm(len(tries))[:3] {
+	for _, i := range s.rng.Perm(len(tries)) {
 		try := tries[i]
 		steps = append(steps,
 			func() *plan { return ops(s.grantTo(writer, without(try.priv))) },
@@ -883,13 +884,37 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 		func(g *Gen) *Op { return s.opDropOf(g, reader, true) },
 		func(g *Gen) *Op { return s.opDropOf(g, reader, false) },
 	}
-	try := pick(s, readerTries)
-	return append(steps,
-		func() *plan {
+	for _, try := range readerTries {
+		steps = append(steps, func() *plan {
 			if g := t.live("a"); g != nil {
 				return ops(try(g))
 			}
 			return nil
-		},
-		func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
+		})
+	}
+	// The reader's engine: its vended session reads, never writes.
+	steps = append(steps, func() *plan {
+		g := t.live("a")
+		if g == nil {
+			return nil
+		}
+		op := s.engineLoadOf(g.ns, g.name, g, reader)
+		after := op.after
+		op.after = func(o Outcome, c bool) error {
+			if err := after(o, c); err != nil {
+				return err
+			}
+			if o.Status == 200 && len(s.sessions) > 0 && s.sessions[len(s.sessions)-1].g == g {
+				t.sess = s.sessions[len(s.sessions)-1]
+			}
+			return nil
+		}
+		return ops(op)
+	}, func() *plan {
+		if t.sess == nil {
+			return nil
+		}
+		return ops(s.engineWriteWith(t.sess))
+	})
+	return append(steps, func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
 }
