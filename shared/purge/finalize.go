@@ -124,9 +124,29 @@ func (s *Service) Finalize(ctx context.Context, in Input) (FinalizeResult, error
 		}
 	}
 	if ok {
+		// finalize_offset one past the list says the deletion began: a run
+		// resumed after it finds the file gone by its own hand and counts it
+		// deleted, as the uninterrupted run did.
+		resumed := j.FinalizeOffset == j.FinalizeTotal
+		if !resumed {
+			err := s.Store.UpdateJob(ctx, j, store.JobUpdate{
+				Set:  map[string]any{"finalize_offset": j.FinalizeTotal},
+				Cond: "finalize_offset = :o", CondValues: map[string]any{":o": j.FinalizeOffset},
+			})
+			if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+				return FinalizeResult{}, err
+			}
+			if j, err = s.job(ctx, in); err != nil {
+				return FinalizeResult{}, err
+			}
+		}
 		t, err := s.deleteObjects(ctx, g.bucket(), j.Scope, []object{{key: cur.Key}})
 		if err != nil {
 			return FinalizeResult{}, err
+		}
+		if resumed && t.missing == 1 {
+			t.missing, t.deleted = 0, 1
+			t.byKind[kindMetadata]++
 		}
 		t.bytes = 0 // the current metadata file's size is not counted (never read)
 		counters = t.counters(0)
