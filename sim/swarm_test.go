@@ -36,7 +36,7 @@ var core = []string{"create", "append", "soft-drop", "drop-purge", "undrop", "ns
 // newSwarm draws seed's configuration; plain seeds (every fourth, and
 // -sim.swarm=false) run every kind at its weight over every name.
 func newSwarm(seed uint64, plain bool) swarm {
-	sw := swarm{off: map[string]bool{}, scale: map[string]int{}, nss: namespaces, names: tableNames, locs: locNames, tmplEvery: 25}
+	sw := swarm{off: map[string]bool{}, scale: map[string]int{}, nss: namespaces, names: tableNames, locs: locNames, tmplEvery: 15}
 	if plain || seed%4 == 1 {
 		sw.desc = "plain (every kind, every name)"
 		return sw
@@ -63,7 +63,7 @@ func newSwarm(seed uint64, plain bool) swarm {
 		// spellings), where ownership and purge scope go wrong.
 		sw.locs = []string{"x", "x/y", "x2"}
 	}
-	sw.tmplEvery = []int{15, 25, 40}[r.IntN(3)]
+	sw.tmplEvery = []int{10, 15, 25}[r.IntN(3)]
 	sw.desc = fmt.Sprintf("off %v; up %v; namespaces %v, names %v, locations %v; a template about every %d rounds", off, up, sw.nss, sw.names, sw.locs, sw.tmplEvery)
 	return sw
 }
@@ -135,10 +135,11 @@ func (s *Sim) maybeTemplate() {
 	if len(s.script) > 0 || s.without["templates"] || s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
 		return
 	}
-	// In turn, from a place the seed picks: every template runs within a
-	// few of them, whatever the seed.
+	// In turn, from a place the seed picks (five apart from one seed to
+	// the next, so that three seeds of a few templates each reach all of
+	// them): every template runs within a few seeds, whatever the seed.
 	for range templates {
-		t := templates[(int(s.seed)+s.m.nextTmpl)%len(templates)]
+		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
 		if s.without[t.name] {
 			s.m.nextTmpl++
 			continue
