@@ -311,14 +311,17 @@ func parentOf(k string) string {
 // opEngineUpload: a multipart upload under its table, started, one part
 // sent, then aborted (an engine's failed write): nothing is left.
 func (s *Sim) opEngineUpload() *Op {
-	se := s.pickSession()
-	if se == nil {
-		return nil
+	if se := s.pickSession(); se != nil {
+		return s.engineUploadWith(se)
 	}
+	return nil
+}
+
+func (s *Sim) engineUploadWith(se *session) *Op {
 	b, k := bucketKey(se.location)
 	s.m.nextRow++
 	key := fmt.Sprintf("%s/data/upload-%d.parquet", k, s.m.nextRow)
-	op := &Op{desc: fmt.Sprintf("%s starts, sends a part of and aborts an upload of %s", se, key), keys: []string{"uuid:" + se.g.uuid}}
+	op := &Op{kind: "engine-upload", desc: fmt.Sprintf("%s starts, sends a part of and aborts an upload of %s", se, key), keys: []string{"uuid:" + se.g.uuid}}
 	switch {
 	case s.expired(se):
 		op.want = []int{400}

@@ -469,6 +469,12 @@ func tmplStaleSession(s *Sim, t *tmplRun) []step {
 			return ops(op, s.opAppendTo(g, admin))
 		},
 		func() *plan {
+			if t.sess == nil {
+				return nil
+			}
+			return ops(s.engineUploadWith(t.sess))
+		},
+		func() *plan {
 			if g := t.live("a"); g != nil {
 				return ops(s.dropOp(g.ns, g.name, g, admin, false))
 			}
