@@ -211,6 +211,12 @@ var matrix = []row{
 	// The fixture's job is not FAILED: allowed, the answer is the 409 that says so.
 	{route: "POST " + lcPath + "/purge-jobs/{id}/retry", name: "retry purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}/retry", privs: p(authz.CatalogManage), want: 409},
 	{route: "POST " + lcPath + "/purge-jobs/{id}/abandon", name: "abandon purge job", path: "/lifecycle/v1/catalogs/{c}/purge-jobs/{job}/abandon", privs: p(authz.CatalogManage), want: 409},
+	// No inventory report has been delivered to the fixture's bucket:
+	// allowed, the answer is the 404 that says so (NoSuchInventoryReport).
+	{route: "POST " + lcPath + "/storage-sweep", name: "storage sweep", path: "/lifecycle/v1/catalogs/{c}/storage-sweep", privs: p(authz.CatalogManage), want: 404,
+		body: func(fixture) any { return map[string]any{"dry-run": true} }},
+	{route: "POST " + lcPath + "/namespaces/{namespace}/tables/{table}/storage-sweep", name: "storage sweep of a table", path: "/lifecycle/v1/catalogs/{c}/namespaces/{ns}/tables/t/storage-sweep", privs: p(authz.CatalogManage), want: 404,
+		body: func(fixture) any { return map[string]any{"dry-run": true} }},
 	{route: "GET " + lcPath + "/unregistered-tables", name: "list unregistered tables", path: "/lifecycle/v1/catalogs/{c}/unregistered-tables", privs: p(authz.CatalogManage), want: 200},
 	{route: "GET " + lcPath + "/soft-deleted-tables", name: "list soft-deleted tables", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables?namespace={ns}", privs: p(authz.TableListSoftDeleted), want: 200},
 	{route: "POST " + lcPath + "/soft-deleted-tables/{uuid}/legal-hold", name: "legal hold", path: "/lifecycle/v1/catalogs/{c}/soft-deleted-tables/{soft}/legal-hold", privs: p(authz.TableLegalHold), want: 200,

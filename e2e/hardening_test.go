@@ -198,7 +198,7 @@ func TestUnboundedReadsAreCapped(t *testing.T) {
 		}
 		return "s3://" + srv.Info.Bucket + "/" + key
 	}
-	big := put(shared.Catalog+"/"+f.ns+"/big/part-0.parquet", make([]byte, 65<<20))
+	big := put(shared.Catalog+"/"+f.ns+"/big/metadata/00000-big.metadata.json", make([]byte, 65<<20))
 	var bomb bytes.Buffer
 	zw := gzip.NewWriter(&bomb)
 	chunk := make([]byte, 1<<20)
