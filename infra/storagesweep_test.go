@@ -34,10 +34,7 @@ func TestStorageSweepInventory(t *testing.T) {
 		t.Errorf("inventory configuration %v", conf)
 	}
 	// Every report of all versions has these; the others must be named.
-	fields := []string{"Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker"}
-	for _, f := range strs(conf["OptionalFields"]) {
-		fields = append(fields, f)
-	}
+	fields := append([]string{"Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker"}, strs(conf["OptionalFields"])...)
 	for _, f := range storagesweep.Fields {
 		if !slices.Contains(fields, f) {
 			t.Errorf("the inventory has no %s, which the sweep reads (fields %v)", f, fields)
