@@ -220,6 +220,7 @@ func TestAWSCommandsAsWritten(t *testing.T) {
 	outputs := map[string]string{
 		"CatalogUri": srv.Info.RESTURL, "RestCatalogUri": srv.Info.RESTURL, "TableName": srv.Info.Table, "WarehouseBuckets": srv.Info.Bucket,
 		"EnginePolicyArn": values["<EnginePolicyArn>"], "AlarmTopicArn": values["<AlarmTopicArn>"], "AccessLogGroup": values["<AccessLogGroup>"],
+		"InventoryBucket": server.InventoryBucket,
 	}
 
 	bin := filepath.Join(t.TempDir(), "bin")

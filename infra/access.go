@@ -67,6 +67,7 @@ const (
 	pkNamespace = "NS#*"       // namespaces (a missing entry's namespace is looked up)
 	pkOutbox    = "OUTBOX"     // lifecycle events not yet relayed to the bus
 	pkFailedJob = "FAILEDJOB"  // FAILED jobs keeping their claims (plan's finalize and reconcile fail jobs)
+	pkSweep     = "SWEEP#*"    // a storage sweep's working items (infra/storagesweep.go)
 	// partition retention policies and the sweep's cursor
 	pkRetention, pkRetentionSweep = "RETENTION", "RETSWEEP"
 )

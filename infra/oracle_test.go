@@ -372,6 +372,7 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 		// The stream: the event source mapping reads it (not exercised here).
 		"Catalog.StreamArn": "arn:aws:dynamodb:" + oracleRegion + ":" + oracleAccount + ":table/" + server.TableName + "/stream/local",
 		"Warehouse.Arn":     "arn:aws:s3:::" + server.DefaultBucket,
+		"Inventory.Arn":     "arn:aws:s3:::" + server.InventoryBucket, // the storage sweep's reports
 		"DeleteQueue.Arn":   "arn:aws:sqs:" + oracleRegion + ":" + oracleAccount + ":" + server.DeleteQueue,
 		"PurgeMachine":      oracleMachine,
 		"LifecycleBus.Arn":  "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,

@@ -146,6 +146,8 @@ var routeFunctions = map[string]string{
 	"DELETE /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/partition-retention": "PartitionDropFn",
 	"GET /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/verify":                 "PartitionDropFn",
 	"POST /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/repair":                "PartitionDropFn",
+	"POST /lifecycle/v1/catalogs/{c}/storage-sweep":                                               "DropFn",
+	"POST /lifecycle/v1/catalogs/{c}/namespaces/{namespace}/tables/{table}/storage-sweep":         "DropFn",
 }
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)

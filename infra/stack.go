@@ -87,6 +87,9 @@ type Stack struct {
 	// Buckets are every bucket the catalogs may use.
 	Warehouse awss3.Bucket
 	Buckets   []awss3.IBucket
+	// Inventory receives the warehouse buckets' S3 Inventory reports and
+	// holds the storage sweep's working files (infra/storagesweep.go).
+	Inventory awss3.Bucket
 	// Key is the customer managed key (nil: AWS-owned keys).
 	Key awskms.IKey
 	// AccessLogs receives the APIs' JSON access log.
@@ -194,6 +197,7 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.purgePipeline(st, p, env)
 	s.softDelete(st, p, env)
 	s.partitions(st, p, env)
+	s.storageSweep(st)
 	if s.API != nil {
 		s.catchAll()
 	}

@@ -540,15 +540,21 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 		}),
 		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
+			"s3:GetObject":          {"${Inventory.Arn}/inventory/*"}, // a sweep's start reads its report's manifest
 		}),
 		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX FAILEDJOB", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			// A storage sweep's plan: the index, its working items, what protects a table.
+			tableGrants("SWEEP#* LOC#* ACTIVEJOB JOB#* BATCH#* TBL#* SOFT#* CATALOG#* NS#*", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem"),
 			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
-				"s3:GetObject":    v.objects("*"),
-				"s3:ListBucket":   v.buckets,
-				"sqs:SendMessage": {queueArn}, // it enqueues the batches
+				"s3:GetObject":            append(v.objects("*"), "${Inventory.Arn}/inventory/*", "${Inventory.Arn}/icehold-sweep/*"),
+				"s3:PutObject":            {"${Inventory.Arn}/icehold-sweep/*"}, // a sweep's working files
+				"s3:AbortMultipartUpload": {"${Inventory.Arn}/icehold-sweep/*"},
+				"s3:ListBucket":           v.buckets,
+				"sqs:SendMessage":         {queueArn}, // it enqueues the batches
 			}),
 		"PurgeProgressFn": merge(tableGrants("JOB#*", "GetItem", "UpdateItem"), v.kms([]string{d}, nil)),
 		"DeleteFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* PACE#* SOFT#* OUTBOX", "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+			tableGrants("LOC#* TBL#* SOFT#* CATALOG#* NS#*", "GetItem", "Query"), // a sweep batch checks its owners again
 			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
 				"s3:GetObject":                v.objects("*"),
 				"s3:DeleteObject":             v.objects("*"),
@@ -645,12 +651,13 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 	}
 }
 
-// The drop function writes DynamoDB and starts an execution; it never
-// touches S3.
+// The drop function writes DynamoDB and starts an execution; of S3 it
+// reads only inventory reports (starting a storage sweep checks the
+// report's manifest), never a warehouse object.
 func TestDropRoleHasNoS3(t *testing.T) {
-	for a := range grants(t, "DropFn") {
-		if strings.HasPrefix(a, "s3:") {
-			t.Errorf("the drop function's role holds %s", a)
+	for a, rs := range grants(t, "DropFn") {
+		if strings.HasPrefix(a, "s3:") && (a != "s3:GetObject" || !reflect.DeepEqual(rs, []string{"${Inventory.Arn}/inventory/*"})) {
+			t.Errorf("the drop function's role holds %s on %v", a, rs)
 		}
 	}
 }
@@ -735,7 +742,7 @@ func TestWarehouseVersionedAndGuarded(t *testing.T) {
 		"VersioningConfiguration": map[string]any{"Status": "Enabled"},
 		"BucketEncryption":        assertions.Match_AnyValue(),
 	})
-	template.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
+	template.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(2)) // the warehouse, the inventory bucket
 	var stmts []any
 	for _, p := range resources("AWS::S3::BucketPolicy") {
 		stmts = append(stmts, p["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)["Statement"].([]any)...)

@@ -108,10 +108,11 @@ type columns struct {
 	bucket, key, version, latest, marker, size, modified, n int
 }
 
-// The fields the sweep needs: every version (VersionId, IsLatest,
-// IsDeleteMarker come with IncludedObjectVersions All), Size and
-// LastModifiedDate (optional fields the configuration must name).
-var neededFields = []string{"Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate"}
+// Fields are the fields the sweep needs: every version (VersionId,
+// IsLatest, IsDeleteMarker come with IncludedObjectVersions All), Size and
+// LastModifiedDate (optional fields the configuration must name; the
+// stack's does: infra/storagesweep.go).
+var Fields = []string{"Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate"}
 
 // ReadReport reads a report's manifest.json and manifest.checksum and
 // checks them: the checksum matches, the report lists source (the sweep's
@@ -188,8 +189,8 @@ func columnsOf(schema string) (columns, error) {
 		at[strings.TrimSpace(f)] = i
 	}
 	var missing []string
-	idx := make([]int, len(neededFields))
-	for i, f := range neededFields {
+	idx := make([]int, len(Fields))
+	for i, f := range Fields {
 		n, ok := at[f]
 		if !ok {
 			missing = append(missing, f)

@@ -15,17 +15,35 @@ import (
 	"github.com/icehold/icehold/shared/lambdaenv"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/purge"
+	"github.com/icehold/icehold/shared/storagesweep"
 	"github.com/icehold/icehold/shared/store"
 )
 
-// Purge builds the purge pipeline's service for a step function.
+// Purge builds the purge pipeline's service for a step function, with the
+// storage sweep's planner and batch check for jobs of kind sweep (as
+// local/server wires them).
 func Purge(ctx context.Context, e lambdaenv.Env) (*purge.Service, error) {
 	cfg, err := awsconfig.Load(ctx, e.Endpoints)
 	if err != nil {
 		return nil, err
 	}
 	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
-	return Service(cfg, e, st, catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))), nil
+	svc := Service(cfg, e, st, catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints))))
+	sw := Sweep(cfg, e, svc)
+	svc.Planners = map[string]purge.Planner{store.KindSweep: sw.Plan}
+	svc.FileChecks = map[string]purge.FileCheck{store.KindSweep: sw.Check}
+	return svc, nil
+}
+
+// Sweep is the storage sweep over a function's purge service: it reads
+// inventory reports and keeps its working files with the function's S3
+// client, and counts the tables of the environment's warehouse buckets
+// (none: of every catalog's).
+func Sweep(cfg aws.Config, e lambdaenv.Env, p *purge.Service) *storagesweep.Service {
+	return &storagesweep.Service{
+		Catalog: p.Catalog, Purge: p, S3: awsconfig.S3(cfg, e.Endpoints), IOProps: e.IOProps,
+		Buckets: e.WarehouseBuckets,
+	}
 }
 
 // Service is the purge service over a function's store and catalog.

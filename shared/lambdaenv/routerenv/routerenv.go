@@ -48,6 +48,10 @@ func RouterConfig(ctx context.Context, e lambdaenv.Env, withPurge bool) (router.
 	if withPurge {
 		rc.Purge = purgeenv.Service(cfg, e, st, cat)
 		rc.Purge.S3 = nil // the drop and undrop functions never delete objects
+		// The storage-sweep routes start a job like a drop (they read the
+		// report's manifest first): the stack routes them to the drop
+		// function; without the purge entry they answer 501.
+		rc.StorageSweep = purgeenv.Sweep(cfg, e, rc.Purge)
 	}
 	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge}
 	return rc, nil
