@@ -3,14 +3,12 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/credentials"
-	"github.com/icehold/icehold/shared/softdelete"
 )
 
 // endpoints are advertised in /v1/config so clients (iceberg-go, Java) use
@@ -250,20 +248,6 @@ func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
 	s.writeTableVended(w, r, res, "all")
 }
 
-// withTable parses namespace and table.
-func (s *server) withTable(w http.ResponseWriter, r *http.Request) (string, catalog.Ident, bool) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return "", catalog.Ident{}, false
-	}
-	id := catalog.Ident{Namespace: ns, Name: r.PathValue("table")}
-	if err := id.Validate(); err != nil {
-		writeError(w, err)
-		return "", catalog.Ident{}, false
-	}
-	return cat, id, true
-}
-
 func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	cat, id, ok := s.withTable(w, r)
 	if !ok {
@@ -307,18 +291,6 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	s.writeTable(w, r, res, mode, v)
 }
 
-func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
-		return
-	}
-	if err := s.Catalog.TableExists(r.Context(), cat, id); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 	cat, id, ok := s.withTable(w, r)
 	if !ok {
@@ -338,54 +310,22 @@ func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
-func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
+// dropPurge answers a drop with purgeRequested=true: 204 as the Iceberg
+// spec says (clients expect no body); the job's handle rides in headers
+// for those who want to follow it.
+func (s *server) dropPurge(w http.ResponseWriter, r *http.Request, cat string, id catalog.Ident) {
+	if s.Purge == nil {
+		writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
 		return
 	}
-	if r.URL.Query().Get("purgeRequested") == "true" {
-		if s.Purge == nil {
-			writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
-			return
-		}
-		j, err := s.Purge.Drop(r.Context(), cat, id)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		// 204 as the Iceberg spec says (clients expect no body); the job's
-		// handle rides in headers for those who want to follow it.
-		setJobHeaders(w, cat, j.ID)
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if s.SoftDelete != nil {
-		_, err := s.SoftDelete.Drop(r.Context(), cat, id)
-		if err == nil {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if !errors.Is(err, softdelete.ErrNotEnabled) {
-			writeError(w, err)
-			return
-		}
-	}
-	e, err := s.Catalog.DropTable(r.Context(), cat, id)
+	j, err := s.Purge.Drop(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	// Without purge or soft delete nothing records the files left behind
-	// (the caller chose to keep them): the answer names where they stay.
-	for _, h := range e.Holds() {
-		w.Header().Add(FilesKeptHeader, "s3://"+h.Bucket+"/"+h.Prefix)
-	}
+	setJobHeaders(w, cat, j.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// FilesKeptHeader names, on a drop that neither purges nor soft-deletes,
-// each location whose files the dropped table leaves, unowned.
-const FilesKeptHeader = "Icehold-Files-Kept"
 
 func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 	cat, ns, ok := s.withNamespace(w, r)
