@@ -231,20 +231,12 @@ func (s *server) writeTableVended(w http.ResponseWriter, r *http.Request, res ca
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
-	}
-	var req catalog.CreateTableRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.CreateTable(r.Context(), cat, ns, req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+	inNamespace(s, s.Catalog.CreateTable, s.writeCreated)(w, r)
+}
+
+// writeCreated answers a created or registered table, with the
+// credentials the request gets.
+func (s *server) writeCreated(w http.ResponseWriter, r *http.Request, res catalog.TableResult) {
 	s.writeTableVended(w, r, res, "all")
 }
 
@@ -292,21 +284,13 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
-		return
-	}
-	var ch catalog.TableChange
-	if err := decode(r, &ch); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.CommitTable(r.Context(), cat, id, ch)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("ETag", tableTag(tablePath(cat, id.Namespace, id.Name), res.MetadataLocation, "all", tagCreds{}))
+	onIdent(s, tables, s.Catalog.CommitTable, writeCommitted)(w, r)
+}
+
+// writeCommitted answers a commit: the new metadata, tagged (no config,
+// no credentials: the client has them).
+func writeCommitted(w http.ResponseWriter, r *http.Request, res catalog.TableResult) {
+	w.Header().Set("ETag", tableTag(tablePath(r.PathValue("prefix"), res.Entry.Namespace, res.Entry.Name), res.MetadataLocation, "all", tagCreds{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
@@ -328,25 +312,10 @@ func (s *server) dropPurge(w http.ResponseWriter, r *http.Request, cat string, i
 }
 
 func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
+	register := func(ctx context.Context, cat string, ns []string, req registration) (catalog.TableResult, error) {
+		return s.Catalog.RegisterTable(ctx, cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
 	}
-	var req struct {
-		Name             string `json:"name"`
-		MetadataLocation string `json:"metadata-location"`
-		Overwrite        bool   `json:"overwrite"`
-	}
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.RegisterTable(r.Context(), cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeTableVended(w, r, res, "all")
+	inNamespace(s, register, s.writeCreated)(w, r)
 }
 
 // unregisterTable forgets a table and keeps its files (the spec's

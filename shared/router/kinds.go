@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,4 +210,56 @@ func (s *server) purgeNow(k kind) http.HandlerFunc {
 		setJobHeaders(w, cat, j.ID)
 		writeJSON(w, http.StatusAccepted, viewOf(j))
 	}
+}
+
+// inNamespace answers a route on a namespace whose body is a B (a create
+// or a register of either kind): do's result, written by write.
+func inNamespace[B any](s *server, do func(ctx context.Context, cat string, ns []string, b B) (catalog.TableResult, error), write func(http.ResponseWriter, *http.Request, catalog.TableResult)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cat, ns, ok := s.withNamespace(w, r)
+		if !ok {
+			return
+		}
+		var b B
+		if err := decode(r, &b); err != nil {
+			writeError(w, err)
+			return
+		}
+		res, err := do(r.Context(), cat, ns, b)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		write(w, r, res)
+	}
+}
+
+// onIdent answers a route on one table or view whose body is a B (a
+// commit or a replace): do's result, written by write.
+func onIdent[B any](s *server, k kind, do func(ctx context.Context, cat string, id catalog.Ident, b B) (catalog.TableResult, error), write func(http.ResponseWriter, *http.Request, catalog.TableResult)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cat, id, ok := s.withIdent(w, r, k)
+		if !ok {
+			return
+		}
+		var b B
+		if err := decode(r, &b); err != nil {
+			writeError(w, err)
+			return
+		}
+		res, err := do(r.Context(), cat, id, b)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		write(w, r, res)
+	}
+}
+
+// registration is the REST spec's RegisterTableRequest (a view's register
+// takes the same body; overwrite is a table's only).
+type registration struct {
+	Name             string `json:"name"`
+	MetadataLocation string `json:"metadata-location"`
+	Overwrite        bool   `json:"overwrite"`
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -13,7 +14,7 @@ import (
 // which route needs what.
 
 // writeView answers the spec's LoadViewResult.
-func writeView(w http.ResponseWriter, res catalog.TableResult) {
+func writeView(w http.ResponseWriter, _ *http.Request, res catalog.TableResult) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata), "config": map[string]string{},
 	})
@@ -24,21 +25,7 @@ func (s *server) listViews(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) createView(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
-	}
-	var req catalog.CreateViewRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.CreateView(r.Context(), cat, ns, req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeView(w, res)
+	inNamespace(s, s.Catalog.CreateView, writeView)(w, r)
 }
 
 func (s *server) loadView(w http.ResponseWriter, r *http.Request) {
@@ -51,25 +38,11 @@ func (s *server) loadView(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeView(w, res)
+	writeView(w, r, res)
 }
 
 func (s *server) replaceView(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withView(w, r)
-	if !ok {
-		return
-	}
-	var ch catalog.ViewChange
-	if err := decode(r, &ch); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.ReplaceView(r.Context(), cat, id, ch)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeView(w, res)
+	onIdent(s, views, s.Catalog.ReplaceView, writeView)(w, r)
 }
 
 func (s *server) renameView(w http.ResponseWriter, r *http.Request) {
@@ -77,22 +50,8 @@ func (s *server) renameView(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) registerView(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
+	register := func(ctx context.Context, cat string, ns []string, req registration) (catalog.TableResult, error) {
+		return s.Catalog.RegisterView(ctx, cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation)
 	}
-	var req struct {
-		Name             string `json:"name"`
-		MetadataLocation string `json:"metadata-location"`
-	}
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.RegisterView(r.Context(), cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeView(w, res)
+	inNamespace(s, register, writeView)(w, r)
 }
