@@ -231,7 +231,7 @@ func (s *server) writeTableVended(w http.ResponseWriter, r *http.Request, res ca
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
-	inNamespace(s, s.Catalog.CreateTable, s.writeCreated)(w, r)
+	answer(s.withNamespace, s.Catalog.CreateTable, s.writeCreated)(w, r)
 }
 
 // writeCreated answers a created or registered table, with the
@@ -284,7 +284,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
-	onIdent(s, tables, s.Catalog.CommitTable, writeCommitted)(w, r)
+	answer(s.withTable, s.Catalog.CommitTable, writeCommitted)(w, r)
 }
 
 // writeCommitted answers a commit: the new metadata, tagged (no config,
@@ -315,7 +315,7 @@ func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
 	register := func(ctx context.Context, cat string, ns []string, req registration) (catalog.TableResult, error) {
 		return s.Catalog.RegisterTable(ctx, cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
 	}
-	inNamespace(s, register, s.writeCreated)(w, r)
+	answer(s.withNamespace, register, s.writeCreated)(w, r)
 }
 
 // unregisterTable forgets a table and keeps its files (the spec's

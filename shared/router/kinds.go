@@ -212,11 +212,12 @@ func (s *server) purgeNow(k kind) http.HandlerFunc {
 	}
 }
 
-// inNamespace answers a route on a namespace whose body is a B (a create
-// or a register of either kind): do's result, written by write.
-func inNamespace[B any](s *server, do func(ctx context.Context, cat string, ns []string, b B) (catalog.TableResult, error), write func(http.ResponseWriter, *http.Request, catalog.TableResult)) http.HandlerFunc {
+// answer answers a route whose path parse reads (a namespace, or one table
+// or view) and whose body is a B: do's result, written by write (creates,
+// registers, commits and replaces of either kind).
+func answer[P, B any](parse func(http.ResponseWriter, *http.Request) (string, P, bool), do func(ctx context.Context, cat string, p P, b B) (catalog.TableResult, error), write func(http.ResponseWriter, *http.Request, catalog.TableResult)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cat, ns, ok := s.withNamespace(w, r)
+		cat, p, ok := parse(w, r)
 		if !ok {
 			return
 		}
@@ -225,29 +226,7 @@ func inNamespace[B any](s *server, do func(ctx context.Context, cat string, ns [
 			writeError(w, err)
 			return
 		}
-		res, err := do(r.Context(), cat, ns, b)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		write(w, r, res)
-	}
-}
-
-// onIdent answers a route on one table or view whose body is a B (a
-// commit or a replace): do's result, written by write.
-func onIdent[B any](s *server, k kind, do func(ctx context.Context, cat string, id catalog.Ident, b B) (catalog.TableResult, error), write func(http.ResponseWriter, *http.Request, catalog.TableResult)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cat, id, ok := s.withIdent(w, r, k)
-		if !ok {
-			return
-		}
-		var b B
-		if err := decode(r, &b); err != nil {
-			writeError(w, err)
-			return
-		}
-		res, err := do(r.Context(), cat, id, b)
+		res, err := do(r.Context(), cat, p, b)
 		if err != nil {
 			writeError(w, err)
 			return

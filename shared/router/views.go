@@ -25,7 +25,7 @@ func (s *server) listViews(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) createView(w http.ResponseWriter, r *http.Request) {
-	inNamespace(s, s.Catalog.CreateView, writeView)(w, r)
+	answer(s.withNamespace, s.Catalog.CreateView, writeView)(w, r)
 }
 
 func (s *server) loadView(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +42,7 @@ func (s *server) loadView(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) replaceView(w http.ResponseWriter, r *http.Request) {
-	onIdent(s, views, s.Catalog.ReplaceView, writeView)(w, r)
+	answer(s.withView, s.Catalog.ReplaceView, writeView)(w, r)
 }
 
 func (s *server) renameView(w http.ResponseWriter, r *http.Request) {
@@ -53,5 +53,5 @@ func (s *server) registerView(w http.ResponseWriter, r *http.Request) {
 	register := func(ctx context.Context, cat string, ns []string, req registration) (catalog.TableResult, error) {
 		return s.Catalog.RegisterView(ctx, cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation)
 	}
-	inNamespace(s, register, writeView)(w, r)
+	answer(s.withNamespace, register, writeView)(w, r)
 }
