@@ -143,13 +143,11 @@ invoke-all:
 	done
 
 ## lambdas: one bootstrap per function for provided.al2023 on arm64 (LAMBDA_ARCH=amd64 for x86_64,
-## deployed with -c icehold:arch=x86_64)
+## deployed with -c icehold:arch=x86_64), stripped and lean (tools/lambdabuild: docs/design/infra.md,
+## Lean functions)
 LAMBDA_ARCH ?= arm64
 lambdas:
-	@for fn in $(FUNCTIONS); do \
-		echo "build $$fn"; \
-		GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o dist/$$fn/bootstrap ./functions/$$fn || exit 1; \
-	done
+	$(GO) run ./tools/lambdabuild -goos linux -arch $(LAMBDA_ARCH) -o dist $(addprefix ./functions/,$(FUNCTIONS))
 
 NPM_TOOLS := .npm/node_modules/.bin
 

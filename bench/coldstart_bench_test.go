@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +19,10 @@ import (
 	"github.com/icehold/icehold/shared/lambdaenv"
 )
 
-// runtimeAPI is Lambda's Runtime API for one invocation: it hands event to
-// the first /next and records when the process asked (its init done) and
-// when it answered.
+// runtimeAPI is Lambda's Runtime API for one invocation: it records when
+// the process first asked for an event (its init done), hands it event (or
+// nothing, when event is nil: the process waits until it is killed) and
+// takes its answer.
 type runtimeAPI struct {
 	event []byte
 	mu    sync.Mutex
@@ -40,9 +42,13 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		r.sent, r.next = true, time.Now()
 		r.mu.Unlock()
+		if r.event == nil {
+			<-req.Context().Done()
+			return
+		}
 		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "cold-1")
 		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
-		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:api")
+		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:cold")
 		_, _ = w.Write(r.event)
 	case strings.HasSuffix(req.URL.Path, "/response"), strings.HasSuffix(req.URL.Path, "/error"):
 		body, _ := io.ReadAll(req.Body)
@@ -54,12 +60,51 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// BenchmarkColdStart: the api function's cold start as Lambda runs it, a
-// fresh process on the Runtime API: its binary's size, its init (start to
-// its first ask for an event: configuration, SDK clients), and its first
-// answer, a load-table (events/api/05-load-table-gzip.json) against a local
-// server. It prints what init read from S3 (nothing, by design: every
-// read belongs to a request).
+// coldStart is one fresh process of bin on the Runtime API: how long its
+// init took (start to its first ask for an event) and, when answer is set,
+// how long until it answered event, and the answer.
+func coldStart(b *testing.B, bin string, env []string, event []byte, answer bool) (init, answered time.Duration, out []byte) {
+	api := &runtimeAPI{event: event, done: make(chan []byte, 1)}
+	rt := httptest.NewServer(api)
+	defer rt.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append([]string{"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.URL, "http://")}, env...)
+	cmd.Stderr = os.Stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.After(time.Minute)
+	for {
+		api.mu.Lock()
+		asked := api.next
+		api.mu.Unlock()
+		if !asked.IsZero() && !answer {
+			return asked.Sub(t0), 0, nil
+		}
+		select {
+		case out = <-api.done:
+			api.mu.Lock()
+			defer api.mu.Unlock()
+			return api.next.Sub(t0), time.Since(t0), out
+		case <-deadline:
+			b.Fatalf("%s: no answer in a minute", filepath.Base(filepath.Dir(bin)))
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// BenchmarkColdStart: each function's cold start as Lambda runs it, built
+// as make lambdas builds it (tools/lambdabuild: stripped, lean) for this
+// machine, beside an empty Go Lambda built the same way in the same run:
+// each binary's size and its init (a fresh process on Lambda's Runtime API,
+// start to its first ask for an event: package inits, configuration, SDK
+// clients), and the api function's first answer, a load-table
+// (events/api/05-load-table-gzip.json) against a local server. Runs
+// alternate between the binaries, so the machine's load weighs on each
+// alike. It prints what init read from S3 (nothing, by design: every read
+// belongs to a request).
 func BenchmarkColdStart(b *testing.B) {
 	e := start(b)
 	e.call(b, "POST", "/v1/demo/namespaces", map[string]any{"namespace": []string{"sales"}})
@@ -69,16 +114,20 @@ func BenchmarkColdStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin := filepath.Join(b.TempDir(), "bootstrap")
-	// The flags of make lambdas but -trimpath and CGO_ENABLED=0, which would
-	// compile every dependency again (minutes) for a few KB of difference.
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "../functions/api")
+	fns, _ := filepath.Glob("../functions/*")
+	pkgs := append(slices.Clone(fns), "./emptylambda")
+	dist := b.TempDir()
+	build := exec.Command("go", append([]string{"run", "../tools/lambdabuild", "-goos", goEnv("GOOS"), "-arch", goEnv("GOARCH"), "-o", dist}, pkgs...)...)
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		b.Fatal(err)
+	i := e.srv.Info
+	env := []string{
+		"AWS_REGION=" + i.Region, "AWS_ACCESS_KEY_ID=" + i.AccessKey, "AWS_SECRET_ACCESS_KEY=" + i.SecretKey,
+		lambdaenv.EnvTable + "=" + i.Table, lambdaenv.EnvAdmins + "=" + server.LocalAccountAdmins,
+		lambdaenv.EnvDynamoDBEndpoint + "=" + i.DynamoDB, lambdaenv.EnvS3Endpoint + "=" + i.S3Endpoint,
+		lambdaenv.EnvSQSEndpoint + "=" + i.SQS, lambdaenv.EnvSFNEndpoint + "=" + i.StepFns,
+		lambdaenv.EnvDeleteQueue + "=" + i.DeleteQueue, lambdaenv.EnvStateMachine + "=" + i.Machine,
 	}
 	var mu sync.Mutex
 	var s3At []time.Time // when each S3 request arrived
@@ -87,57 +136,70 @@ func BenchmarkColdStart(b *testing.B) {
 		defer mu.Unlock()
 		s3At = append(s3At, time.Now())
 	})
-	i := e.srv.Info
-	const runs = 5
-	var inits, answers []time.Duration
+	names := make([]string, len(pkgs))
+	for k, p := range pkgs {
+		names[k] = filepath.Base(p)
+	}
+	// 11 starts each: the p50 of fewer moves with the machine's load.
+	const runs = 11
+	inits := map[string][]time.Duration{}
+	var answers []time.Duration
 	s3Init, s3Total := 0, 0
 	for range runs {
-		api := &runtimeAPI{event: event, done: make(chan []byte, 1)}
-		rt := httptest.NewServer(api)
-		cmd := exec.Command(bin)
-		cmd.Env = []string{
-			"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.URL, "http://"),
-			"AWS_REGION=" + i.Region, "AWS_ACCESS_KEY_ID=" + i.AccessKey, "AWS_SECRET_ACCESS_KEY=" + i.SecretKey,
-			lambdaenv.EnvTable + "=" + i.Table, lambdaenv.EnvAdmins + "=" + server.LocalAccountAdmins,
-			lambdaenv.EnvDynamoDBEndpoint + "=" + i.DynamoDB, lambdaenv.EnvS3Endpoint + "=" + i.S3Endpoint,
+		for _, name := range names {
+			bin := filepath.Join(dist, name, "bootstrap")
+			if name != "api" {
+				d, _, _ := coldStart(b, bin, env, nil, false)
+				inits[name] = append(inits[name], d)
+				continue
+			}
+			t0 := time.Now()
+			d, answered, out := coldStart(b, bin, env, event, true)
+			if !strings.Contains(string(out), `"statusCode":200`) {
+				b.Fatalf("first answer: %.300s", out)
+			}
+			inits[name] = append(inits[name], d)
+			answers = append(answers, answered)
+			mu.Lock()
+			for _, at := range s3At {
+				if at.Before(t0.Add(d)) {
+					s3Init++
+				}
+			}
+			s3Total += len(s3At)
+			s3At = nil
+			mu.Unlock()
 		}
-		cmd.Stderr = os.Stderr
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
+	}
+	size := func(name string) uint64 {
+		st, err := os.Stat(filepath.Join(dist, name, "bootstrap"))
+		if err != nil {
 			b.Fatal(err)
 		}
-		var answer []byte
-		select {
-		case answer = <-api.done:
-		case <-time.After(time.Minute):
-			b.Fatal("no answer from the api function in a minute")
-		}
-		tAnswer := time.Now()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		rt.Close()
-		if !strings.Contains(string(answer), `"statusCode":200`) {
-			b.Fatalf("first answer: %.300s", answer)
-		}
-		api.mu.Lock()
-		inits = append(inits, api.next.Sub(t0))
-		mu.Lock()
-		for _, at := range s3At {
-			if at.Before(api.next) {
-				s3Init++
-			}
-		}
-		s3Total += len(s3At)
-		s3At = nil
-		mu.Unlock()
-		api.mu.Unlock()
-		answers = append(answers, tAnswer.Sub(t0))
+		return uint64(st.Size())
 	}
-	fmt.Printf("\n== cold start of the api function (a fresh process on Lambda's Runtime API, %d runs, this machine) ==\n", runs)
-	fmt.Printf("binary (%s/%s; make lambdas builds arm64): %s\n", goEnv("GOOS"), goEnv("GOARCH"), mib(uint64(st.Size())))
-	fmt.Printf("init (start to its first ask for an event) p50 %s, max %s\n", ms(percentile(inits, 0.5)), ms(percentile(inits, 1)))
-	fmt.Printf("first answer (a load-table: catalog, table entry, metadata file) p50 %s, max %s from start\n", ms(percentile(answers, 0.5)), ms(percentile(answers, 1)))
-	fmt.Printf("S3 requests during init: %d (of %d in all); Lambda adds its own sandbox start (not measured here)\n", s3Init, s3Total)
+	empty := percentile(inits["emptylambda"], 0.5)
+	fmt.Printf("\n== cold start, each function built as make lambdas builds it (%s/%s here; make lambdas builds linux/arm64), %d runs each, alternating ==\n", goEnv("GOOS"), goEnv("GOARCH"), runs)
+	fmt.Printf("%-16s %10s %12s %16s\n", "function", "binary", "init p50", "÷ empty's init")
+	for _, name := range names {
+		p50 := percentile(inits[name], 0.5)
+		fmt.Printf("%-16s %10s %12s %16.1f\n", name, mib(size(name)), ms(p50), float64(p50)/float64(empty))
+	}
+	fmt.Printf("first answer of the api function (a load-table: catalog, table entry, metadata file) p50 %s, max %s from start\n", ms(percentile(answers, 0.5)), ms(percentile(answers, 1)))
+	fmt.Printf("S3 requests during the api function's init: %d (of %d in all); Lambda adds its own sandbox start (not measured here)\n", s3Init, s3Total)
+
+	ratio := float64(percentile(inits["api"], 0.5)) / float64(empty)
+	apiSize := float64(size("api")) / (1 << 20)
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	fmt.Printf("target api binary ≤ half of %.1f MiB (%.2f MiB): %s (%.1f MiB; before: %.1f MiB as the bench built it, %.1f MiB stripped)\n",
+		previous.apiBinaryMiB, previous.apiBinaryMiB/2, verdict(apiSize <= previous.apiBinaryMiB/2), apiSize, previous.apiBinaryMiB, previous.apiStrippedMiB)
+	fmt.Printf("target api init ÷ empty's ≤ half of before's %.1f (%.1f): %s (%.1f; before: api %.0f ms, empty %.1f ms, commit %s)\n",
+		previous.initRatio, previous.initRatio/2, verdict(ratio <= previous.initRatio/2), ratio, previous.apiInitMs, previous.emptyInitMs, previous.coldCommit)
 }
 
 func goEnv(k string) string {

@@ -137,7 +137,6 @@ type opRow struct {
 	fns         map[string]int // Lambda invocations by function
 	transitions int            // Step Functions state transitions
 	events      int            // EventBridge events
-	na          string         // why there is no figure
 }
 
 // measure runs op with the meter on; the outbox's relay of the events it
@@ -221,9 +220,23 @@ func (ce *costEnv) await(b *testing.B, r *opRow, cat, id string) store.Job {
 	return j
 }
 
-// cost is a row's price per operation (per unit), USD: AWS's list prices
-// times what it counted, and Lambda's duration modelled (prices_test.go).
-func (r opRow) cost() float64 {
+// frontDoor is an API Gateway API type and its price per request.
+type frontDoor struct {
+	name string
+	perM float64
+}
+
+// The two front doors (infra: icehold:api), the default first.
+var (
+	httpAPI = frontDoor{"HTTP API", prices.httpAPIPerM}
+	restAPI = frontDoor{"REST API", prices.restAPIPerM}
+	doors   = []frontDoor{httpAPI, restAPI}
+)
+
+// cost is a row's price per operation (per unit) behind a front door, USD:
+// AWS's list prices times what it counted, and Lambda's duration modelled
+// (prices_test.go). CloudWatch Logs are the workloads' (logBytes).
+func (r opRow) cost(door frontDoor) float64 {
 	u := r.u
 	inv, gb := 0, 0.0
 	for fn, n := range r.fns {
@@ -238,7 +251,7 @@ func (r opRow) cost() float64 {
 	sqsCalls := u.sum("SQS ") - u.sum("SQS ReceiveMessage (empty)")
 	ms := float64(inv*cpuMsPerInvocation + u.sum("DynamoDB ")*dynamoMsPerCall + s3Read*s3ReadMs +
 		(s3Write+u.calls["S3 DELETE"])*s3WriteMs + sqsCalls*sqsMsPerCall + u.sum("SFN ")*sfnMsPerCall)
-	usd := float64(r.api)*prices.apiGatewayPerM/1e6 +
+	usd := float64(r.api)*door.perM/1e6 +
 		float64(inv)*prices.lambdaPerM/1e6 + ms/1000*gb*prices.lambdaPerGBs +
 		u.rcu*prices.dynamoReadPerM/1e6 + u.wcu*prices.dynamoWritePerM/1e6 +
 		float64(s3Write)*prices.s3Tier1PerK/1e3 + float64(s3Read)*prices.s3Tier2PerK/1e3 +
@@ -247,11 +260,17 @@ func (r opRow) cost() float64 {
 	return usd / r.div
 }
 
-func (r opRow) print() {
-	if r.na != "" {
-		fmt.Printf("%-38s %s\n", r.name, r.na)
-		return
+// logBytes is what an operation writes to CloudWatch Logs, per unit: an
+// access log line per API request, Lambda's lines per invocation.
+func (r opRow) logBytes() float64 {
+	inv := 0
+	for _, n := range r.fns {
+		inv += n
 	}
+	return float64(r.api*accessLogBytes+inv*lambdaLogBytes) / r.div
+}
+
+func (r opRow) print() {
 	u, d := r.u, r.div
 	inv := 0
 	for _, n := range r.fns {
@@ -260,11 +279,11 @@ func (r opRow) print() {
 	reads := u.calls["DynamoDB GetItem"] + u.calls["DynamoDB Query"] + u.calls["DynamoDB Scan"]
 	writes := u.sum("DynamoDB ") - reads
 	f := func(n int) string { return trim(float64(n) / d) }
-	fmt.Printf("%-38s %5s %5s %6s %6s %6s %6s %6s %7s %6s %5s %5s %5s %10.2f\n", r.name, f(r.api), f(inv),
+	fmt.Printf("%-38s %5s %5s %6s %6s %6s %6s %6s %7s %6s %5s %5s %5s %9.2f %9.2f\n", r.name, f(r.api), f(inv),
 		f(reads), trim(u.rcu/d), f(writes), trim(u.wcu/d),
 		f(u.calls["S3 GET"]+u.calls["S3 HEAD"]), f(u.calls["S3 PUT"]+u.calls["S3 POST"]+u.calls["S3 LIST"]),
 		f(u.calls["S3 DeleteObjects"]+u.calls["S3 DELETE"]), f(u.sum("SQS ")-u.sum("SQS ReceiveMessage (empty)")),
-		f(r.transitions), f(r.events), r.cost()*1e6)
+		f(r.transitions), f(r.events), r.cost(httpAPI)*1e6, r.cost(restAPI)*1e6)
 }
 
 func trim(v float64) string {
@@ -280,6 +299,10 @@ func trim(v float64) string {
 // loadRefreshed is the row of a load that finds its process's reading of
 // the grants older than authz.TTL.
 var loadRefreshed = fmt.Sprintf("load (grants re-read, every %s)", authz.TTL)
+
+// loadRevalidated is the row of a load whose client holds the current
+// metadata (If-None-Match: its ETag): a 304.
+const loadRevalidated = "load revalidated (If-None-Match, 304)"
 
 // Purge per 1,000 files: a table of this many files in manifests of 1,000.
 const costPurgeFiles = 10_000
@@ -314,12 +337,13 @@ func BenchmarkCost(b *testing.B) {
 		ce.rest(b, r, "api", "GET", tbl+"t", nil, nil, 200)
 	}))
 	if etag == "" {
-		add(opRow{name: "load revalidated (If-None-Match)", na: "n/a: no ETag in this build yet (SPEC §2; target: no S3 GET)"})
-	} else {
-		add(ce.measure("load revalidated (If-None-Match)", 1, func(r *opRow) {
-			ce.rest(b, r, "api", "GET", tbl+"t", nil, map[string]string{"If-None-Match": etag}, 304)
-		}))
+		b.Fatal("a load answered no ETag (SPEC §2: a revalidation is a 304 without an S3 GET)")
 	}
+	add(ce.measure(loadRevalidated, 10, func(r *opRow) {
+		for range 10 {
+			ce.rest(b, r, "api", "GET", tbl+"t", nil, map[string]string{"If-None-Match": etag}, 304)
+		}
+	}))
 	add(ce.measure("commit", 1, func(r *opRow) {
 		ce.rest(b, r, "api", "POST", tbl+"t", map[string]any{"requirements": []any{},
 			"updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"k": "v"}}}}, nil, 200)
@@ -378,7 +402,7 @@ func BenchmarkCost(b *testing.B) {
 			return err
 		}},
 	}
-	fixed := 0.0
+	fixed, idleLogBytes := 0.0, 0.0
 	var idleRows []opRow
 	for _, s := range idle {
 		r := ce.measure(s.name, 1, func(r *opRow) {
@@ -388,7 +412,8 @@ func BenchmarkCost(b *testing.B) {
 			}
 		})
 		idleRows = append(idleRows, r)
-		fixed += r.cost() * s.perMonth
+		fixed += r.cost(httpAPI) * s.perMonth // no API request: the same behind either door
+		idleLogBytes += r.logBytes() * s.perMonth
 	}
 	// The delete queue's event source mapping polls while idle: Lambda's
 	// pollers long-poll (20 s), at least 5 of them (SQS's FAQ on Lambda).
@@ -396,7 +421,7 @@ func BenchmarkCost(b *testing.B) {
 	fixed += pollsPerMonth * prices.sqsPerM / 1e6
 
 	fmt.Printf("\n== cost per operation, counted from the SDK calls (DynamoDB capacity from ReturnConsumedCapacity); USD at us-east-1 list prices of %s ==\n", prices.date)
-	fmt.Printf("%-38s %5s %5s %6s %6s %6s %6s %6s %7s %6s %5s %5s %5s %10s\n", "operation", "APIGW", "λ inv", "DDB rd", "RCU", "DDB wr", "WCU", "S3 GET", "S3 PUT*", "S3 DEL", "SQS", "SFN", "evts", "$ per 1M")
+	fmt.Printf("%-38s %5s %5s %6s %6s %6s %6s %6s %7s %6s %5s %5s %5s %9s %9s\n", "operation", "APIGW", "λ inv", "DDB rd", "RCU", "DDB wr", "WCU", "S3 GET", "S3 PUT*", "S3 DEL", "SQS", "SFN", "evts", "$/1M HTTP", "$/1M REST")
 	for _, r := range rows {
 		r.print()
 	}
@@ -406,7 +431,8 @@ func BenchmarkCost(b *testing.B) {
 	}
 	fmt.Printf("(λ inv: Lambda invocations, the outbox's for the events an operation records included; DDB rd/wr: calls; S3 PUT*: PUT, POST, LIST;\n" +
 		" S3 DEL: DeleteObjects (1,000 keys) and DELETE; SQS: requests but the idle polls; SFN: state transitions; evts: EventBridge events;\n" +
-		" $ per 1M: the operation a million times, Lambda duration modelled: 5 ms CPU an invocation plus AWS's typical latency per call)\n")
+		" $/1M HTTP, REST: the operation a million times behind the HTTP API (default) or the REST API (icehold:api=rest),\n" +
+		" Lambda duration modelled: 5 ms CPU an invocation plus AWS's typical latency per call)\n")
 	target := func(label string, ok bool, got string) {
 		verdict := "met"
 		if !ok {
@@ -429,50 +455,77 @@ func BenchmarkCost(b *testing.B) {
 		fmt.Sprintf("%d transaction + %d PutItem (the intent written before the metadata file: the orphan sweep's), %d PUT, %d reads",
 			cw["DynamoDB TransactWriteItems"], cw["DynamoDB PutItem"], cw["S3 PUT"], cw["DynamoDB GetItem"]+cw["DynamoDB Query"]+cw["S3 GET"]))
 
-	workloads(byName, fixed)
+	reval := byName[loadRevalidated]
+	target("revalidated load: 0 S3 GET (SPEC §8, per-request reads)", reval.u.calls["S3 GET"] == 0,
+		fmt.Sprintf("%s S3 GET, %s DynamoDB reads", trim(float64(reval.u.calls["S3 GET"])/reval.div), trim(float64(reval.u.sum("DynamoDB "))/reval.div)))
+	glue := prices.glueRequestsPerM
+	target(fmt.Sprintf("revalidated load on the HTTP API ≤ 1.5 × Glue's $%.2f per 1M", glue), reval.cost(httpAPI)*1e6 <= 1.5*glue,
+		fmt.Sprintf("$%.2f per 1M; behind the REST API $%.2f; a full load $%.2f", reval.cost(httpAPI)*1e6, reval.cost(restAPI)*1e6, load.cost(httpAPI)*1e6))
+
+	workloads(byName, fixed, idleLogBytes, target)
 }
 
-// workloads prints two reference workloads' monthly cost, beside Glue Data
-// Catalog's request prices and a per-file delete loop for the purges.
-func workloads(op map[string]opRow, fixed float64) {
+// workloads prints two reference workloads' monthly cost behind each
+// front door, beside Glue Data Catalog's request prices and a per-file
+// delete loop for the purges, and the front door's targets (SPEC §8).
+func workloads(op map[string]opRow, fixed, idleLogBytes float64, target func(string, bool, string)) {
 	type workload struct {
-		name                       string
-		tables                     float64
-		loads, commits             float64
-		purges, filesPerPurge      float64
-		namespacesPerThousandTable float64
+		name                  string
+		tables                float64
+		loads, commits        float64
+		purges, filesPerPurge float64
 	}
 	ws := []workload{
 		{name: "small: 100 tables, 1M loads, 20K commits", tables: 100, loads: 1e6, commits: 20e3},
 		{name: "large: 10,000 tables, 100M loads, 2M commits, 1,000 purges of 100K files", tables: 10_000, loads: 100e6, commits: 2e6, purges: 1000, filesPerPurge: 100e3},
 	}
-	loadCost := op["load (grants cached)"].cost()
 	// A process reads its grants again once per TTL: a load in every
 	// 5 s of each warm environment; counted here as 1 in 100 loads.
-	loadCost = 0.99*loadCost + 0.01*op[loadRefreshed].cost()
+	loadCost := func(d frontDoor) float64 {
+		return 0.99*op["load (grants cached)"].cost(d) + 0.01*op[loadRefreshed].cost(d)
+	}
+	purgeRow, commitRow := op["drop + purge, per 1,000 files"], op["commit"]
+	monitoring := stackDashboards*prices.dashboardMonth + stackAlarms*prices.alarmMonth
 	fmt.Printf("\n== monthly cost of reference workloads, USD (list prices %s, no free tier) ==\n", prices.date)
-	fmt.Printf("%-76s %10s %10s %10s %10s %10s\n", "", "loads", "commits", "purges", "fixed", "total")
+	fmt.Printf("%-80s %9s %9s %9s %9s %9s %9s\n", "", "loads", "commits", "purges", "fixed", "watch", "total")
+	type month struct{ total, purges, glue, glueCatalog, loop float64 }
+	months := map[string]month{}
 	for _, w := range ws {
-		purges := w.purges * w.filesPerPurge / 1000 * op["drop + purge, per 1,000 files"].cost()
+		purgeUnits := w.purges * w.filesPerPurge / 1000
 		storage := w.tables * 10e3 / 1e9 * prices.dynamoGBMonth // ~10 KB of items a table
-		total := w.loads*loadCost + w.commits*op["commit"].cost() + purges + fixed + storage
-		fmt.Printf("%-76s %10.2f %10.2f %10.2f %10.2f %10.2f\n", "icehold, "+w.name, w.loads*loadCost, w.commits*op["commit"].cost(), purges, fixed+storage, total)
+		logGB := (w.loads*op["load (grants cached)"].logBytes() + w.commits*commitRow.logBytes() + purgeUnits*purgeRow.logBytes() + idleLogBytes) / 1e9
+		watch := monitoring + logGB*prices.logsPerGB
 		// Glue: a load is a GetTable, a commit a GetTable and an UpdateTable
 		// (Iceberg's GlueTableOperations), a table and its database objects.
-		glueReq := (w.loads + 2*w.commits) * prices.glueRequestsPerM / 1e6
 		glueObj := (w.tables + w.tables/100) / 100e3 * prices.glueObjectsPer100K
+		glueCatalog := (w.loads+2*w.commits)*prices.glueRequestsPerM/1e6 + glueObj
 		// A per-file delete loop (iceberg-go's Table.PurgeFiles): a HEAD and a
 		// DELETE a file (DELETE is free; HEAD a GET-class request), run by the
 		// client at the rate bench/s3model measured (338 files/s).
 		loopUSD := w.purges * w.filesPerPurge * prices.s3Tier2PerK / 1e3
 		loopHours := w.purges * w.filesPerPurge / 338 / 3600
-		fmt.Printf("%-76s %10.2f %10.2f %10s %10.2f %10.2f\n", "  Glue Data Catalog requests + objects (purges by the client)", w.loads*prices.glueRequestsPerM/1e6,
-			2*w.commits*prices.glueRequestsPerM/1e6, fmt.Sprintf("%.2f", loopUSD), glueObj, glueReq+glueObj+loopUSD)
+		for _, d := range doors {
+			loads, commits, purges := w.loads*loadCost(d), w.commits*commitRow.cost(d), purgeUnits*purgeRow.cost(d)
+			total := loads + commits + purges + fixed + storage + watch
+			fmt.Printf("%-80s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", "icehold, "+d.name+", "+w.name, loads, commits, purges, fixed+storage, watch, total)
+			months[d.name+" "+w.name] = month{total: total, purges: purges, glue: glueCatalog + loopUSD, glueCatalog: glueCatalog, loop: loopUSD}
+		}
+		fmt.Printf("%-80s %9.2f %9.2f %9s %9.2f %9.2f %9.2f\n", "  Glue Data Catalog requests + objects (purges by the client)", w.loads*prices.glueRequestsPerM/1e6,
+			2*w.commits*prices.glueRequestsPerM/1e6, fmt.Sprintf("%.2f", loopUSD), glueObj, 0.0, glueCatalog+loopUSD)
 		if w.purges > 0 {
 			fmt.Printf("  the purges through a per-file delete loop: %.0f HEAD + %.0f DELETE requests, $%.2f of S3 requests and %.0f client-hours at 338 files/s; icehold: $%.2f\n",
-				w.purges*w.filesPerPurge, w.purges*w.filesPerPurge, loopUSD, loopHours, purges)
+				w.purges*w.filesPerPurge, w.purges*w.filesPerPurge, loopUSD, loopHours, purgeUnits*purgeRow.cost(httpAPI))
 		}
 	}
-	fmt.Printf("(fixed: the schedules' idle runs, the delete queue's idle polling and ~10 KB of DynamoDB items a table; Glue bills no\n" +
-		" compute for a catalog, and its purges are the client's: the loop's requests and the hours of whatever runs it)\n")
+	fmt.Printf("(fixed: the schedules' idle runs, the delete queue's idle polling and ~10 KB of DynamoDB items a table; watch: %d dashboard ($%.2f),\n"+
+		" %d alarms ($%.2f each) and CloudWatch Logs ingestion at $%.2f/GB of %d bytes an API request (access log) and %d an invocation\n"+
+		" (Lambda's lines); CloudWatch's always-free tier (3 dashboards, 10 alarms, 5 GB of logs a month) would cover them in an account\n"+
+		" without others. Glue bills no compute for a catalog, and its purges are the client's: the loop's requests and the hours of\n"+
+		" whatever runs it)\n", stackDashboards, prices.dashboardMonth, stackAlarms, prices.alarmMonth, prices.logsPerGB, accessLogBytes, lambdaLogBytes)
+	small, large := months["HTTP API "+ws[0].name], months["HTTP API "+ws[1].name]
+	target("small workload's month on the HTTP API ≤ 2 × Glue's", small.total <= 2*small.glue,
+		fmt.Sprintf("$%.2f, Glue $%.2f; %.2f of it the dashboard and alarms", small.total, small.glue, monitoring))
+	saved := large.loop - large.purges
+	target("large workload's month on the HTTP API ≤ Glue's + what its purges save", large.total <= large.glueCatalog+saved,
+		fmt.Sprintf("$%.2f; Glue's requests and objects $%.2f + $%.2f (the loop's S3 requests less icehold's purges; its client-hours not priced)", large.total, large.glueCatalog, saved))
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/local/server"
-	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -108,13 +108,13 @@ func BenchmarkDeleteFunctionMemory(b *testing.B) {
 	}
 	e := env{srv: &server.Server{Info: info}}
 	lenv := info.FunctionEnv()
-	svc, err := lambdaenv.Purge(context.Background(), lenv)
+	svc, err := purgeenv.Purge(context.Background(), lenv)
 	if err != nil {
 		b.Fatal(err)
 	}
 	svc.Metrics = nil
-	lease, _ := lambdaenv.SQS(context.Background(), lenv)
-	handler := svc.DeleteHandler(lease, lenv.Queue)
+	lease, _ := purgeenv.SQS(context.Background(), lenv)
+	handler := svc.DeleteHandler(lease, purgeenv.Queue(lenv))
 
 	measure := func(name string, files, per int) uint64 {
 		res, err := http.Get(fmt.Sprintf("%s/synth?name=%s&files=%d&per=%d", ctl, name, files, per))

@@ -1,13 +1,15 @@
 package bench
 
 // prices are AWS's published on-demand list prices in us-east-1 (US East,
-// N. Virginia), in USD, without free tiers, read on 2026-12-01 from the
-// pages named beside each (docs/cost.md lists them with links). The
-// workloads' monthly costs are these times the counted units.
+// N. Virginia), in USD, without free tiers, read on 2026-12-01 (API
+// Gateway and CloudWatch: 2026-12-06) from the pages named beside each
+// (docs/cost.md lists them with links). The workloads' monthly costs are
+// these times the counted units.
 var prices = struct {
 	date string
 
-	apiGatewayPerM                  float64 // REST API requests, first 333 M a month (aws.amazon.com/api-gateway/pricing)
+	httpAPIPerM                     float64 // HTTP API requests, first 300 M a month, 512 KB each (aws.amazon.com/api-gateway/pricing)
+	restAPIPerM                     float64 // REST API requests, first 333 M a month
 	lambdaPerM, lambdaPerGBs        float64 // requests; Arm duration, first tier (aws.amazon.com/lambda/pricing)
 	dynamoReadPerM, dynamoWritePerM float64 // on-demand read / write request units (aws.amazon.com/dynamodb/pricing/on-demand)
 	dynamoGBMonth                   float64 // storage, Standard table class
@@ -17,10 +19,13 @@ var prices = struct {
 	eventsPerM                      float64 // custom events put on a bus (aws.amazon.com/eventbridge/pricing)
 	glueRequestsPerM                float64 // Data Catalog requests (aws.amazon.com/glue/pricing)
 	glueObjectsPer100K              float64 // Data Catalog objects stored a month
+	dashboardMonth                  float64 // a CloudWatch dashboard a month (aws.amazon.com/cloudwatch/pricing)
+	alarmMonth                      float64 // a standard-resolution alarm metric a month
+	logsPerGB                       float64 // CloudWatch Logs ingestion (standard), per GB
 }{
-	date:           "2026-12-01",
-	apiGatewayPerM: 3.50,
-	lambdaPerM:     0.20, lambdaPerGBs: 0.0000133334,
+	date:        "2026-12-01 (API Gateway, CloudWatch: 2026-12-06)",
+	httpAPIPerM: 1.00, restAPIPerM: 3.50,
+	lambdaPerM: 0.20, lambdaPerGBs: 0.0000133334,
 	dynamoReadPerM: 0.125, dynamoWritePerM: 0.625, dynamoGBMonth: 0.25,
 	s3Tier1PerK: 0.005, s3Tier2PerK: 0.0004,
 	sfnPerK:            0.025,
@@ -28,7 +33,21 @@ var prices = struct {
 	eventsPerM:         1.00,
 	glueRequestsPerM:   1.00,
 	glueObjectsPer100K: 1.00,
+	dashboardMonth:     3.00, alarmMonth: 0.10, logsPerGB: 0.50,
 }
+
+// What the stack logs and watches, as priced: one access log line per API
+// request (the JSON object of infra/frontdoor.go with a role's ARN, about
+// 500 bytes), Lambda's START, END, REPORT and X-Ray lines per invocation
+// (about 400 bytes; the functions log only errors and the purge's metric
+// lines), one dashboard, and the stack's alarms (infra: DLQ, failed purge
+// jobs, hold-expiry and retention errors).
+const (
+	accessLogBytes  = 500
+	lambdaLogBytes  = 400
+	stackDashboards = 1
+	stackAlarms     = 4
+)
 
 // The functions' memory (infra/: goFunction's memoryMB), GB.
 var functionGB = map[string]float64{

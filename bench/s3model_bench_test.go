@@ -21,7 +21,7 @@ import (
 	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -100,7 +100,7 @@ func (m modelEnv) startFleet(b *testing.B, n int, shared bool) *fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{stop: cancel}
 	for range n {
-		svc, err := lambdaenv.Purge(ctx, lenv)
+		svc, err := purgeenv.Purge(ctx, lenv)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -109,13 +109,13 @@ func (m modelEnv) startFleet(b *testing.B, n int, shared bool) *fleet {
 			svc.Pacer = purge.NewPacer() // its own, not the package's default one all "processes" here would share
 		}
 		f.pacers = append(f.pacers, svc.Pacer)
-		lease, err := lambdaenv.SQS(ctx, lenv)
+		lease, err := purgeenv.SQS(ctx, lenv)
 		if err != nil {
 			b.Fatal(err)
 		}
 		p := &emulators.Poller{Client: lease, QueueURL: lenv.Queue.URL, Workers: 1, BatchSize: 1, Timeout: 5 * time.Minute,
 			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-				return svc.HandleSQS(ctx, lease, lenv.Queue, ev)
+				return svc.HandleSQS(ctx, lease, purgeenv.Queue(lenv), ev)
 			}}
 		f.wg.Add(1)
 		go func() { defer f.wg.Done(); p.Run(ctx) }()

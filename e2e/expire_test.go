@@ -152,6 +152,15 @@ func TestExpiryDeletesDroppedFilesThroughThePipeline(t *testing.T) {
 			t.Errorf("dropped file %s is still there", f)
 		}
 	}
+	// On the versioned warehouse nothing of what the job deleted is left:
+	// no prior version, no delete marker (SPEC §3, the bucket enforces the
+	// lifecycle).
+	versions := versionsOf(t, srv)
+	for f := range sizes {
+		if _, kept := after[f]; !kept && versions[f] > 0 {
+			t.Errorf("the expire job left %d versions or delete markers of %s", versions[f], f)
+		}
+	}
 	for _, sn := range before {
 		if _, ok := objects[sn.ManifestList]; ok {
 			t.Errorf("expired snapshot %d's manifest list is still there", sn.SnapshotID)

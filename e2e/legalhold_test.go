@@ -63,6 +63,40 @@ func TestLegalHoldNeedsItsOwnPrivilege(t *testing.T) {
 	if got := loadedMetadataLocation(t, tpath+"/h"); got != hMeta {
 		t.Errorf("a refused request moved the table: %s -> %s", hMeta, got)
 	}
+	// A namespace's or the catalog's hold holds every table under it (its
+	// vended sessions are read-only, none is purged): setting or clearing
+	// it takes TABLE_LEGAL_HOLD too (NAMESPACE_CREATE, CATALOG_MANAGE
+	// lifted it).
+	heldNS := uniq("lhns")
+	mustCall(t, 200, "POST", "/v1/"+name+"/namespaces", shared.Token, map[string]any{"namespace": []string{heldNS}, "properties": held})
+	nsProps := "/v1/" + name + "/namespaces/" + heldNS + "/properties"
+	catProps := "/lifecycle/v1/catalogs/" + name + "/properties"
+	for _, r := range []struct {
+		name, path string
+		body       any
+	}{
+		{"namespace remove the hold", nsProps, map[string]any{"removals": []string{"icehold.legal-hold"}}},
+		{"namespace set the hold false", nsProps, map[string]any{"updates": map[string]string{"icehold.legal-hold": "false"}}},
+		{"namespace create with the hold", "/v1/" + name + "/namespaces", map[string]any{"namespace": []string{uniq("lhc")}, "properties": held}},
+		{"catalog set the hold", catProps, map[string]any{"updates": held}},
+		{"catalog remove the hold", catProps, map[string]any{"removals": []string{"icehold.legal-hold"}}},
+	} {
+		if st, body := call(t, "POST", r.path, writer, r.body); st != 403 {
+			t.Errorf("%s without TABLE_LEGAL_HOLD: %d %s", r.name, st, body)
+		}
+	}
+	var loadedNS struct {
+		Properties map[string]string `json:"properties"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/"+name+"/namespaces/"+heldNS, shared.Token, nil), &loadedNS)
+	if loadedNS.Properties["icehold.legal-hold"] != "true" {
+		t.Errorf("the namespace's hold after the refused lifts: %v", loadedNS.Properties)
+	}
+	nsKeeper := grantTo(t, shared.Token, name, []authz.Privilege{authz.NamespaceCreate, authz.TableLegalHold})
+	mustCall(t, 200, "POST", nsProps, nsKeeper, map[string]any{"removals": []string{"icehold.legal-hold"}})
+	if st, body := call(t, "POST", nsProps, writer, map[string]any{"updates": map[string]string{"owner": "x"}}); st != 200 {
+		t.Errorf("a namespace property other than the hold with NAMESPACE_CREATE: %d %s", st, body)
+	}
 	if st, body := call(t, "DELETE", tpath+"/h?purgeRequested=true", writer, nil); st != 409 || !strings.Contains(string(body), "LegalHold") {
 		t.Errorf("drop with purge after the refused lifts: %d %s", st, body)
 	}

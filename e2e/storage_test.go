@@ -15,9 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
@@ -222,9 +220,10 @@ func verifyFiles(t *testing.T, cat, ns, name string) partitions.Check {
 // its table), deleting one is refused, and so is writing any metadata
 // file name.
 // verify names each file changed, with its key; repair copies back the
-// newest prior version of each (on a versioned bucket; where the bucket
-// keeps no versions it refuses, 409, naming what it cannot restore, and
-// changes nothing); after it the table scans the same rows.
+// newest prior version of each; after it the table scans the same rows.
+// Neither session may delete a version; what has no version left (the
+// break-glass identity deleted them all) repair refuses, 409 naming it,
+// changing nothing.
 func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	srv := localOnly(t)
 	embeddedAWS(t)
@@ -273,17 +272,16 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	if _, err := engine.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k}); s3Code(err) != "AccessDenied" {
 		t.Errorf("delete %s with the vended keys: %v, want AccessDenied", dataFile, err)
 	}
-	// The static engine policy (the local vending role's own policy is the
-	// stack's engine policy, infra/vending.go): a session of it alone.
-	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
-	cfg, _ := awsconfig.Load(ctx, ep)
-	role, err := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(srv.Info.S3Endpoint) }).AssumeRole(ctx, &sts.AssumeRoleInput{
-		RoleArn: aws.String(emulators.RoleARN(server.VendingRole)), RoleSessionName: aws.String("engine")})
-	if err != nil {
-		t.Fatal(err)
+	// The documented engine policy: an engine not vended credentials signs
+	// with a session of the engine role, which a client configuration
+	// carries (locally: /v1/config's defaults; in AWS the operator's
+	// engine role holding the policy). Only the api function may assume
+	// the vending role (its trust policy), as in AWS.
+	var conf struct {
+		Defaults map[string]string `json:"defaults"`
 	}
-	policyEngine := vendedS3(srv, map[string]string{"s3.access-key-id": aws.ToString(role.Credentials.AccessKeyId),
-		"s3.secret-access-key": aws.ToString(role.Credentials.SecretAccessKey), "s3.session-token": aws.ToString(role.Credentials.SessionToken)})
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/config?warehouse="+name, shared.Token, nil), &conf)
+	policyEngine := vendedS3(srv, conf.Defaults)
 	if len(entries) > 1 {
 		other := entries[len(entries)-1].DataFile().FilePath()
 		b, k := bucketKey(other)
@@ -294,6 +292,22 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 			t.Errorf("delete %s with the engine policy: %v, want AccessDenied", other, err)
 		}
 		changed = append(changed, other)
+	}
+	// Neither may delete a prior version (their policies grant no version
+	// action, and the bucket policy denies it to all but icehold's
+	// deleting roles): every overwritten byte stays recoverable.
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	vs, err := awsconfig.S3(cfg, ep).ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b, Prefix: k})
+	if err != nil || len(vs.Versions) < 2 {
+		t.Fatalf("the versions of %s after an overwrite: %d, %v; want the prior one kept", dataFile, len(vs.Versions), err)
+	}
+	for _, v := range vs.Versions {
+		for who, c := range map[string]*s3.Client{"vended": engine, "engine policy": policyEngine} {
+			if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k, VersionId: v.VersionId}); s3Code(err) != "AccessDenied" {
+				t.Errorf("delete version %s of %s with the %s keys: %v, want AccessDenied", aws.ToString(v.VersionId), dataFile, who, err)
+			}
+		}
 	}
 	mb, mk := bucketKey(tbl.MetadataLocation())
 	for _, spelling := range []string{".metadata.json", ".metadata.json.gz", ".gz.metadata.json"} {
@@ -314,18 +328,6 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	}
 
 	repair := lifecycleTablePath(name, ns, "t") + "/repair"
-	versioned, err := awsconfig.S3(cfg, ep).GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b})
-	if err != nil || versioned.Status != "Enabled" {
-		// The embedded S3 keeps no versions yet: nothing to restore from.
-		st, body := call(t, "POST", repair, shared.Token, nil)
-		if _, _, msg := errorModel(t, body); st != http.StatusConflict || !strings.Contains(msg, dataFile) {
-			t.Errorf("repair without versions: %d %s, want a 409 naming %s", st, body, dataFile)
-		}
-		if c := verifyFiles(t, name, ns, "t"); c.Violations != int64(len(changed)) {
-			t.Errorf("a refused repair changed something: %+v", c)
-		}
-		return
-	}
 	var rep partitions.RepairReport
 	mustDecode(t, mustCall(t, 200, "POST", repair, shared.Token, nil), &rep)
 	if len(rep.Restored) != len(changed) {
@@ -340,6 +342,26 @@ func TestEngineOverwritesAreNamedAndRepaired(t *testing.T) {
 	}
 	if n := countRows(t, loadTable(t, cat, ns, "t")); n != before {
 		t.Errorf("%d rows after repair, want %d", n, before)
+	}
+
+	// What no version can restore (the local break-glass identity, which
+	// the guard exempts, deleted every version of a file): repair refuses,
+	// 409 naming it, and changes nothing.
+	admin := awsconfig.S3(cfg, ep)
+	if vs, err = admin.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b, Prefix: k}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Versions {
+		if _, err := admin.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k, VersionId: v.VersionId}); err != nil {
+			t.Fatalf("the break-glass identity deletes version %s: %v", aws.ToString(v.VersionId), err)
+		}
+	}
+	st, body := call(t, "POST", repair, shared.Token, nil)
+	if _, _, msg := errorModel(t, body); st != http.StatusConflict || !strings.Contains(msg, dataFile) {
+		t.Errorf("repair of a file without versions: %d %s, want a 409 naming %s", st, body, dataFile)
+	}
+	if c := verifyFiles(t, name, ns, "t"); c.Violations != 1 {
+		t.Errorf("verify after a refused repair: %+v, want the one lost file", c)
 	}
 }
 
@@ -403,8 +425,8 @@ func TestVendedSessionsEndWithTheirDuration(t *testing.T) {
 	}
 }
 
-// On a versioned warehouse (moto under make test-moto: the embedded S3
-// keeps no versions yet, and the test skips there) a purge leaves nothing
+// On the versioned warehouse (the embedded S3's, moto's; the test skips
+// on an S3 that keeps none) a purge leaves nothing
 // under the table's location, versions and delete markers included, even
 // of a file an engine overwrote (two versions) before the drop.
 func TestPurgeLeavesNoVersion(t *testing.T) {
@@ -447,7 +469,8 @@ func TestPurgeLeavesNoVersion(t *testing.T) {
 	}
 }
 
-// On a versioned warehouse (moto under make test-moto), repair restores
+// On the versioned warehouse (the test skips on an S3 that keeps none),
+// repair restores
 // what an engine overwrote or deleted, the table then scans the same rows,
 // and a second repair changes nothing. (An engine's own keys cannot delete;
 // an operator's can, and the prior version stays all the same.)
@@ -520,5 +543,111 @@ func TestRepairRestoresFromVersions(t *testing.T) {
 	}
 	if n := countRows(t, loadTable(t, cat, ns, "t")); n != before {
 		t.Errorf("%d rows after repair, want %d", n, before)
+	}
+}
+
+// versionsOf lists the versions and delete markers of the local warehouse
+// bucket by URI (how many each key has).
+func versionsOf(t *testing.T, srv *server.Server) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	out := map[string]int{}
+	p := s3.NewListObjectVersionsPaginator(awsconfig.S3(cfg, ep), &s3.ListObjectVersionsInput{Bucket: aws.String(srv.Info.Bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page.Versions {
+			out["s3://"+srv.Info.Bucket+"/"+aws.ToString(v.Key)]++
+		}
+		for _, m := range page.DeleteMarkers {
+			out["s3://"+srv.Info.Bucket+"/"+aws.ToString(m.Key)]++
+		}
+	}
+	return out
+}
+
+// Issue 29's attempts with old keys: a write session vended before a legal
+// hold, a soft drop or a revoke of TABLE_WRITE overwrites a committed data
+// file within its bound (the documented one: its duration), and an engine
+// on the engine policy another. Nothing is lost: verify names both (after the undrop, for the soft drop; the
+// held table stays held), repair restores its prior version, and the table
+// scans the same rows as before.
+func TestOldSessionsOverwritesAreRepaired(t *testing.T) {
+	srv := localOnly(t)
+	embeddedAWS(t)
+	ctx := context.Background()
+	name, cat := softCatalog(t, map[string]string{"vended-credentials": "allowed", "vended-credentials.duration": "PT15M"})
+	ns := uniq("oldkeys")
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	writer := grantTo(t, shared.Token, name, []authz.Privilege{authz.TableRead, authz.TableWrite})
+	tables := "/v1/" + name + "/namespaces/" + ns + "/tables/"
+	var conf struct {
+		Defaults map[string]string `json:"defaults"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/v1/config?warehouse="+name, shared.Token, nil), &conf)
+	engineKeys := conf.Defaults
+	hold := map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"icehold.legal-hold": "true"}}}}
+	changes := []struct {
+		what          string
+		apply, before func(tbl string) // the change; what comes before repair
+	}{
+		{"legal hold", func(tbl string) { mustCall(t, 200, "POST", tables+tbl, shared.Token, hold) }, func(string) {}},
+		{"soft drop", func(tbl string) { mustCall(t, 204, "DELETE", tables+tbl, shared.Token, nil) }, func(tbl string) {
+			mustCall(t, 200, "POST", lifecycleTablePath(name, ns, tbl)+"/undrop", shared.Token, map[string]any{})
+		}},
+		{"revoke", func(string) {
+			mustCall(t, 200, "PUT", "/lifecycle/v1/catalogs/"+name+"/grants/"+principalOf(t, writer), shared.Token, map[string]any{"privileges": []string{"TABLE_READ"}})
+		}, func(string) {}},
+	}
+	for i, c := range changes {
+		t.Run(c.what, func(t *testing.T) {
+			tblName := fmt.Sprintf("t%d", i)
+			tbl := writtenTable(t, cat, ns, tblName, nil, false)
+			rows := countRows(t, tbl)
+			data, _ := reachable(t, tbl)
+			var files []string
+			for f := range data {
+				files = append(files, f)
+			}
+			if len(files) < 2 {
+				t.Fatalf("%d data files; the test needs 2", len(files))
+			}
+			files = files[:2]
+			cred, _ := vendedFor(t, writer, name, ns, tblName)
+			c.apply(tblName)
+			// The old vended session, and the engine policy (which knows no
+			// table's state), each overwrite one.
+			for i, keys := range []map[string]string{cred.Config, engineKeys} {
+				bucket, key, _ := strings.Cut(strings.TrimPrefix(files[i], "s3://"), "/")
+				if _, err := vendedS3(srv, keys).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+					Body: strings.NewReader("garbage")}); err != nil {
+					t.Fatalf("overwrite %s (%d): %v", files[i], i, err)
+				}
+			}
+			c.before(tblName)
+			v := verifyFiles(t, name, ns, tblName)
+			for _, f := range files {
+				if v.OK || !slices.ContainsFunc(v.Examples, func(e string) bool { return strings.HasPrefix(e, f+" ") }) {
+					t.Fatalf("verify after the overwrites: %+v; want %s named", v, f)
+				}
+			}
+			var rep partitions.RepairReport
+			mustDecode(t, mustCall(t, 200, "POST", lifecycleTablePath(name, ns, tblName)+"/repair", shared.Token, nil), &rep)
+			if len(rep.Restored) != 2 {
+				t.Errorf("repair restored %+v, want %v", rep.Restored, files)
+			}
+			if v := verifyFiles(t, name, ns, tblName); !v.OK {
+				t.Errorf("verify after repair: %+v", v)
+			}
+			if n := countRows(t, loadTable(t, cat, ns, tblName)); n != rows {
+				t.Errorf("%d rows after repair, want %d", n, rows)
+			}
+		})
 	}
 }

@@ -62,22 +62,26 @@ type Block struct {
 	Line   int    // the opening fence's line number, from 1
 }
 
-// Blocks returns the fenced (```) code blocks of a Markdown text.
+// Blocks returns the fenced (```) code blocks of a Markdown text, those
+// indented in a list item too.
 func Blocks(md string) []Block {
 	var (
 		out    []Block
 		cur    *Block
 		marker string
+		indent string // a block in a list item is indented as the item's text
 	)
 	for n, line := range strings.Split(md, "\n") {
+		fence := strings.TrimLeft(line, " ")
 		switch {
 		case cur != nil && strings.TrimSpace(line) == "```":
 			out = append(out, *cur)
 			cur = nil
 		case cur != nil:
-			cur.Text += line + "\n"
-		case strings.HasPrefix(line, "```"):
-			cur = &Block{Marker: marker, Lang: strings.TrimSpace(line[3:]), Line: n + 1}
+			cur.Text += strings.TrimPrefix(line, indent) + "\n"
+		case strings.HasPrefix(fence, "```"):
+			indent = line[:len(line)-len(fence)]
+			cur = &Block{Marker: marker, Lang: strings.TrimSpace(fence[3:]), Line: n + 1}
 		}
 		marker = ""
 		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "<!--"); ok && strings.HasSuffix(m, "-->") {

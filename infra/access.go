@@ -66,6 +66,7 @@ const (
 	pkIntent    = "INTENT#*"   // pending metadata writes (the orphan sweep)
 	pkNamespace = "NS#*"       // namespaces (a missing entry's namespace is looked up)
 	pkOutbox    = "OUTBOX"     // lifecycle events not yet relayed to the bus
+	pkFailedJob = "FAILEDJOB"  // FAILED jobs keeping their claims (plan's finalize and reconcile fail jobs)
 	// partition retention policies and the sweep's cursor
 	pkRetention, pkRetentionSweep = "RETENTION", "RETSWEEP"
 )
@@ -86,12 +87,12 @@ var holdExpiryTableActions = []string{"GetItem", "Query", "PutItem", "UpdateItem
 var retentionTableActions = []string{"GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"}
 
 var (
-	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim, pkOutbox}
+	planKeys     = []string{pkJob, pkBatch, pkCatalog, pkActiveJob, pkTable, pkClaim, pkOutbox, pkFailedJob}
 	progressKeys = []string{pkJob}
 	// The delete step of an orphans job reads the owner of each file (a
 	// table entry, a soft-deleted record or a job) before deleting it.
 	deleteKeys    = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkPace, pkSoft, pkOutbox}
-	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent, pkOutbox}
+	reconcileKeys = []string{pkJob, pkBatch, pkActiveJob, pkTable, pkClaim, pkInFlight, pkIntent, pkOutbox, pkFailedJob}
 	expiryKeys    = []string{pkSoft, pkExpiry, pkJob, pkActiveJob, pkClaim, pkCatalog, pkOutbox}
 	retentionKeys = []string{pkRetention, pkRetentionSweep, pkTable, pkNamespace, pkIntent, pkJob, pkBatch, pkActiveJob, pkCatalog, pkOutbox}
 	// The outbox function reads pending events and deletes each once sent.
@@ -234,13 +235,14 @@ func (s *Stack) grantAccess() {
 	objects := s.objects("*")
 	buckets := s.bucketArns()
 
-	// api: the catalog. Reads and writes metadata files only (load, commit,
-	// register); never a data file, manifest or manifest list, and never
-	// deletes. ListBucket makes a missing metadata file a 404 (register
-	// answers 400) instead of a 403.
+	// api: the catalog. Writes metadata files only (commit, register) and
+	// never deletes; reads them, and the manifest lists and manifests in
+	// a metadata/ folder (a commit's path check reads the new snapshots';
+	// docs/design/store.md), never a data file. ListBucket makes a missing
+	// metadata file a 404 (register answers 400) instead of a 403.
 	metadata := s.objects(metadataObjects)
 	s.grantTable(s.APIFn, routerTableActions, nil)
-	allow(s.APIFn, actions("s3", "GetObject"), append(s.objects(metadataObjects), s.objects(legacyGzipMetadata)...)...)
+	allow(s.APIFn, actions("s3", "GetObject"), append(append(s.objects(metadataObjects), s.objects(legacyGzipMetadata)...), s.objects(metadataFolders)...)...)
 	// AbortMultipartUpload: the SDK's uploader writes a file over 5 MB in
 	// parts and aborts the upload when a part fails; without it the parts
 	// stay (and are billed) until a lifecycle rule clears them.
@@ -383,7 +385,7 @@ func (s *Stack) engineStatements() *[]awsiam.PolicyStatement {
 	out := []awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("execute-api:Invoke"),
-			Resources: jsii.Strings(*s.API.ArnForExecuteApi(nil, nil, nil)),
+			Resources: jsii.Strings(s.executeAPIArns()...),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),

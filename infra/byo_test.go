@@ -70,8 +70,14 @@ func TestAPIEdgeFromContext(t *testing.T) {
 		for _, ms := range asList(s["Properties"].(map[string]any)["MethodSettings"]) {
 			m := ms.(map[string]any)
 			if m["ThrottlingRateLimit"] != float64(50) || m["ThrottlingBurstLimit"] != float64(80) {
-				t.Errorf("stage throttling %v/%v, want the context's 50/80", m["ThrottlingRateLimit"], m["ThrottlingBurstLimit"])
+				t.Errorf("REST API stage throttling %v/%v, want the context's 50/80", m["ThrottlingRateLimit"], m["ThrottlingBurstLimit"])
 			}
+		}
+	}
+	for _, s := range byoResources("AWS::ApiGatewayV2::Stage") {
+		m := s["Properties"].(map[string]any)["DefaultRouteSettings"].(map[string]any)
+		if m["ThrottlingRateLimit"] != float64(50) || m["ThrottlingBurstLimit"] != float64(80) {
+			t.Errorf("HTTP API stage throttling %v/%v, want the context's 50/80", m["ThrottlingRateLimit"], m["ThrottlingBurstLimit"])
 		}
 	}
 	for _, g := range byoResources("AWS::Logs::LogGroup") {
@@ -97,6 +103,7 @@ func TestMalformedContextRefused(t *testing.T) {
 		{infra.CtxWarehouseBuckets, "arn:aws:s3:::lake/prefix", "neither a bucket name"},
 		{infra.CtxAPIRate, "0", "must be positive"},
 		{infra.CtxAccessLogDays, float64(-3), "must be positive"},
+		{infra.CtxAPI, "graphql", "none of http, rest, both"},
 		{infra.CtxBreakGlassRole, "arn:aws:iam::111122223333:user/ops", "not an IAM role ARN"},
 	} {
 		ctx := map[string]any{c.key: c.value}

@@ -32,6 +32,10 @@ const (
 	CtxAPIBurst = "icehold:api-burst"
 	// CtxAccessLogDays: how long the API's access log group keeps entries.
 	CtxAccessLogDays = "icehold:access-log-days"
+	// CtxAPI: the front door: http (default; an HTTP API), rest (a REST
+	// API: WAF, a private endpoint, a resource policy), or both (the
+	// switch from one to the other: docs/operations.md, Upgrade notes).
+	CtxAPI = "icehold:api"
 	// CtxArch: the functions' architecture, arm64 (default) or x86_64; it
 	// must match make lambdas' LAMBDA_ARCH (LocalStack on an x86 host runs
 	// x86_64 functions natively, arm64 ones only under emulation).
@@ -50,6 +54,13 @@ const (
 	DefaultAPIRate       = 100
 	DefaultAPIBurst      = 200
 	DefaultAccessLogDays = 365
+)
+
+// The front doors CtxAPI chooses between.
+const (
+	APIHTTP = "http"
+	APIREST = "rest"
+	APIBoth = "both"
 )
 
 // minDeleteReserved: a reservation leaves room for the state machine's
@@ -77,6 +88,7 @@ func FromContext(node constructs.Node) (Props, error) {
 		DefaultCatalog: ctxString(node, CtxDefaultCatalog, ""),
 		Admins:         splitList(ctxString(node, CtxAdmins, os.Getenv("ICEHOLD_ADMINS"))),
 		KMSKeyARN:      ctxString(node, CtxKMSKey, ""),
+		API:            ctxString(node, CtxAPI, APIHTTP),
 		BreakGlassRole: ctxString(node, CtxBreakGlassRole, ""),
 	}
 	var err error
@@ -118,6 +130,9 @@ func (p Props) Validate() error {
 	}
 	if p.APIRate < 1 || p.APIBurst < 1 {
 		return fmt.Errorf("%s and %s must be positive, got %d and %d", CtxAPIRate, CtxAPIBurst, p.APIRate, p.APIBurst)
+	}
+	if p.API != APIHTTP && p.API != APIREST && p.API != APIBoth {
+		return fmt.Errorf("%s: %q is none of %s, %s, %s", CtxAPI, p.API, APIHTTP, APIREST, APIBoth)
 	}
 	if p.AccessLogDays < 1 {
 		return fmt.Errorf("%s must be positive, got %d", CtxAccessLogDays, p.AccessLogDays)

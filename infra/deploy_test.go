@@ -53,37 +53,54 @@ func mappingMaximum(t *testing.T, of func(string) map[string]map[string]any) flo
 // and each request is a JSON line naming the caller's IAM ARN in a log group
 // that keeps a year.
 func TestAPIStageThrottledAndAccessLogged(t *testing.T) {
-	stages := resources("AWS::ApiGateway::Stage")
-	if len(stages) != 1 {
-		t.Fatalf("%d stages", len(stages))
-	}
 	logGroup := logicalID(t, "AWS::Logs::LogGroup", "ApiAccessLogs")
-	for id, s := range stages {
+	type stage struct {
+		name          string
+		rate, burst   any
+		logTo, format any
+	}
+	var stages []stage
+	for id, s := range restResources("AWS::ApiGateway::Stage") {
 		props := s["Properties"].(map[string]any)
-		throttled := false
+		st := stage{name: "REST API stage " + id}
 		for _, ms := range asList(props["MethodSettings"]) {
-			m := ms.(map[string]any)
-			if m["ResourcePath"] == "/*" && m["HttpMethod"] == "*" && m["ThrottlingRateLimit"] == float64(infra.DefaultAPIRate) && m["ThrottlingBurstLimit"] == float64(infra.DefaultAPIBurst) {
-				throttled = true
+			if m := ms.(map[string]any); m["ResourcePath"] == "/*" && m["HttpMethod"] == "*" {
+				st.rate, st.burst = m["ThrottlingRateLimit"], m["ThrottlingBurstLimit"]
 			}
 		}
-		if !throttled {
-			t.Errorf("stage %s: no throttling of every method at %d/s, burst %d: %v", id, infra.DefaultAPIRate, infra.DefaultAPIBurst, props["MethodSettings"])
-		}
 		als, _ := props["AccessLogSetting"].(map[string]any)
-		if render(als["DestinationArn"]) != "${"+unhash(logGroup)+".Arn}" {
-			t.Errorf("stage %s: access logs go to %v, want the log group %s", id, als["DestinationArn"], logGroup)
+		st.logTo, st.format = als["DestinationArn"], als["Format"]
+		stages = append(stages, st)
+	}
+	for id, s := range resources("AWS::ApiGatewayV2::Stage") {
+		props := s["Properties"].(map[string]any)
+		rs, _ := props["DefaultRouteSettings"].(map[string]any)
+		als, _ := props["AccessLogSettings"].(map[string]any)
+		if props["StageName"] != "$default" || props["AutoDeploy"] != true {
+			t.Errorf("HTTP API stage %s: %v %v, want $default, deployed automatically (its URL is the API's root)", id, props["StageName"], props["AutoDeploy"])
 		}
-		format, _ := als["Format"].(string)
+		stages = append(stages, stage{"HTTP API stage " + id, rs["ThrottlingRateLimit"], rs["ThrottlingBurstLimit"], als["DestinationArn"], als["Format"]})
+	}
+	if len(stages) != 2 {
+		t.Fatalf("%d stages, want one per front door", len(stages))
+	}
+	for _, st := range stages {
+		if st.rate != float64(infra.DefaultAPIRate) || st.burst != float64(infra.DefaultAPIBurst) {
+			t.Errorf("%s: throttled at %v/s, burst %v, want every route at %d/s, burst %d", st.name, st.rate, st.burst, infra.DefaultAPIRate, infra.DefaultAPIBurst)
+		}
+		if render(st.logTo) != "${"+unhash(logGroup)+".Arn}" {
+			t.Errorf("%s: access logs go to %v, want the log group %s", st.name, st.logTo, logGroup)
+		}
+		format, _ := st.format.(string)
 		line := regexp.MustCompile(`\$context\.error\.messageString`).ReplaceAllString(format, `"an \"error\""`)
 		line = regexp.MustCompile(`\$context\.[a-zA-Z.]+`).ReplaceAllString(line, "-")
 		var entry map[string]string
 		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("stage %s: an access log line is not JSON (%v): %s", id, err, line)
+			t.Errorf("%s: an access log line is not JSON (%v): %s", st.name, err, line)
 		}
 		for _, v := range []string{"$context.identity.userArn", "$context.httpMethod", "$context.path", "$context.status", "$context.requestId"} {
 			if !strings.Contains(format, v) {
-				t.Errorf("stage %s: the access log lacks %s: %s", id, v, format)
+				t.Errorf("%s: the access log lacks %s: %s", st.name, v, format)
 			}
 		}
 	}
@@ -104,6 +121,14 @@ func TestOutputsAreTheOnesTheDocsAndTheCLIName(t *testing.T) {
 	outputs := map[string]bool{}
 	for name := range (*template.ToJSON())["Outputs"].(map[string]any) {
 		outputs[name] = true
+	}
+	// The switch between front doors (icehold:api=both) adds one.
+	switchOutputs := map[string]bool{}
+	for name := range (*byoTemplate.ToJSON())["Outputs"].(map[string]any) {
+		switchOutputs[name] = true
+	}
+	if !switchOutputs["RestCatalogUri"] || !switchOutputs["CatalogUri"] {
+		t.Errorf("icehold:api=both outputs %v, want CatalogUri (the HTTP API, where clients move) and RestCatalogUri", slices.Sorted(maps.Keys(switchOutputs)))
 	}
 	ops, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
@@ -136,7 +161,7 @@ func TestOutputsAreTheOnesTheDocsAndTheCLIName(t *testing.T) {
 		for _, m := range named.FindAllStringSubmatch(string(raw), -1) {
 			name := m[1] + m[2] + m[3]
 			seen[filepath.Base(f)] = true
-			if !outputs[name] {
+			if !outputs[name] && !switchOutputs[name] {
 				t.Errorf("%s names the output %s, which the stack does not have (%v)", f, name, slices.Sorted(maps.Keys(outputs)))
 			}
 		}
@@ -204,6 +229,14 @@ func TestStatefulResourcesKeepTheirIdentity(t *testing.T) {
 	}
 	sum := sha256.Sum256(recorded)
 	digest := hex.EncodeToString(sum[:])[:12]
+	// The switch between front doors (icehold:api=both) adds one.
+	switchOutputs := map[string]bool{}
+	for name := range (*byoTemplate.ToJSON())["Outputs"].(map[string]any) {
+		switchOutputs[name] = true
+	}
+	if !switchOutputs["RestCatalogUri"] || !switchOutputs["CatalogUri"] {
+		t.Errorf("icehold:api=both outputs %v, want CatalogUri (the HTTP API, where clients move) and RestCatalogUri", slices.Sorted(maps.Keys(switchOutputs)))
+	}
 	ops, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,10 @@ import (
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/outboxenv"
+	"github.com/icehold/icehold/shared/lambdaenv/partitionsenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -372,6 +376,7 @@ func localPolicy(t *testing.T, statements []map[string]any) policy {
 		"PurgeMachine":      oracleMachine,
 		"LifecycleBus.Arn":  "arn:aws:events:" + oracleRegion + ":" + oracleAccount + ":event-bus/" + oracleBus,
 		"Api":               "local-api", // the engines' execute-api:Invoke (not exercised here)
+		"HttpApi":           "local-http-api",
 		"VendingRole.Arn":   "arn:aws:iam::" + oracleAccount + ":role/" + server.VendingRole,
 		"AWS::Partition":    "aws",
 		"AWS::Region":       oracleRegion,
@@ -598,7 +603,8 @@ func TestOracleEvaluatorRefusals(t *testing.T) {
 		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/00001-a.metadata.json")}, true},
 		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/data/x.parquet")}, false},
-		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
+		{"ApiFn", nil, iamRequest{Action: "s3:GetObject", Resource: obj("demo/t/metadata/snap-1.avro")}, true}, // a commit's path check
+		{"ApiFn", nil, iamRequest{Action: "s3:PutObject", Resource: obj("demo/t/metadata/snap-1.avro")}, false},
 		{"ApiFn", nil, iamRequest{Action: "dynamodb:Scan", Resource: table}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:other-machine:x"}, false},
 		{"ReconcileFn", nil, iamRequest{Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:000000000000:execution:" + server.PurgeMachine + ":pj-1"}, true},
@@ -668,7 +674,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	// The two router functions, as their mains build them; API Gateway
 	// authenticated the caller.
 	handler := func(fn string, withPurge bool) http.Handler {
-		cfg, err := lambdaenv.RouterConfig(ctx, envs[fn], withPurge)
+		cfg, err := routerenv.RouterConfig(ctx, envs[fn], withPurge)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -803,7 +809,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	call(api, "GET", "/lifecycle/v1/catalogs/demo/purge-jobs/"+j1.JobID, nil, 200)
 
 	svc := func(fn string) *purge.Service {
-		s, err := lambdaenv.Purge(ctx, envs[fn])
+		s, err := purgeenv.Purge(ctx, envs[fn])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -844,7 +850,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	esm := awsconfig.SQS(dcfg, denv.Endpoints)
-	lease, err := lambdaenv.SQS(ctx, denv)
+	lease, err := purgeenv.SQS(ctx, denv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +861,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 		}
 		return nil
 	})
-	deleteFn := del.DeleteHandler(lease, denv.Queue)
+	deleteFn := del.DeleteHandler(lease, purgeenv.Queue(denv))
 	deliver := func(n int) {
 		t.Helper()
 		for b := range n {
@@ -950,7 +956,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	// the sweep, and as the outbox function runs it on the stream.
 	relay := func(fn string) int {
 		t.Helper()
-		st, bus, err := lambdaenv.Outbox(ctx, envs[fn])
+		st, bus, err := outboxenv.Outbox(ctx, envs[fn])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1065,7 +1071,7 @@ func TestOracleFunctionCallsAllowedByTheirRoles(t *testing.T) {
 	if _, err := srv.Partitions.SetRetention(ctx, "demo", catalog.Ident{Namespace: []string{"lp"}, Name: "ev"}, "ts_day", "P7D"); err != nil {
 		t.Fatal(err)
 	}
-	retention, err := lambdaenv.Partitions(ctx, envs["RetentionFn"])
+	retention, err := partitionsenv.Partitions(ctx, envs["RetentionFn"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,10 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 )
 
-// API Gateway (REST) sends a request to the resource that matches its path
+// The REST API sends a request to the resource that matches its path
 // most specifically (a literal part before a {param}, a {param} before a
 // greedy {proxy+}), then to that resource's method for the verb or its ANY.
 // AWS documents neither that order for REST APIs nor whether a request
@@ -80,9 +79,4 @@ func (s *Stack) catchAll() {
 				AddMethod(jsii.String("ANY"), catalogFn, iamMethod)
 		}
 	}
-}
-
-// lambdaRoute is route with a function's proxy integration.
-func (s *Stack) lambdaRoute(path, method string, fn awslambda.IFunction) {
-	s.route(path, method, awsapigateway.NewLambdaIntegration(fn, nil), iamMethod)
 }

@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,7 +10,7 @@ import (
 	"github.com/icehold/icehold/shared/router"
 )
 
-// API Gateway (REST) resolves a request against the deployed resource tree
+// The REST API resolves a request against the deployed resource tree
 // (docs/design/infra.md, "The API's edge"): segment by segment the most specific
 // child matches, a literal path part before a {param} before a greedy
 // {proxy+} (which takes the rest of the path); then the resource's method
@@ -30,12 +31,13 @@ type apiNode struct {
 
 var fnArn = regexp.MustCompile(`\$\{(\w+)\.Arn\}`)
 
-// apiTree reads the resource tree and its methods from the template.
-func apiTree(t *testing.T) *apiNode {
+// apiTree reads the REST API's resource tree and its methods from a
+// template.
+func apiTree(t *testing.T, of func(string) map[string]map[string]any) *apiNode {
 	t.Helper()
 	root := &apiNode{part: "", methods: map[string]string{}}
 	nodes := map[string]*apiNode{}
-	res := resources("AWS::ApiGateway::Resource")
+	res := of("AWS::ApiGateway::Resource")
 	var attach func(id string) *apiNode
 	attach = func(id string) *apiNode {
 		if n := nodes[id]; n != nil {
@@ -54,7 +56,7 @@ func apiTree(t *testing.T) *apiNode {
 	for id := range res {
 		attach(id)
 	}
-	for id, m := range resources("AWS::ApiGateway::Method") {
+	for id, m := range of("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		n := root
 		if ref, ok := props["ResourceId"].(map[string]any)["Ref"].(string); ok {
@@ -163,12 +165,50 @@ func concrete(pattern string) string {
 	})
 }
 
-// Every route of the router reaches the function that serves it, and a
-// request no route names (another method, a path under any resource)
-// reaches the catalog function, which answers it 404/405 in the ErrorModel
-// (API Gateway's own 403 would tell the client to sign its requests).
+// frontDoor is how an API sends a request to a function: resolve names
+// the function ("" when API Gateway answers itself) and where it matched;
+// walk lists every resource or route path of the API.
+type frontDoor struct {
+	resolve func(method, path string) (fn, at string)
+	paths   []string
+}
+
+func restDoor(t *testing.T, of func(string) map[string]map[string]any) frontDoor {
+	tree := apiTree(t, of)
+	var paths []string
+	tree.walk("", func(path string, n *apiNode) {
+		if !strings.HasSuffix(n.part, "+}") {
+			paths = append(paths, path)
+		}
+	})
+	return frontDoor{resolve: tree.resolve, paths: paths}
+}
+
+func httpDoor(t *testing.T, of func(string) map[string]map[string]any) frontDoor {
+	rs := httpRoutesOf(t, of)
+	var paths []string
+	for _, r := range rs {
+		if _, p, ok := strings.Cut(r.key, " "); ok && !strings.HasSuffix(p, "+}") {
+			paths = append(paths, p)
+		}
+	}
+	return frontDoor{resolve: func(method, path string) (string, string) {
+		r, err := resolveHTTP(rs, method, path)
+		if err != nil {
+			return "", err.Error()
+		}
+		return r.fn, r.key
+	}, paths: paths}
+}
+
+// Every route of the router reaches the function that serves it, through
+// each front door (the HTTP API of the default synth and of the switch, the
+// REST API of icehold:api=rest and of the switch), and a request no route
+// names (another method, a path under any resource or route) reaches the
+// catalog function, which answers it 404/405 in the ErrorModel (API
+// Gateway's own 403 or 404 would tell the client to sign its requests or
+// that nothing is there).
 func TestAPIGatewayRoutesReachTheirFunctions(t *testing.T) {
-	tree := apiTree(t)
 	routes := map[string]bool{}
 	for _, r := range router.Routes() {
 		routes[r.Method+" "+r.Pattern] = true
@@ -178,6 +218,17 @@ func TestAPIGatewayRoutesReachTheirFunctions(t *testing.T) {
 			t.Errorf("routeFunctions names %q, which is no route of router.Routes()", k)
 		}
 	}
+	for name, door := range map[string]frontDoor{
+		"HTTP API":                    httpDoor(t, resources),
+		"HTTP API (icehold:api=both)": httpDoor(t, byoResources),
+		"REST API (icehold:api=rest)": restDoor(t, restResources),
+		"REST API (icehold:api=both)": restDoor(t, byoResources),
+	} {
+		t.Run(name, func(t *testing.T) { walkRoutes(t, routes, door) })
+	}
+}
+
+func walkRoutes(t *testing.T, routes map[string]bool, door frontDoor) {
 	type want struct{ method, path, fn, why string }
 	var cases []want
 	patterns := map[string]bool{}
@@ -198,29 +249,28 @@ func TestAPIGatewayRoutesReachTheirFunctions(t *testing.T) {
 		}
 	}
 	cases = append(cases, want{"GET", "/", "ApiFn", "the root"})
-	tree.walk("", func(path string, n *apiNode) {
-		if !strings.HasSuffix(n.part, "+}") {
-			cases = append(cases, want{"GET", concrete(path) + "/no-such-route", "ApiFn", "a path under resource " + path})
-		}
-	})
+	for _, path := range door.paths {
+		cases = append(cases, want{"GET", concrete(path) + "/no-such-route", "ApiFn", "a path under " + path})
+	}
 	slices.SortFunc(cases, func(a, b want) int { return strings.Compare(a.method+a.path, b.method+b.path) })
 	for _, c := range cases {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
-			got, at := tree.resolve(c.method, c.path)
+			got, at := door.resolve(c.method, c.path)
 			if got == "" {
-				got = "API Gateway's 403"
+				got = "API Gateway's own answer"
 			}
 			if !strings.HasPrefix(got, c.fn) {
-				t.Errorf("%s (%s) reaches %s at resource %s, want %s", c.path, c.why, got, at, c.fn)
+				t.Errorf("%s (%s) reaches %s at %s, want %s", c.path, c.why, got, at, c.fn)
 			}
 		})
 	}
 }
 
-// Every method a function serves is called with SigV4; the OAuth2 token
-// endpoint's refusal (a mock integration) is the one without.
+// Every method of the REST API a function serves is called with SigV4;
+// the OAuth2 token endpoint's refusal (a mock integration) is the one
+// without.
 func TestAPIGatewayMethodsAreIAMAuthenticated(t *testing.T) {
-	for id, m := range resources("AWS::ApiGateway::Method") {
+	for id, m := range restResources("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		mock := props["Integration"].(map[string]any)["Type"] == "MOCK"
 		if auth := props["AuthorizationType"]; (auth == "AWS_IAM") == mock {
@@ -229,7 +279,7 @@ func TestAPIGatewayMethodsAreIAMAuthenticated(t *testing.T) {
 	}
 }
 
-// The walker itself: the precedence it models and its refusals.
+// The REST API walker itself: the precedence it models and its refusals.
 func TestAPIGatewayResolution(t *testing.T) {
 	tree := &apiNode{methods: map[string]string{}, children: []*apiNode{
 		{part: "{proxy+}", methods: map[string]string{"ANY": "Proxy"}},
@@ -250,5 +300,168 @@ func TestAPIGatewayResolution(t *testing.T) {
 		if got, _ := tree.resolve(c.method, c.path); got != c.want {
 			t.Errorf("%s %s: %q, want %q", c.method, c.path, got, c.want)
 		}
+	}
+}
+
+// httpRoute is one route of the template's HTTP API.
+type httpRoute struct {
+	key, auth string
+	fn        string // the function its integration invokes
+}
+
+// httpRoutesOf reads the HTTP API's routes and the functions their
+// integrations invoke from a template.
+func httpRoutesOf(t *testing.T, of func(string) map[string]map[string]any) []httpRoute {
+	t.Helper()
+	fnOf := map[string]string{}
+	for id, in := range of("AWS::ApiGatewayV2::Integration") {
+		props := in["Properties"].(map[string]any)
+		m := fnArn.FindStringSubmatch(render(props["IntegrationUri"]))
+		if m == nil || props["PayloadFormatVersion"] != "2.0" || props["IntegrationType"] != "AWS_PROXY" {
+			t.Fatalf("integration %s: %v", id, props)
+		}
+		fnOf["integrations/${"+unhash(id)+"}"] = m[1]
+	}
+	var out []httpRoute
+	for id, r := range of("AWS::ApiGatewayV2::Route") {
+		props := r["Properties"].(map[string]any)
+		fn, ok := fnOf[render(props["Target"])]
+		if !ok {
+			t.Fatalf("route %s: target %s is no integration", id, render(props["Target"]))
+		}
+		out = append(out, httpRoute{key: props["RouteKey"].(string), auth: props["AuthorizationType"].(string), fn: fn})
+	}
+	return out
+}
+
+// resolveHTTP is the route an HTTP API picks for a request, as AWS
+// documents it ("Create routes for HTTP APIs", Routing API requests): a
+// route matching the whole path, then one with a greedy {name+}, then
+// $default. Among several matches of one kind it picks only where AWS's
+// examples say which wins: a route without path variables over one with
+// them, else a route for the request's method over ANY; any other tie is
+// an error (the routes would depend on an order AWS does not
+// document). nil, nil: no route (API Gateway's 404).
+func resolveHTTP(routes []httpRoute, method, path string) (*httpRoute, error) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	if path == "/" {
+		segs = nil
+	}
+	matches := func(pattern []string, segs []string) bool {
+		if len(pattern) != len(segs) {
+			return false
+		}
+		for i, p := range pattern {
+			if !strings.HasPrefix(p, "{") && p != segs[i] {
+				return false
+			}
+		}
+		return true
+	}
+	var full, greedy []*httpRoute
+	var def *httpRoute
+	for i := range routes {
+		r := &routes[i]
+		if r.key == "$default" {
+			def = r
+			continue
+		}
+		m, p, _ := strings.Cut(r.key, " ")
+		if m != method && m != "ANY" {
+			continue
+		}
+		pattern := strings.Split(strings.Trim(p, "/"), "/")
+		if last := pattern[len(pattern)-1]; strings.HasSuffix(last, "+}") {
+			if len(segs) >= len(pattern) && matches(pattern[:len(pattern)-1], segs[:len(pattern)-1]) {
+				greedy = append(greedy, r)
+			}
+		} else if matches(pattern, segs) {
+			full = append(full, r)
+		}
+	}
+	for _, set := range [][]*httpRoute{full, greedy} {
+		switch len(set) {
+		case 0:
+			continue
+		case 1:
+			return set[0], nil
+		}
+		pathOf := func(r *httpRoute) string { _, p, _ := strings.Cut(r.key, " "); return p }
+		var static []*httpRoute
+		for _, r := range set {
+			if !strings.Contains(pathOf(r), "{") {
+				static = append(static, r)
+			}
+		}
+		if len(static) == 1 {
+			return static[0], nil
+		}
+		var forMethod []*httpRoute
+		for _, r := range set {
+			if !strings.HasPrefix(r.key, "ANY ") {
+				forMethod = append(forMethod, r)
+			}
+		}
+		if len(forMethod) == 1 {
+			return forMethod[0], nil
+		}
+		keys := make([]string, len(set))
+		for i, r := range set {
+			keys[i] = r.key
+		}
+		return nil, fmt.Errorf("%s %s matches %v: AWS documents no order among them", method, path, keys)
+	}
+	return def, nil
+}
+
+// Every route of the HTTP API is called with SigV4 but the OAuth2 token
+// endpoint's, whose refusal the catalog function answers (RFC 6749's shape,
+// router.OAuthRefusal); $default takes what no route names, with SigV4.
+func TestHTTPAPIRoutesAreIAMAuthenticated(t *testing.T) {
+	for name, of := range map[string]func(string) map[string]map[string]any{"default": resources, "icehold:api=both": byoResources} {
+		open := 0
+		for _, r := range httpRoutesOf(t, of) {
+			if r.auth == "AWS_IAM" {
+				continue
+			}
+			open++
+			if r.key != "POST /v1/oauth/tokens" || r.auth != "NONE" || r.fn != "ApiFn" {
+				t.Errorf("%s: route %s (%s, to %s) is not called with SigV4", name, r.key, r.auth, r.fn)
+			}
+		}
+		if open != 1 {
+			t.Errorf("%s: %d routes without IAM authorization, want the OAuth2 token endpoint's", name, open)
+		}
+	}
+}
+
+// The HTTP API walker itself: the precedence AWS documents and its
+// refusal of ties it does not.
+func TestHTTPAPIResolution(t *testing.T) {
+	routes := []httpRoute{
+		{key: "GET /pets/dog/1", fn: "Static"}, {key: "GET /pets/dog/{id}", fn: "Dog"}, {key: "ANY /pets/dog/{id}", fn: "AnyDog"},
+		{key: "GET /pets/{proxy+}", fn: "Pets"}, {key: "ANY /{proxy+}", fn: "Proxy"}, {key: "$default", fn: "Default"},
+		{key: "GET /a/{x}/c", fn: "X"}, {key: "GET /a/b/{y}", fn: "Y"},
+	}
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/pets/dog/1", "Static"},
+		{"GET", "/pets/dog/2", "Dog"},
+		{"POST", "/pets/dog/2", "AnyDog"},
+		{"GET", "/pets/cat/1", "Pets"},
+		{"POST", "/test/5", "Proxy"},
+		{"GET", "/", "Default"},
+		{"GET", "/a/b/c", "error"},
+	} {
+		r, err := resolveHTTP(routes, c.method, c.path)
+		got := "error"
+		if err == nil {
+			got = r.fn
+		}
+		if got != c.want {
+			t.Errorf("%s %s: %s (%v), want %s", c.method, c.path, got, err, c.want)
+		}
+	}
+	if r, err := resolveHTTP(routes[:1], "GET", "/other"); r != nil || err != nil {
+		t.Errorf("no route: %v %v, want API Gateway's 404", r, err)
 	}
 }

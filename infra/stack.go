@@ -2,13 +2,13 @@
 package infra
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/icehold/icehold/shared/bucketguard"
 	"github.com/icehold/icehold/shared/lambdaenv"
-	"github.com/icehold/icehold/shared/router"
 )
 
 // Props configure the stack.
@@ -52,6 +51,8 @@ type Props struct {
 	APIRate, APIBurst int
 	// AccessLogDays is the retention of the API's access logs (0: default).
 	AccessLogDays int
+	// API is the front door: APIHTTP ("": the default), APIREST or APIBoth.
+	API string
 	// BreakGlassRole is a role ARN the warehouse bucket's guard exempts
 	// beside icehold's deleting role (it may delete versions and change
 	// versioning, lifecycle rules and the policy); "" for none.
@@ -69,6 +70,9 @@ func (p Props) withDefaults() Props {
 	if p.AccessLogDays == 0 {
 		p.AccessLogDays = DefaultAccessLogDays
 	}
+	if p.API == "" {
+		p.API = APIHTTP
+	}
 	return p
 }
 
@@ -85,10 +89,13 @@ type Stack struct {
 	Buckets   []awss3.IBucket
 	// Key is the customer managed key (nil: AWS-owned keys).
 	Key awskms.IKey
-	// AccessLogs receives the API's JSON access log.
+	// AccessLogs receives the APIs' JSON access log.
 	AccessLogs awslogs.LogGroup
-	API        awsapigateway.RestApi
-	APIFn      awslambda.Function
+	// API is the REST API (nil unless icehold:api is rest or both),
+	// HTTPAPI the HTTP API (nil when it is rest).
+	API     awsapigateway.RestApi
+	HTTPAPI awsapigatewayv2.CfnApi
+	APIFn   awslambda.Function
 	// The purge pipeline.
 	DropFn, PlanFn, ProgressFn, DeleteFn, ReconcileFn awslambda.Function
 	// OutboxFn relays the lifecycle events the other functions record.
@@ -108,9 +115,12 @@ type Stack struct {
 	// write metadata files (the catalog's).
 	EnginePolicy awsiam.ManagedPolicy
 
-	// routed: the API's paths (no slashes around) and the methods routes
-	// put on them (catchAll completes the tree from it).
+	// routed: the REST API's paths (no slashes around) and the methods
+	// routes put on them (catchAll completes the tree from it).
 	routed map[string][]string
+	// fnRoutes: the function of each route ("METHOD /path") that is not
+	// the catalog function's (the HTTP API's routes read it).
+	fnRoutes map[string]awslambda.IFunction
 }
 
 // NewStack defines the stack; p must pass Validate (FromContext checks it).
@@ -166,34 +176,15 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 		Retention:     retention(p.AccessLogDays),
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN, // who called what outlives the stack
 	})
-	s.API = awsapigateway.NewLambdaRestApi(st, jsii.String("Api"), &awsapigateway.LambdaRestApiProps{
-		Handler: s.APIFn,
-		// Routes are explicit so the lifecycle operations can have their own
-		// functions; everything else goes to the catalog function.
-		Proxy: jsii.Bool(false),
-		// Gzip answers travel base64 through the proxy integration.
-		BinaryMediaTypes: jsii.Strings("*/*"),
-		DefaultMethodOptions: &awsapigateway.MethodOptions{
-			AuthorizationType: awsapigateway.AuthorizationType_IAM,
-		},
-		DeployOptions: &awsapigateway.StageOptions{
-			StageName: jsii.String("v1"), TracingEnabled: jsii.Bool(true),
-			// Every method of the stage: a runaway client gets 429s (the
-			// Throttled gateway response) before it takes the account's
-			// Lambda concurrency.
-			ThrottlingRateLimit:  jsii.Number(p.APIRate),
-			ThrottlingBurstLimit: jsii.Number(p.APIBurst),
-			AccessLogDestination: awsapigateway.NewLogGroupLogDestination(s.AccessLogs),
-			AccessLogFormat:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat())),
-		},
-	})
-	// One name for the URL everywhere: the output CatalogUri, not also
-	// the Endpoint<hash> output LambdaRestApi adds.
-	s.API.Node().TryRemoveChild(jsii.String("Endpoint"))
-	s.API.Root().AddMethod(jsii.String("ANY"), nil, nil)
-	gatewayErrors(s.API)
-	s.API.Root().AddProxy(&awsapigateway.ProxyResourceOptions{AnyMethod: jsii.Bool(true)})
-	s.oauthTokens()
+	if p.API != APIHTTP {
+		s.restAPI(st, p)
+	}
+	if p.API != APIREST {
+		s.HTTPAPI = awsapigatewayv2.NewCfnApi(st, jsii.String("HttpApi"), &awsapigatewayv2.CfnApiProps{
+			Name: st.StackName(), ProtocolType: jsii.String("HTTP"),
+			Description: jsii.String("icehold: the Iceberg REST catalog and the lifecycle API (IAM authorization)"),
+		})
+	}
 
 	s.EnginePolicy = awsiam.NewManagedPolicy(st, jsii.String("EnginePolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("icehold engines: call the catalog, read and write the warehouse, never delete, never write metadata files"),
@@ -203,13 +194,18 @@ func NewStack(scope constructs.Construct, id string, p Props) *Stack {
 	s.purgePipeline(st, p, env)
 	s.softDelete(st, p, env)
 	s.partitions(st, p, env)
-	s.catchAll()
+	if s.API != nil {
+		s.catchAll()
+	}
+	if s.HTTPAPI != nil {
+		s.httpRoutes(p)
+	}
 	s.grantAccess()
 	s.vendingRole(st)
 	s.guardWarehouse(st, p)
 
 	// The outputs the docs and the CLI name (docs/operations.md, Deploy).
-	awscdk.NewCfnOutput(st, jsii.String("CatalogUri"), &awscdk.CfnOutputProps{Value: s.API.Url(), Description: jsii.String("the Iceberg REST catalog (SigV4, service execute-api): engines' uri, the CLI's --url")})
+	s.catalogURIs(st)
 	awscdk.NewCfnOutput(st, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: s.Table.TableName(), Description: jsii.String("the DynamoDB table (icehold migrate --table)")})
 	awscdk.NewCfnOutput(st, jsii.String("WarehouseBuckets"), &awscdk.CfnOutputProps{Value: jsii.String(strings.Join(s.bucketNames(), ",")), Description: jsii.String("the buckets catalogs' warehouses may lie in")})
 	awscdk.NewCfnOutput(st, jsii.String("EnginePolicyArn"), &awscdk.CfnOutputProps{Value: s.EnginePolicy.ManagedPolicyArn()})
@@ -264,7 +260,7 @@ func (s *Stack) guardWarehouse(st awscdk.Stack, p Props) {
 		deleters = append(deleters, p.BreakGlassRole)
 	}
 	deployer := *awscdk.Fn_Sub(jsii.String("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-"+bootstrapQualifier(st)+"-cfn-exec-role-${AWS::AccountId}-${AWS::Region}"), nil)
-	for _, r := range bucketguard.Rules(*s.Warehouse.BucketName(), deleters, []string{deployer}) {
+	for _, r := range bucketguard.Rules(*awscdk.Aws_PARTITION(), *s.Warehouse.BucketName(), deleters, []string{deployer}) {
 		s.Warehouse.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String(r.Sid), Effect: awsiam.Effect_DENY, Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 			Actions: jsii.Strings(r.Actions...), Resources: jsii.Strings(r.Resource),
@@ -291,23 +287,6 @@ func (s *Stack) bucketNames() []string {
 	return out
 }
 
-// accessLogFormat is one JSON object per request: who (the IAM ARN API
-// Gateway authenticated), what (method, path, resource), the answer (status,
-// bytes, latency, API Gateway's own error). Every value is a string, so a
-// field API Gateway leaves empty ("-") keeps the line valid JSON.
-func accessLogFormat() string {
-	fields := map[string]string{
-		"requestId": "$context.requestId", "time": "$context.requestTime", "ip": "$context.identity.sourceIp",
-		"caller": "$context.identity.userArn", "method": "$context.httpMethod", "path": "$context.path",
-		"resource": "$context.resourcePath", "status": "$context.status", "bytes": "$context.responseLength",
-		"latencyMs": "$context.responseLatency", "integrationStatus": "$context.integrationStatus",
-		"error": "$context.error.messageString",
-	}
-	raw, _ := json.Marshal(fields) // sorted keys: a stable template
-	// messageString is quoted and escaped by API Gateway itself.
-	return strings.Replace(string(raw), `"$context.error.messageString"`, `$context.error.messageString`, 1)
-}
-
 // retention is the log retention of that many days, rounded up to one
 // CloudWatch Logs offers.
 func retention(days int) awslogs.RetentionDays {
@@ -329,73 +308,6 @@ func retention(days int) awslogs.RetentionDays {
 		}
 	}
 	return awslogs.RetentionDays_INFINITE
-}
-
-// gatewayErrors shapes the errors API Gateway answers itself (before or
-// instead of a function: a body past the invoke limit, a missing or bad
-// signature, throttling, a failed or timed-out integration) as the Iceberg
-// ErrorModel the functions answer, so a client sees one error shape.
-func gatewayErrors(api awsapigateway.RestApi) {
-	for _, g := range []struct {
-		id     string
-		typ    awsapigateway.ResponseType
-		status string
-		errTyp string
-		hint   string
-	}{
-		{"TooLarge", awsapigateway.ResponseType_REQUEST_TOO_LARGE(), "413", "RequestEntityTooLargeException", "request bodies are limited to about 4.6 MB"},
-		{"NoCredentials", awsapigateway.ResponseType_MISSING_AUTHENTICATION_TOKEN(), "403", "NotAuthorizedException", "sign requests with SigV4 (service execute-api)"},
-		{"BadSignature", awsapigateway.ResponseType_INVALID_SIGNATURE(), "403", "NotAuthorizedException", "the SigV4 signature does not match"},
-		{"Expired", awsapigateway.ResponseType_EXPIRED_TOKEN(), "403", "NotAuthorizedException", "the credentials have expired"},
-		{"Denied", awsapigateway.ResponseType_ACCESS_DENIED(), "403", "ForbiddenException", ""},
-		{"Throttled", awsapigateway.ResponseType_THROTTLED(), "429", "TooManyRequestsException", "retry with back-off"},
-		{"IntegrationFailed", awsapigateway.ResponseType_INTEGRATION_FAILURE(), "502", "ServiceFailureException", "the function could not be invoked (a request body past Lambda's 6 MB invoke payload ends here)"},
-		{"IntegrationTimeout", awsapigateway.ResponseType_INTEGRATION_TIMEOUT(), "504", "ServiceUnavailableException", "retry"},
-	} {
-		msg := "$context.error.messageString"
-		if g.hint != "" {
-			msg = `"$util.escapeJavaScript($context.error.message): ` + g.hint + `"`
-		}
-		api.AddGatewayResponse(jsii.String("Error"+g.id), &awsapigateway.GatewayResponseOptions{
-			Type: g.typ, StatusCode: jsii.String(g.status),
-			Templates: &map[string]*string{"application/json": jsii.String(
-				`{"error":{"message":` + msg + `,"type":"` + g.errTyp + `","code":` + g.status + `}}`)},
-		})
-	}
-}
-
-// oauthTokens answers the Iceberg REST spec's OAuth2 token endpoint, which
-// icehold does not offer, in RFC 6749's error shape, as the local router
-// does: OAuth2 clients (iceberg-go's rest.WithCredential) send no SigV4, so
-// behind IAM auth they would read API Gateway's 403 with no reason. A mock
-// integration answers without auth and without invoking a function.
-func (s *Stack) oauthTokens() {
-	body, _ := json.Marshal(map[string]string{"error": "invalid_client", "error_description": router.OAuthRefusal})
-	request := jsii.String(`{"statusCode": 401}`)
-	headers := map[string]*string{
-		"method.response.header.WWW-Authenticate": jsii.String(`'Bearer realm="icehold"'`),
-		"method.response.header.Cache-Control":    jsii.String("'no-store'"),
-	}
-	s.route("v1/oauth/tokens", "POST",
-		awsapigateway.NewMockIntegration(&awsapigateway.IntegrationOptions{
-			// OAuth2 clients post a form; a mock integration reads the status from its template.
-			RequestTemplates:    &map[string]*string{"application/x-www-form-urlencoded": request, "application/json": request},
-			PassthroughBehavior: awsapigateway.PassthroughBehavior_NEVER,
-			IntegrationResponses: &[]*awsapigateway.IntegrationResponse{{
-				StatusCode:         jsii.String("401"),
-				ResponseTemplates:  &map[string]*string{"application/json": jsii.String(string(body))},
-				ResponseParameters: &headers,
-			}},
-		}),
-		&awsapigateway.MethodOptions{
-			AuthorizationType: awsapigateway.AuthorizationType_NONE,
-			MethodResponses: &[]*awsapigateway.MethodResponse{{
-				StatusCode: jsii.String("401"),
-				ResponseParameters: &map[string]*bool{
-					"method.response.header.WWW-Authenticate": jsii.Bool(true), "method.response.header.Cache-Control": jsii.Bool(true),
-				},
-			}},
-		})
 }
 
 // goFunction is one Go Lambda (provided.al2023, arm64 unless icehold:arch

@@ -23,11 +23,13 @@ import (
 	"github.com/icehold/icehold/shared/purge"
 )
 
-// template is the stack as `make synth` makes it with no context values;
-// byoTemplate the one with every context value set: existing buckets (the
-// local server's, so the IAM oracle runs against it, and another), a
-// customer managed key, a reservation, throttling and log retention.
-var template, byoTemplate assertions.Template
+// template is the stack as `make synth` makes it with no context values
+// (the HTTP API); restTemplate the one with the REST API instead
+// (icehold:api=rest); byoTemplate the one with every context value set:
+// existing buckets (the local server's, so the IAM oracle runs against it,
+// and another), a customer managed key, a reservation, throttling, log
+// retention and both APIs (the switch from one to the other).
+var template, restTemplate, byoTemplate assertions.Template
 
 // byoKey is the customer managed key of byoTemplate.
 const byoKey = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -42,6 +44,7 @@ var byoContext = map[string]any{
 	infra.CtxAPIBurst:         "80",
 	infra.CtxAccessLogDays:    "30",
 	infra.CtxArch:             "x86_64",
+	infra.CtxAPI:              infra.APIBoth,
 }
 
 // TestMain synthesizes the stacks once: the jsii kernel starts once per binary.
@@ -61,15 +64,18 @@ func TestMain(m *testing.M) {
 	s := infra.NewStack(app, "Test", infra.Props{AssetsDir: assets, Admins: []string{"arn:aws:iam::111122223333:role/Admin"}})
 	template = assertions.Template_FromStack(s.Stack, nil)
 
-	ctx := map[string]any{infra.CtxAssets: assets, infra.CtxAdmins: "arn:aws:iam::111122223333:role/Admin"}
-	maps.Copy(ctx, byoContext)
-	byoApp := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
-	props, err := infra.FromContext(byoApp.Node())
-	if err != nil {
-		panic(err)
+	synth := func(name string, values map[string]any) assertions.Template {
+		ctx := map[string]any{infra.CtxAssets: assets, infra.CtxAdmins: "arn:aws:iam::111122223333:role/Admin"}
+		maps.Copy(ctx, values)
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+		props, err := infra.FromContext(app.Node())
+		if err != nil {
+			panic(err)
+		}
+		return assertions.Template_FromStack(infra.NewStack(app, name, props).Stack, nil)
 	}
-	byo := infra.NewStack(byoApp, "Byo", props)
-	byoTemplate = assertions.Template_FromStack(byo.Stack, nil)
+	restTemplate = synth("Rest", map[string]any{infra.CtxAPI: infra.APIREST})
+	byoTemplate = synth("Byo", byoContext)
 	code := m.Run()
 	jsii.Close()
 	os.RemoveAll(assets)
@@ -89,8 +95,11 @@ func TestCatalogTable(t *testing.T) {
 }
 
 func TestAPIIsIAMAuthenticatedProxyToGoLambda(t *testing.T) {
-	template.HasResourceProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
-		"HttpMethod": "ANY", "AuthorizationType": "AWS_IAM",
+	template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+		"RouteKey": "$default", "AuthorizationType": "AWS_IAM",
+	})
+	template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), map[string]any{
+		"IntegrationType": "AWS_PROXY", "PayloadFormatVersion": "2.0",
 	})
 	template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 		"Runtime": "provided.al2023", "Architectures": []any{"arm64"}, "Handler": "bootstrap",
@@ -98,9 +107,28 @@ func TestAPIIsIAMAuthenticatedProxyToGoLambda(t *testing.T) {
 			"ICEHOLD_ADMINS": "arn:aws:iam::111122223333:role/Admin",
 		})},
 	})
-	template.HasResourceProperties(jsii.String("AWS::ApiGateway::RestApi"), map[string]any{
+	restTemplate.HasResourceProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+		"HttpMethod": "ANY", "AuthorizationType": "AWS_IAM",
+	})
+	restTemplate.HasResourceProperties(jsii.String("AWS::ApiGateway::RestApi"), map[string]any{
 		"BinaryMediaTypes": []any{"*/*"},
 	})
+}
+
+// The default synth has the HTTP API and no REST API; -c icehold:api=rest
+// the REST API and no HTTP API; both during a switch.
+func TestFrontDoorFromContext(t *testing.T) {
+	for name, c := range map[string]struct {
+		of         func(string) map[string]map[string]any
+		rest, http int
+	}{"default": {resources, 0, 1}, "icehold:api=rest": {restResources, 1, 0}, "icehold:api=both": {byoResources, 1, 1}} {
+		if n := len(c.of("AWS::ApiGateway::RestApi")); n != c.rest {
+			t.Errorf("%s: %d REST APIs, want %d", name, n, c.rest)
+		}
+		if n := len(c.of("AWS::ApiGatewayV2::Api")); n != c.http {
+			t.Errorf("%s: %d HTTP APIs, want %d", name, n, c.http)
+		}
+	}
 }
 
 // -c icehold:arch=x86_64 builds every function for x86_64 (LocalStack on
@@ -204,8 +232,11 @@ func TestAlarmsScheduleAndDropRoute(t *testing.T) {
 	})
 	template.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 	template.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{"ScheduleExpression": "rate(5 minutes)"})
-	template.HasResourceProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+	restTemplate.HasResourceProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
 		"HttpMethod": "DELETE", "AuthorizationType": "AWS_IAM",
+	})
+	template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+		"RouteKey": "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", "AuthorizationType": "AWS_IAM",
 	})
 }
 
@@ -226,8 +257,9 @@ func TestLifecycleEventBus(t *testing.T) {
 // resources returns the template's resources of one type, by logical id.
 func resources(typ string) map[string]map[string]any { return resourcesIn(template, typ) }
 
-// byoResources are byoTemplate's.
-func byoResources(typ string) map[string]map[string]any { return resourcesIn(byoTemplate, typ) }
+// byoResources are byoTemplate's, restResources restTemplate's.
+func byoResources(typ string) map[string]map[string]any  { return resourcesIn(byoTemplate, typ) }
+func restResources(typ string) map[string]map[string]any { return resourcesIn(restTemplate, typ) }
 
 func resourcesIn(tmpl assertions.Template, typ string) map[string]map[string]any {
 	out := map[string]map[string]any{}
@@ -500,7 +532,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 	metadata := v.objects("*/metadata/*")
 	want := map[string]map[string][]string{
 		"ApiFn": merge(router, v.kms([]string{d, s3}, []string{s3}), map[string][]string{
-			"s3:GetObject":            append(v.objects("*.metadata.json"), v.objects("*.metadata.json.gz")...),
+			"s3:GetObject":            append(append(v.objects("*.metadata.json"), v.objects("*.metadata.json.gz")...), metadata...),
 			"s3:PutObject":            v.objects("*.metadata.json"),
 			"s3:AbortMultipartUpload": v.objects("*.metadata.json"),
 			"s3:ListBucket":           v.buckets,
@@ -509,7 +541,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 		"DropFn": merge(router, v.kms([]string{d}, nil), map[string][]string{
 			"states:StartExecution": {machineArn},
 		}),
-		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+		"PurgePlanFn": merge(tableGrants("JOB#* BATCH#* CATALOG#* ACTIVEJOB TBL#* LOC#* OUTBOX FAILEDJOB", "GetItem", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
 			v.kms([]string{d, s3, q}, []string{q}), map[string][]string{
 				"s3:GetObject":    v.objects("*"),
 				"s3:ListBucket":   v.buckets,
@@ -564,7 +596,7 @@ func roleGrantsPerFunction(t *testing.T, v variant) {
 			"dynamodb:GetShardIterator": {streamArn},
 			"events:PutEvents":          {busArn},
 		}),
-		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+		"ReconcileFn": merge(tableGrants("JOB#* BATCH#* ACTIVEJOB TBL#* LOC#* INFLIGHT#* INTENT#* OUTBOX FAILEDJOB", "GetItem", "Query", "PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
 			v.kms([]string{d}, nil), map[string][]string{
 				"states:StartExecution":    {machineArn},
 				"states:DescribeExecution": {"arn:${Partition}:states:${Region}:${AccountId}:execution:${Select 6 of ${PurgeMachine} split by :}:*"},
@@ -788,11 +820,11 @@ func TestSoftDeleteFunctionsRoutesAndSchedule(t *testing.T) {
 		}
 	}
 	parts := map[string]string{}
-	for id, r := range resources("AWS::ApiGateway::Resource") {
+	for id, r := range restResources("AWS::ApiGateway::Resource") {
 		parts[id] = r["Properties"].(map[string]any)["PathPart"].(string)
 	}
 	routed := map[string]string{}
-	for _, m := range resources("AWS::ApiGateway::Method") {
+	for _, m := range restResources("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		raw, _ := json.Marshal(props["Integration"])
 		if !strings.Contains(string(raw), undrop) {
@@ -838,7 +870,7 @@ func TestSoftDeleteFunctionsRoutesAndSchedule(t *testing.T) {
 // invoke limit is a 413 with the Iceberg error shape.
 func TestGatewayErrorsAreErrorModels(t *testing.T) {
 	found := map[string]bool{}
-	for _, r := range resources("AWS::ApiGateway::GatewayResponse") {
+	for _, r := range restResources("AWS::ApiGateway::GatewayResponse") {
 		props := r["Properties"].(map[string]any)
 		typ, _ := props["ResponseType"].(string)
 		tmpl, _ := props["ResponseTemplates"].(map[string]any)["application/json"].(string)
@@ -852,7 +884,7 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 			t.Errorf("no gateway response for %s", typ)
 		}
 	}
-	template.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), map[string]any{
+	restTemplate.HasResourceProperties(jsii.String("AWS::ApiGateway::GatewayResponse"), map[string]any{
 		"ResponseType": "REQUEST_TOO_LARGE", "StatusCode": "413",
 	})
 }
@@ -862,7 +894,7 @@ func TestGatewayErrorsAreErrorModels(t *testing.T) {
 // IAM auth.
 func TestOAuthTokenEndpointRefusesInRFC6749Shape(t *testing.T) {
 	open := 0
-	for _, m := range resources("AWS::ApiGateway::Method") {
+	for _, m := range restResources("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		if props["AuthorizationType"] == "AWS_IAM" {
 			continue
@@ -893,7 +925,7 @@ func TestOAuthTokenEndpointRefusesInRFC6749Shape(t *testing.T) {
 		t.Errorf("%d methods without IAM auth, want the token endpoint only", open)
 	}
 	paths := map[string]bool{}
-	for _, r := range resources("AWS::ApiGateway::Resource") {
+	for _, r := range restResources("AWS::ApiGateway::Resource") {
 		paths[r["Properties"].(map[string]any)["PathPart"].(string)] = true
 	}
 	if !paths["oauth"] || !paths["tokens"] {
@@ -936,11 +968,11 @@ func TestPartitionFunctionsRoutesAndSchedule(t *testing.T) {
 		}
 	}
 	parts := map[string]string{}
-	for id, r := range resources("AWS::ApiGateway::Resource") {
+	for id, r := range restResources("AWS::ApiGateway::Resource") {
 		parts[id] = r["Properties"].(map[string]any)["PathPart"].(string)
 	}
 	routed := map[string]bool{}
-	for _, m := range resources("AWS::ApiGateway::Method") {
+	for _, m := range restResources("AWS::ApiGateway::Method") {
 		props := m["Properties"].(map[string]any)
 		raw, _ := json.Marshal(props["Integration"])
 		if !strings.Contains(string(raw), fn) {

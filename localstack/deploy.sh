@@ -16,8 +16,10 @@ case "$(docker info --format '{{.Architecture}}' 2>/dev/null || uname -m)" in
   *) goarch=amd64 arch=x86_64 ;;
 esac
 make lambdas LAMBDA_ARCH=$goarch
-$bin/cdklocal bootstrap -c icehold:assets=dist -c icehold:arch=$arch
-$bin/cdklocal deploy --require-approval never -c icehold:assets=dist -c icehold:arch=$arch \
+# The REST API: LocalStack's free image has API Gateway v1 only (HTTP APIs,
+# v2, need a paid plan).
+$bin/cdklocal bootstrap -c icehold:assets=dist -c icehold:arch=$arch -c icehold:api=rest
+$bin/cdklocal deploy --require-approval never -c icehold:assets=dist -c icehold:arch=$arch -c icehold:api=rest \
   -c "icehold:admins=arn:aws:iam::000000000000:*" --outputs-file localstack/outputs.json
 url=$(node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0].CatalogUri)')
 bucket=$(node -e 'const o=require("./localstack/outputs.json");console.log(Object.values(o)[0].WarehouseBuckets)' | cut -d, -f1)

@@ -16,6 +16,11 @@ import (
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/outboxenv"
+	"github.com/icehold/icehold/shared/lambdaenv/partitionsenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
+	"github.com/icehold/icehold/shared/lambdaenv/softdeleteenv"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
@@ -27,13 +32,13 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 	"api":            apiRunner(false),
 	"drop":           apiRunner(true),
 	"undrop":         apiRunner(true),
-	"partition-drop": routerRunner(lambdaenv.PartitionRouterConfig),
+	"partition-drop": routerRunner(routerenv.PartitionRouterConfig),
 	"hold-expiry": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.EventBridgeEvent
 		if err := strictJSON(event, &ev); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.SoftDelete(ctx, env)
+		svc, err := softdeleteenv.SoftDelete(ctx, env)
 		if err != nil {
 			return nil, err
 		}
@@ -44,7 +49,7 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 		if err := strictJSON(event, &ev); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.Partitions(ctx, env)
+		svc, err := partitionsenv.Partitions(ctx, env)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +63,7 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 		if err := strictJSON(event, &in); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.Purge(ctx, env)
+		svc, err := purgeenv.Purge(ctx, env)
 		if err != nil {
 			return nil, err
 		}
@@ -76,22 +81,22 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 		} else if err := strictJSON(event, &purge.StepInput{}); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.Purge(ctx, env)
+		svc, err := purgeenv.Purge(ctx, env)
 		if err != nil {
 			return nil, err
 		}
-		lease, err := lambdaenv.SQS(ctx, env)
+		lease, err := purgeenv.SQS(ctx, env)
 		if err != nil {
 			return nil, err
 		}
-		return svc.DeleteHandler(lease, env.Queue)(ctx, event)
+		return svc.DeleteHandler(lease, purgeenv.Queue(env))(ctx, event)
 	},
 	"reconcile": func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 		var ev events.EventBridgeEvent
 		if err := strictJSON(event, &ev); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.Purge(ctx, env)
+		svc, err := purgeenv.Purge(ctx, env)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +118,7 @@ var functions = map[string]func(ctx context.Context, env lambdaenv.Env, event []
 
 // relay drains the outbox as the outbox and reconcile functions do.
 func relay(ctx context.Context, env lambdaenv.Env) (int, error) {
-	st, bus, err := lambdaenv.Outbox(ctx, env)
+	st, bus, err := outboxenv.Outbox(ctx, env)
 	if err != nil {
 		return 0, err
 	}
@@ -133,22 +138,22 @@ func strictJSON(b []byte, v any) error {
 
 func apiRunner(withPurge bool) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 	return routerRunner(func(ctx context.Context, env lambdaenv.Env) (router.Config, error) {
-		return lambdaenv.RouterConfig(ctx, env, withPurge)
+		return routerenv.RouterConfig(ctx, env, withPurge)
 	})
 }
 
 // routerRunner runs the router as a function's main builds it.
 func routerRunner(build func(context.Context, lambdaenv.Env) (router.Config, error)) func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
 	return func(ctx context.Context, env lambdaenv.Env, event []byte) (any, error) {
-		var ev events.APIGatewayProxyRequest
-		if err := json.Unmarshal(event, &ev); err != nil {
-			return nil, fmt.Errorf("not an API Gateway proxy event: %w", err)
+		if !json.Valid(event) {
+			return nil, fmt.Errorf("not an API Gateway proxy event: invalid JSON")
 		}
 		cfg, err := build(ctx, env)
 		if err != nil {
 			return nil, err
 		}
-		return apigw.Handler(router.New(cfg))(ctx, ev)
+		// A REST API's event or an HTTP API's (version 2.0), as the function.
+		return apigw.Serve(router.New(cfg))(ctx, event)
 	}
 }
 
@@ -158,7 +163,7 @@ func purgeRunner(step func(context.Context, *purge.Service, purge.Input) (any, e
 		if err := strictJSON(event, &in); err != nil {
 			return nil, err
 		}
-		svc, err := lambdaenv.Purge(ctx, env)
+		svc, err := purgeenv.Purge(ctx, env)
 		if err != nil {
 			return nil, err
 		}

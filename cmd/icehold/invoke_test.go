@@ -51,6 +51,9 @@ func TestSampleEventsInvokeEveryFunction(t *testing.T) {
 				if res, ok := out.(events.APIGatewayProxyResponse); ok && res.StatusCode >= 500 {
 					t.Errorf("%s answered %d: %s", fn, res.StatusCode, res.Body)
 				}
+				if res, ok := out.(events.APIGatewayV2HTTPResponse); ok && res.StatusCode >= 500 {
+					t.Errorf("%s answered %d: %s", fn, res.StatusCode, res.Body)
+				}
 			})
 		}
 	}

@@ -112,11 +112,11 @@ fit or a bucket is not guarded.`,
 			if err != nil {
 				return err
 			}
-			bc, err := bucketClient(cmd.Context(), cmp.Or(conn.region, os.Getenv("AWS_REGION")), conn.profile, endpoint)
+			bc, partition, err := bucketClient(cmd.Context(), cmp.Or(conn.region, os.Getenv("AWS_REGION")), conn.profile, endpoint)
 			if err != nil {
 				return err
 			}
-			return errors.Join(fit, preflightBuckets(cmd.Context(), cmd.OutOrStdout(), bc, buckets, role))
+			return errors.Join(fit, preflightBuckets(cmd.Context(), cmd.OutOrStdout(), bc, partition, buckets, role))
 		},
 	}
 	f := c.Flags()

@@ -29,17 +29,18 @@ type bucketAPI interface {
 	GetBucketPolicy(context.Context, *s3.GetBucketPolicyInput, ...func(*s3.Options)) (*s3.GetBucketPolicyOutput, error)
 }
 
-// bucketClient builds the S3 client (tests replace it).
-var bucketClient = func(ctx context.Context, region, profile, endpoint string) (bucketAPI, error) {
+// bucketClient builds the S3 client and names the partition of its
+// region (tests replace it).
+var bucketClient = func(ctx context.Context, region, profile, endpoint string) (bucketAPI, string, error) {
 	cfg, err := awsconfig.Load(ctx, awsconfig.Endpoints{Region: region, Profile: profile})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint, o.UsePathStyle = aws.String(endpoint), true
 		}
-	}), nil
+	}), bucketguard.PartitionOf(cfg.Region), nil
 }
 
 // broughtBuckets are the buckets a template names but does not make (its
@@ -88,9 +89,10 @@ func deployedRoleName(ctx context.Context, sc stackAPI, stack, logicalID string)
 // errBucketUnguarded: a brought bucket lacks versioning or the guard.
 var errBucketUnguarded = errors.New("a warehouse bucket does not enforce the lifecycle")
 
-// preflightBuckets writes, for each brought bucket, what it lacks; the
-// statements to add are printed with the deployed delete role's name.
-func preflightBuckets(ctx context.Context, w io.Writer, api bucketAPI, buckets []string, deleteRole string) error {
+// preflightBuckets writes, for each brought bucket (of a partition: aws,
+// aws-cn, ...), what it lacks; the statements to add are printed with the
+// deployed delete role's name.
+func preflightBuckets(ctx context.Context, w io.Writer, api bucketAPI, partition string, buckets []string, deleteRole string) error {
 	bad := false
 	for _, b := range buckets {
 		var missing []string
@@ -115,7 +117,7 @@ func preflightBuckets(ctx context.Context, w io.Writer, api bucketAPI, buckets [
 		if deleteRole != "" {
 			deleters = []string{deleteRole}
 		}
-		missing = append(missing, bucketguard.Missing(policy, b, deleters)...)
+		missing = append(missing, bucketguard.Missing(policy, partition, b, deleters)...)
 		if len(missing) == 0 {
 			fmt.Fprintf(w, "bucket %s: versioned, and its policy lets only icehold's deleting roles remove versions or change versioning, lifecycle or the policy\n", b)
 			continue
@@ -125,8 +127,8 @@ func preflightBuckets(ctx context.Context, w io.Writer, api bucketAPI, buckets [
 		for _, m := range missing {
 			fmt.Fprintf(w, "  - %s\n", m)
 		}
-		role := "arn:aws:iam::<account>:role/" + cmpOr(deleteRole, "<the stack's DeleteFnServiceRole, once deployed>")
-		fmt.Fprintf(w, "  the statements to add to its policy (name your break-glass role beside the delete role):\n  %s\n", bucketguard.Policy(b, []string{role}, nil))
+		role := "arn:" + partition + ":iam::<account>:role/" + cmpOr(deleteRole, "<the stack's DeleteFnServiceRole, once deployed>")
+		fmt.Fprintf(w, "  the statements to add to its policy (name your break-glass role beside the delete role):\n  %s\n", bucketguard.Policy(partition, b, []string{role}, nil))
 	}
 	if bad {
 		return errBucketUnguarded

@@ -37,7 +37,7 @@ func (f fakeBucket) GetBucketPolicy(context.Context, *s3.GetBucketPolicyInput, .
 // exemption) and passes a bucket that has it all.
 func TestPreflightBroughtBucket(t *testing.T) {
 	const role = "Icehold-DeleteFnServiceRole1234"
-	guard := bucketguard.Policy("lake", []string{"arn:aws:iam::123456789012:role/" + role}, nil)
+	guard := bucketguard.Policy("aws", "lake", []string{"arn:aws:iam::123456789012:role/" + role}, nil)
 	cases := []struct {
 		name   string
 		bucket fakeBucket
@@ -46,12 +46,12 @@ func TestPreflightBroughtBucket(t *testing.T) {
 		{"guarded", fakeBucket{status: s3types.BucketVersioningStatusEnabled, policy: guard}, nil},
 		{"bare", fakeBucket{}, []string{"versioning", "s3:DeleteObjectVersion", "s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"}},
 		{"suspended", fakeBucket{status: s3types.BucketVersioningStatusSuspended, policy: guard}, []string{`versioning (it is "Suspended")`}},
-		{"guard without the delete role", fakeBucket{status: s3types.BucketVersioningStatusEnabled, policy: bucketguard.Policy("lake", []string{"arn:aws:iam::123456789012:role/other"}, nil)}, []string{"does not exempt icehold's deleting role " + role}},
+		{"guard without the delete role", fakeBucket{status: s3types.BucketVersioningStatusEnabled, policy: bucketguard.Policy("aws", "lake", []string{"arn:aws:iam::123456789012:role/other"}, nil)}, []string{"does not exempt icehold's deleting role " + role}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := preflightBuckets(context.Background(), &out, c.bucket, []string{"lake"}, role)
+			err := preflightBuckets(context.Background(), &out, c.bucket, "aws", []string{"lake"}, role)
 			if c.want == nil {
 				if err != nil {
 					t.Errorf("%v\n%s", err, out.String())

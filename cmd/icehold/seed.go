@@ -12,7 +12,8 @@ import (
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
+	"github.com/icehold/icehold/shared/lambdaenv/softdeleteenv"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -80,11 +81,11 @@ makes only what is missing.`,
 func seedSamples(ctx context.Context, info *server.Info, out io.Writer) error {
 	ctx = authz.WithPrincipal(ctx, server.AdminPrincipal)
 	env := info.FunctionEnv()
-	svc, err := lambdaenv.Purge(ctx, env)
+	svc, err := purgeenv.Purge(ctx, env)
 	if err != nil {
 		return err
 	}
-	soft, err := lambdaenv.SoftDelete(ctx, env)
+	soft, err := softdeleteenv.SoftDelete(ctx, env)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
 	"github.com/icehold/icehold/shared/router"
 )
 
@@ -18,9 +19,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := lambdaenv.RouterConfig(context.Background(), env, false)
+	cfg, err := routerenv.RouterConfig(context.Background(), env, false)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(apigw.Handler(router.New(cfg)))
+	lambda.Start(apigw.Serve(router.New(cfg)))
 }

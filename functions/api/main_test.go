@@ -57,23 +57,69 @@ func gunzipIf(t *testing.T, encoding string, b []byte) []byte {
 	return out
 }
 
+// sample is a proxy event of either front door: a REST API's, or an HTTP
+// API's (payload format 2.0).
+type sample struct {
+	raw []byte
+	req *http.Request // as the function reads it
+}
+
+func readSample(t *testing.T, raw []byte) sample {
+	t.Helper()
+	var probe struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(raw, &probe)
+	var r *http.Request
+	var err error
+	if probe.Version == "2.0" {
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatalf("sample is not an HTTP API proxy event: %v", err)
+		}
+		r, err = apigw.RequestV2(context.Background(), ev)
+	} else {
+		var ev events.APIGatewayProxyRequest
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatalf("sample is not an API Gateway proxy event: %v", err)
+		}
+		r, err = apigw.Request(context.Background(), ev)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sample{raw, r}
+}
+
 // httpRequest replays a proxy event as a plain HTTP request with a bearer
 // token for the event's principal.
-func httpRequest(t *testing.T, base, token string, ev events.APIGatewayProxyRequest) *http.Request {
+func httpRequest(t *testing.T, base, token string, s sample) *http.Request {
 	t.Helper()
-	r, err := apigw.Request(context.Background(), ev)
+	req, err := http.NewRequest(s.req.Method, base+s.req.URL.RequestURI(), s.req.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(r.Method, base+r.URL.RequestURI(), r.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = r.Header.Clone()
-	if ev.RequestContext.Identity.UserArn != "" {
+	req.Header = s.req.Header.Clone()
+	if apigw.Principal(s.req) != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return req
+}
+
+// answer is a function's answer in either front door's shape.
+type answer struct {
+	StatusCode        int                 `json:"statusCode"`
+	Headers           map[string]string   `json:"headers"`
+	MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+	Body              string              `json:"body"`
+	IsBase64Encoded   bool                `json:"isBase64Encoded"`
+}
+
+func (a answer) header(k string) string {
+	if v := a.MultiValueHeaders[k]; len(v) > 0 {
+		return v[0]
+	}
+	return a.Headers[k]
 }
 
 // expected is what each sample in events/api/ must answer, on the Lambda path
@@ -99,6 +145,8 @@ var expected = map[string]struct {
 	"12-malformed-body.json":   {status: 400},
 	"13-unauthenticated.json":  {status: 401},
 	"14-grant.json":            {status: 200},
+	// Through an HTTP API: the IAM identity of its authorizer context.
+	"15-list-namespaces-http-api.json": {status: 200},
 }
 
 // The sample events go through the Lambda handler and give the same answers
@@ -119,7 +167,7 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 
 	cfg := lambdaSide.RouterConfig
 	cfg.Authenticate = apigw.Principal // as functions/api wires it
-	handler := apigw.Handler(router.New(cfg))
+	handler := apigw.Serve(router.New(cfg))
 
 	files, _ := filepath.Glob("../../events/api/*.json")
 	sort.Strings(files)
@@ -146,18 +194,20 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events.APIGatewayProxyRequest
-			if err := json.Unmarshal(raw, &ev); err != nil {
-				t.Fatalf("sample is not an API Gateway proxy event: %v", err)
-			}
-			if token == "" && ev.RequestContext.Identity.UserArn != "" {
-				if token, err = httpSide.AddToken(ev.RequestContext.Identity.UserArn); err != nil {
+			ev := readSample(t, raw)
+			if principal := apigw.Principal(ev.req); token == "" && principal != "" {
+				if token, err = httpSide.AddToken(principal); err != nil {
 					t.Fatal(err)
 				}
 			}
 
-			res, err := handler(ctx, ev)
+			out, err := handler(ctx, raw)
 			if err != nil {
+				t.Fatal(err)
+			}
+			var res answer
+			b, _ := json.Marshal(out)
+			if err := json.Unmarshal(b, &res); err != nil {
 				t.Fatal(err)
 			}
 			lBody := []byte(res.Body)
@@ -166,10 +216,7 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			lEnc := ""
-			if v := res.MultiValueHeaders["Content-Encoding"]; len(v) > 0 {
-				lEnc = v[0]
-			}
+			lEnc := res.header("Content-Encoding")
 			lBody = gunzipIf(t, lEnc, lBody)
 
 			hres, err := http.DefaultTransport.RoundTrip(httpRequest(t, httpSide.Info.RESTURL, token, ev))
@@ -180,7 +227,7 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 			hBody, _ := io.ReadAll(hres.Body)
 			hBody = gunzipIf(t, hres.Header.Get("Content-Encoding"), hBody)
 
-			lReplayed := len(res.MultiValueHeaders["Idempotent-Replayed"]) > 0 && res.MultiValueHeaders["Idempotent-Replayed"][0] == "true"
+			lReplayed := res.header("Idempotent-Replayed") == "true"
 			hReplayed := hres.Header.Get("Idempotent-Replayed") == "true"
 			if ok {
 				for _, side := range []struct {
@@ -206,7 +253,7 @@ func TestSampleEventsMatchHTTPServer(t *testing.T) {
 			if normalize(lBody) != normalize(hBody) {
 				t.Errorf("bodies differ\nlambda: %s\nhttp:   %s", lBody, hBody)
 			}
-			t.Logf("%s %s -> %d", ev.HTTPMethod, ev.Path, res.StatusCode)
+			t.Logf("%s %s -> %d", ev.req.Method, ev.req.URL.Path, res.StatusCode)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
 )
 
 func main() {
@@ -20,13 +21,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := lambdaenv.Purge(ctx, env)
+	svc, err := purgeenv.Purge(ctx, env)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lease, err := lambdaenv.SQS(ctx, env)
+	lease, err := purgeenv.SQS(ctx, env)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(svc.DeleteHandler(lease, env.Queue))
+	lambda.Start(svc.DeleteHandler(lease, purgeenv.Queue(env)))
 }

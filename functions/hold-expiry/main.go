@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/softdeleteenv"
 	"github.com/icehold/icehold/shared/softdelete"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := lambdaenv.SoftDelete(context.Background(), env)
+	svc, err := softdeleteenv.SoftDelete(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/outboxenv"
 	"github.com/icehold/icehold/shared/outbox"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, bus, err := lambdaenv.Outbox(context.Background(), env)
+	st, bus, err := outboxenv.Outbox(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}

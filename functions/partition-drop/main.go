@@ -12,6 +12,7 @@ import (
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
 	"github.com/icehold/icehold/shared/router"
 )
 
@@ -20,9 +21,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := lambdaenv.PartitionRouterConfig(context.Background(), env)
+	cfg, err := routerenv.PartitionRouterConfig(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(apigw.Handler(router.New(cfg)))
+	lambda.Start(apigw.Serve(router.New(cfg)))
 }

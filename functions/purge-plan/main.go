@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
 )
 
 func main() {
@@ -15,7 +16,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := lambdaenv.Purge(context.Background(), env)
+	svc, err := purgeenv.Purge(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}

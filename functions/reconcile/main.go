@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/outboxenv"
+	"github.com/icehold/icehold/shared/lambdaenv/purgeenv"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/purge"
 )
@@ -22,11 +24,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := lambdaenv.Purge(context.Background(), env)
+	svc, err := purgeenv.Purge(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, bus, err := lambdaenv.Outbox(context.Background(), env)
+	st, bus, err := outboxenv.Outbox(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}

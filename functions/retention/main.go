@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/partitionsenv"
 	"github.com/icehold/icehold/shared/partitions"
 )
 
@@ -21,7 +22,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := lambdaenv.Partitions(context.Background(), env)
+	svc, err := partitionsenv.Partitions(context.Background(), env)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/icehold/icehold/shared/apigw"
 	"github.com/icehold/icehold/shared/lambdaenv"
+	"github.com/icehold/icehold/shared/lambdaenv/routerenv"
 	"github.com/icehold/icehold/shared/router"
 )
 
@@ -19,9 +20,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := lambdaenv.RouterConfig(context.Background(), env, true)
+	cfg, err := routerenv.RouterConfig(context.Background(), env, true)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(apigw.Handler(router.New(cfg)))
+	lambda.Start(apigw.Serve(router.New(cfg)))
 }

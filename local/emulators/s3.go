@@ -60,30 +60,32 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Amz-Request-Id", newBlobName()[:16])
 	w.Header().Set("Server", "AmazonS3")
 	// allowed is what IAM lets the caller do; nil: anything (unsigned
-	// requests stay the emulator's convenience, for curl and tests; users'
-	// and the root's keys are the account's). Signed requests are checked
-	// as S3 checks them.
+	// requests stay the emulator's convenience, for curl and tests, and
+	// act as the account's root; users' and the root's keys are the
+	// account's). Signed requests are checked as S3 checks them.
 	var allowed func(access) bool
-	root := true
+	caller := sigv4.Key{Principal: RootPrincipal}
 	if m := s.iam.Load(); m != nil && sigv4.Signed(r) {
 		if sigv4.Service(r) == "sts" {
 			m.ServeSTS(w, r)
 			return
 		}
-		caller, ok := s.authenticate(w, r, m)
-		if !ok {
+		var ok bool
+		if caller, ok = s.authenticate(w, r, m); !ok {
 			return
 		}
-		root = caller.Principal == RootPrincipal
 		if caller.Role != "" {
 			allowed = func(a access) bool { return m.allows(caller, a) }
 		}
 	}
 	c := routeS3(r)
 	// One decision authorizes and runs the request: the bucket policy's
-	// denies and the caller's permissions apply to every request shape.
+	// denies and the caller's permissions apply to every request shape,
+	// with the request's condition keys (aws:PrincipalArn, ...).
+	keys := requestKeys(r, caller)
 	denied := func(a access) bool {
-		return s.policies.denies(c.bucket, a, root) || (allowed != nil && !allowed(a))
+		a = a.withKeys(keys)
+		return s.policies.denies(c.bucket, a, caller.Principal) || (allowed != nil && !allowed(a))
 	}
 	for _, a := range c.accesses(r) {
 		if denied(a) {

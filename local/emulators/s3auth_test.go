@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/shared/bucketguard"
 	"github.com/icehold/icehold/shared/credentials"
 	"github.com/icehold/icehold/shared/objects"
 )
@@ -233,5 +234,109 @@ func TestS3VersionActions(t *testing.T) {
 	}
 	if _, _, err := e.emu.Store.GetObject("bkt", "cat/ns/t/data/f", v1); err != nil {
 		t.Errorf("version %s after: %v, want it kept", v1, err)
+	}
+}
+
+// The warehouse guard (shared/bucketguard) is a Deny to every principal
+// but the exempt roles, by aws:PrincipalArn (ArnNotLike): the embedded S3
+// read no such condition and kept the statement from applying, so any
+// identity allowed s3:* deleted versions and suspended versioning. Now a
+// session of another role (allowed everything) and the root are refused
+// what the guard denies, the exempt role's session is not, and the root
+// still replaces the policy (as in AWS).
+func TestS3WarehouseGuardExemptsOnlyItsRoles(t *testing.T) {
+	ctx := context.Background()
+	emu, err := emulators.NewS3("", "bkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iam := emulators.NewIAM("us-east-1", "root", "root-secret", emulators.NewSessionKey())
+	const everything = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`
+	for _, r := range []string{"deleter", "engine"} {
+		if err := iam.AddRole(r, emulators.TrustPolicy(emulators.RootPrincipal), everything); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emu.SetIAM(iam)
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	client := func(c aws.Credentials) *s3.Client {
+		return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return c, nil })})
+	}
+	rootCreds := aws.Credentials{AccessKeyID: "root", SecretAccessKey: "root-secret"}
+	stsc := sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return rootCreds, nil })})
+	session := func(role string) *s3.Client {
+		out, err := stsc.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(emulators.RoleARN(role)), RoleSessionName: aws.String(role)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := out.Credentials
+		return client(aws.Credentials{AccessKeyID: *c.AccessKeyId, SecretAccessKey: *c.SecretAccessKey, SessionToken: *c.SessionToken})
+	}
+	root, deleter, engine := client(rootCreds), session("deleter"), session("engine")
+	bkt := aws.String("bkt")
+	enabled := &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}
+	if _, err := root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: bkt, VersioningConfiguration: enabled}); err != nil {
+		t.Fatal(err)
+	}
+	policy := bucketguard.Policy("aws", "bkt", []string{emulators.RoleARN("deleter")}, nil)
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: bkt, Policy: aws.String(policy)}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(c *s3.Client, body string) string {
+		out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: bkt, Key: aws.String("t/data/f"), Body: strings.NewReader(body)})
+		if err != nil {
+			t.Fatalf("put: %v", err)
+		}
+		return aws.ToString(out.VersionId)
+	}
+	first := put(engine, "v1")
+	put(engine, "v2") // an overwrite: allowed, the prior version stays
+	suspended := &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusSuspended}
+	guarded := []struct {
+		name string
+		call func(*s3.Client) error
+	}{
+		{"DeleteObjectVersion", func(c *s3.Client) error {
+			_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bkt, Key: aws.String("t/data/f"), VersionId: aws.String(first)})
+			return err
+		}},
+		{"PutBucketVersioning", func(c *s3.Client) error {
+			_, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: bkt, VersioningConfiguration: suspended})
+			return err
+		}},
+		{"DeleteBucketPolicy", func(c *s3.Client) error {
+			_, err := c.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: bkt})
+			return err
+		}},
+	}
+	for _, g := range guarded {
+		t.Run(g.name, func(t *testing.T) {
+			if err := g.call(engine); apiCode(err) != "AccessDenied" {
+				t.Errorf("another role's session: %v, want AccessDenied", err)
+			}
+			if g.name == "DeleteObjectVersion" {
+				if err := g.call(root); apiCode(err) != "AccessDenied" {
+					t.Errorf("the root: %v, want AccessDenied", err)
+				}
+			}
+		})
+	}
+	if _, _, err := emu.Store.GetObject("bkt", "t/data/f", first); err != nil {
+		t.Errorf("version %s after the refused deletes: %v, want it kept", first, err)
+	}
+	if v, _ := emu.Store.Versioning("bkt"); v != "Enabled" {
+		t.Errorf("versioning after a refused suspension: %q", v)
+	}
+	if err := guarded[0].call(deleter); err != nil {
+		t.Errorf("the exempt role deletes a version: %v", err)
+	}
+	if _, _, err := emu.Store.GetObject("bkt", "t/data/f", first); err == nil {
+		t.Errorf("version %s is still there after the exempt role deleted it", first)
+	}
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: bkt, Policy: aws.String(policy)}); err != nil {
+		t.Errorf("the root replaces the policy: %v", err)
 	}
 }

@@ -19,9 +19,11 @@ import (
 // denies s3:DeleteObject, and a bucket policy's denies apply to every
 // request (s3:DeleteObjectVersion, s3:PutBucketVersioning, ...). Only Deny
 // statements are evaluated (the emulator's caller owns the bucket, so
-// everything else is allowed), by shared/iampolicy; a statement with a
-// Condition the request carries no key for, NotAction or NotResource is
-// kept but never matches (the emulator cannot evaluate it).
+// everything else is allowed), by shared/iampolicy, with the caller's ARN
+// and the request's condition keys (requestKeys: the warehouse guard's
+// ArnNotLike on aws:PrincipalArn is evaluated as AWS does); a statement
+// with NotAction, NotResource or an operator shared/iampolicy does not
+// read is kept but never matches.
 
 type bucketPolicies struct {
 	mu  sync.Mutex
@@ -81,11 +83,11 @@ func (p *bucketPolicies) remove(bucket string) error {
 	return nil
 }
 
-// denies reports whether the bucket's policy denies an access. As in
-// AWS, the account's root may always read, replace and delete a bucket's
-// policy, whatever it denies.
-func (p *bucketPolicies) denies(bucket string, a access, root bool) bool {
-	if root && (a.action == "s3:GetBucketPolicy" || a.action == "s3:PutBucketPolicy" || a.action == "s3:DeleteBucketPolicy") {
+// denies reports whether the bucket's policy denies a caller (its ARN)
+// an access. As in AWS, the account's root may always read, replace and
+// delete a bucket's policy, whatever it denies.
+func (p *bucketPolicies) denies(bucket string, a access, caller string) bool {
+	if caller == RootPrincipal && (a.action == "s3:GetBucketPolicy" || a.action == "s3:PutBucketPolicy" || a.action == "s3:DeleteBucketPolicy") {
 		return false
 	}
 	p.mu.Lock()
@@ -94,7 +96,7 @@ func (p *bucketPolicies) denies(bucket string, a access, root bool) bool {
 	if !ok {
 		return false
 	}
-	return doc.Denies(iampolicy.Request{Action: a.action, Resource: a.resource})
+	return doc.Denies(a.request(caller))
 }
 
 // servePolicy answers GetBucketPolicy, PutBucketPolicy and

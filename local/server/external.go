@@ -19,7 +19,6 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/shared/bucketguard"
@@ -103,20 +102,19 @@ func createBucket(ctx context.Context, c *s3.Client, bucket string) error {
 
 // guardBucket makes the warehouse bucket what the stack makes it (SPEC §2,
 // the bucket enforces the lifecycle): versioned, with the guard policy
-// (shared/bucketguard) exempting the local pipeline's identity, the
-// emulators' own key. An S3 that keeps no versions (the embedded one, so
-// far) says NotImplemented: the bucket stays unversioned, as before.
+// (shared/bucketguard). Its deleters are the local functions' role (the
+// one role every local function acts as, the delete function's among
+// them) and the emulators' own key, the local admin identity `icehold
+// local` commands use: the local break-glass role. Engines' sessions (the
+// engine role, vended keys) are neither: the embedded S3 refuses them a
+// version delete, as the bucket policy does in AWS.
 func guardBucket(ctx context.Context, c *s3.Client, bucket string) error {
 	_, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
 		VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}})
-	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() == "NotImplemented" {
-		err = nil
-	}
 	if err != nil {
 		return fmt.Errorf("version bucket %s: %w", bucket, err)
 	}
-	policy := bucketguard.Policy(bucket, []string{emulators.RootPrincipal}, nil)
+	policy := bucketguard.Policy("aws", bucket, []string{emulators.RoleARN(FunctionsRole), emulators.RootPrincipal}, nil)
 	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String(bucket), Policy: aws.String(policy)}); err != nil {
 		return fmt.Errorf("guard bucket %s: %w", bucket, err)
 	}

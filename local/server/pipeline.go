@@ -293,7 +293,7 @@ func (i Info) FunctionEnv() lambdaenv.Env {
 		Endpoints: awsconfig.Endpoints{DynamoDB: i.DynamoDB, S3: i.S3Endpoint, SQS: i.SQS, SFN: i.StepFns, Events: i.Events,
 			Region: i.Region, AccessKey: i.AccessKey, SecretKey: i.SecretKey},
 		StateMachineARN: cmp.Or(i.Machine, "arn:aws:states:us-east-1:000000000000:stateMachine:"+PurgeMachine),
-		Queue:           purge.QueueConfig{URL: i.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
+		Queue:           lambdaenv.Queue{URL: i.DeleteQueue, Visibility: 30 * time.Second, MaxReceives: 5},
 		IOProps: map[string]string{"s3.endpoint": i.S3Endpoint, "s3.region": i.Region, "s3.access-key-id": i.AccessKey,
 			"s3.secret-access-key": i.SecretKey, "s3.force-virtual-addressing": "false"},
 	}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/icehold/icehold/shared/iampolicy"
 )
 
 // ObjectActions are denied on the bucket's objects, BucketActions on the
@@ -38,13 +40,31 @@ type Rule struct {
 	Exempt   []string
 }
 
-// Rules are the guard's two Denies for a bucket: versions may be deleted
-// only by the deleters (icehold's delete function's role, and the
-// break-glass role), versioning, lifecycle rules and the policy changed
-// only by those and the deployers (the role CloudFormation deploys the
-// stack with, which writes this policy).
-func Rules(bucket string, deleters, deployers []string) []Rule {
-	arn := "arn:aws:s3:::" + bucket
+// BucketARN is a bucket's ARN in a partition (aws, aws-cn, aws-us-gov;
+// the stack passes its AWS::Partition).
+func BucketARN(partition, bucket string) string { return "arn:" + partition + ":s3:::" + bucket }
+
+// PartitionOf is the partition of a region: aws-cn for China's,
+// aws-us-gov for GovCloud's, the isolated partitions for theirs, else aws.
+func PartitionOf(region string) string {
+	for _, p := range []struct{ prefix, partition string }{
+		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"}, {"us-isof-", "aws-iso-f"},
+		{"eu-isoe-", "aws-iso-e"}, {"us-iso-", "aws-iso"},
+	} {
+		if strings.HasPrefix(region, p.prefix) {
+			return p.partition
+		}
+	}
+	return "aws"
+}
+
+// Rules are the guard's two Denies for a bucket of a partition: versions
+// may be deleted only by the deleters (icehold's delete function's role,
+// and the break-glass role), versioning, lifecycle rules and the policy
+// changed only by those and the deployers (the role CloudFormation
+// deploys the stack with, which writes this policy).
+func Rules(partition, bucket string, deleters, deployers []string) []Rule {
+	arn := BucketARN(partition, bucket)
 	return []Rule{
 		{SidVersions, ObjectActions, arn + "/*", slices.Clone(deleters)},
 		{SidConfig, BucketActions, arn, append(slices.Clone(deleters), deployers...)},
@@ -55,9 +75,9 @@ func Rules(bucket string, deleters, deployers []string) []Rule {
 type Statement map[string]any
 
 // Statements are the rules as bucket policy statements.
-func Statements(bucket string, deleters, deployers []string) []Statement {
+func Statements(partition, bucket string, deleters, deployers []string) []Statement {
 	var out []Statement
-	for _, r := range Rules(bucket, deleters, deployers) {
+	for _, r := range Rules(partition, bucket, deleters, deployers) {
 		out = append(out, Statement{"Sid": r.Sid, "Effect": "Deny", "Principal": "*", "Action": r.Actions, "Resource": r.Resource,
 			"Condition": map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": r.Exempt}}})
 	}
@@ -65,19 +85,19 @@ func Statements(bucket string, deleters, deployers []string) []Statement {
 }
 
 // Policy is the guard as a bucket policy document.
-func Policy(bucket string, deleters, deployers []string) string {
-	b, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": Statements(bucket, deleters, deployers)})
+func Policy(partition, bucket string, deleters, deployers []string) string {
+	b, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": Statements(partition, bucket, deleters, deployers)})
 	return string(b)
 }
 
-// Missing names what a bucket's policy lacks of the guard: each guarded
-// action that no statement denies to every principal (Principal "*")
-// on the bucket (its objects, for ObjectActions), and, when deleters are
-// given (role ARNs, or role names), a guard that does not exempt one of
-// them (icehold's purge would then fail on its first version delete). Empty: the policy guards the
-// bucket. Exemptions other than those (a break-glass role) are the
-// operator's to choose.
-func Missing(policy, bucket string, deleters []string) []string {
+// Missing names what the policy of a bucket of a partition lacks of the
+// guard: each guarded action that no statement denies to every principal
+// (Principal "*") on the bucket (its objects, for ObjectActions), and,
+// when deleters are given (role ARNs, or role names), a guard that does
+// not exempt one of them (icehold's purge would then fail on its first
+// version delete). Empty: the policy guards the bucket. Exemptions other
+// than those (a break-glass role) are the operator's to choose.
+func Missing(policy, partition, bucket string, deleters []string) []string {
 	var doc struct {
 		Statement json.RawMessage
 	}
@@ -92,7 +112,7 @@ func Missing(policy, bucket string, deleters []string) []string {
 		}
 		stmts = []map[string]any{one}
 	}
-	arn := "arn:aws:s3:::" + bucket
+	arn := BucketARN(partition, bucket)
 	var out []string
 	check := func(action, resource string) {
 		for _, st := range stmts {
@@ -145,13 +165,13 @@ func list(v any) []string {
 	return nil
 }
 
-// matchesAny: some pattern of v (IAM's * and ? wildcards) matches s.
+// matchesAny: some pattern of v (IAM's wildcards) matches s.
 func matchesAny(v any, s string, fold bool) bool {
 	for _, p := range list(v) {
 		if fold {
 			p, s = strings.ToLower(p), strings.ToLower(s)
 		}
-		if wildcard(p, s) {
+		if iampolicy.Match(p, s) {
 			return true
 		}
 	}
@@ -211,22 +231,4 @@ func exempts(st map[string]any, role string) bool {
 		}
 	}
 	return false
-}
-
-func wildcard(p, s string) bool {
-	if p == "" {
-		return s == ""
-	}
-	switch p[0] {
-	case '*':
-		for i := 0; i <= len(s); i++ {
-			if wildcard(p[1:], s[i:]) {
-				return true
-			}
-		}
-		return false
-	case '?':
-		return s != "" && wildcard(p[1:], s[1:])
-	}
-	return s != "" && s[0] == p[0] && wildcard(p[1:], s[1:])
 }

@@ -10,6 +10,7 @@
 package credentials
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,14 +64,27 @@ func IsMetadataName(loc string) bool {
 	return false
 }
 
-// metadataResources are the keys of a bucket ("*" for any) no session
-// writes: every name IsMetadataName accepts.
-func metadataResources(bucket string) []string {
+// metadataResources are the keys of a bucket ("*" for any) of a
+// partition no session writes: every name IsMetadataName accepts.
+func metadataResources(partition, bucket string) []string {
 	var out []string
 	for _, s := range MetadataSuffixes {
-		out = append(out, "arn:aws:s3:::"+bucket+"/*"+s)
+		out = append(out, s3ARN(partition, bucket+"/*"+s))
 	}
 	return out
+}
+
+// s3ARN is an S3 resource's ARN in a partition (aws, aws-cn, aws-us-gov):
+// one spelled in another partition names nothing.
+func s3ARN(partition, resource string) string { return "arn:" + partition + ":s3:::" + resource }
+
+// partitionOf is the partition an ARN names (arn:aws-cn:iam::...), aws
+// when it names none.
+func partitionOf(arn string) string {
+	if p := strings.SplitN(arn, ":", 3); len(p) == 3 && p[0] == "arn" && p[1] != "" {
+		return p[1]
+	}
+	return "aws"
 }
 
 // MaxPolicyChars is STS's limit on a session policy's plaintext (AssumeRole
@@ -87,6 +101,9 @@ var ErrTooLong = errors.New("table location too long for a vended-credentials se
 // that retained snapshots still reach; and every prefix of a reader).
 type Scope struct {
 	Write, Read []objects.Location
+	// Partition is the partition the buckets lie in (empty: aws); Vend
+	// takes the vending role's.
+	Partition string
 }
 
 // Prefixes are the scope's prefixes as storage-credentials name them.
@@ -115,8 +132,8 @@ type document struct {
 // forms): a key holding '*' must not widen the grant to its siblings.
 var iamLiteral = strings.NewReplacer("$", "${$}", "*", "${*}", "?", "${?}")
 
-func objectsUnder(l objects.Location) string {
-	return "arn:aws:s3:::" + l.Bucket + "/" + iamLiteral.Replace(l.Key) + "/*"
+func objectsUnder(partition string, l objects.Location) string {
+	return s3ARN(partition, l.Bucket+"/"+iamLiteral.Replace(l.Key)+"/*")
 }
 
 // Policy is the session policy of a scope, as compact JSON.
@@ -126,12 +143,13 @@ func Policy(s Scope) (string, error) {
 	}
 	var doc document
 	doc.Version = "2012-10-17"
+	partition := cmp.Or(s.Partition, "aws")
 	var rw, ro []string
 	for _, l := range s.Write {
-		rw = append(rw, objectsUnder(l))
+		rw = append(rw, objectsUnder(partition, l))
 	}
 	for _, l := range s.Read {
-		ro = append(ro, objectsUnder(l))
+		ro = append(ro, objectsUnder(partition, l))
 	}
 	if len(rw) > 0 {
 		doc.Statement = append(doc.Statement, statement{Effect: "Allow", Action: []string{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}, Resource: rw})
@@ -149,11 +167,11 @@ func Policy(s Scope) (string, error) {
 		byBucket[l.Bucket] = append(byBucket[l.Bucket], iamLiteral.Replace(l.Key)+"/*")
 	}
 	for _, b := range buckets {
-		doc.Statement = append(doc.Statement, statement{Effect: "Allow", Action: "s3:ListBucket", Resource: "arn:aws:s3:::" + b,
+		doc.Statement = append(doc.Statement, statement{Effect: "Allow", Action: "s3:ListBucket", Resource: s3ARN(partition, b),
 			Condition: map[string]any{"StringLike": map[string]any{"s3:prefix": byBucket[b]}}})
 	}
 	// Belt and braces: the vending role denies these too.
-	doc.Statement = append(doc.Statement, statement{Effect: "Deny", Action: "s3:PutObject", Resource: metadataResources("*")})
+	doc.Statement = append(doc.Statement, statement{Effect: "Deny", Action: "s3:PutObject", Resource: metadataResources(partition, "*")})
 	b, err := marshal(doc)
 	if err != nil {
 		return "", err
@@ -179,14 +197,15 @@ func marshal(v any) (string, error) {
 // RoleStatements are the vending role's own policy on a warehouse bucket
 // (its sessions are the intersection with each session policy): read and
 // write objects and list the bucket; delete nothing, write no metadata
-// file. The stack grants these (infra) and the local STS emulation gives
-// the local vending role the same document.
+// file. The stack grants these (infra, with the bucket's ARN in its
+// partition) and the local STS emulation gives the local vending role the
+// same document (the local account's partition is aws).
 func RoleStatements(bucket string) []map[string]any {
 	return []map[string]any{
 		{"Effect": "Allow", "Action": []string{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}, "Resource": "arn:aws:s3:::" + bucket + "/*"},
 		{"Effect": "Allow", "Action": []string{"s3:ListBucket", "s3:GetBucketLocation"}, "Resource": "arn:aws:s3:::" + bucket},
 		{"Effect": "Deny", "Action": []string{"s3:DeleteObject", "s3:DeleteObjectVersion"}, "Resource": "arn:aws:s3:::" + bucket + "/*"},
-		{"Effect": "Deny", "Action": "s3:PutObject", "Resource": metadataResources(bucket)},
+		{"Effect": "Deny", "Action": "s3:PutObject", "Resource": metadataResources("aws", bucket)},
 	}
 }
 
@@ -228,8 +247,10 @@ func SessionName(tableUUID, principal string) string {
 	return n[:min(len(n), 64)]
 }
 
-// Vend assumes the vending role with the scope's session policy.
+// Vend assumes the vending role with the scope's session policy, in the
+// role's partition.
 func (v *Vendor) Vend(ctx context.Context, scope Scope, sessionName string, d time.Duration) (Vended, error) {
+	scope.Partition = cmp.Or(scope.Partition, partitionOf(v.RoleARN))
 	policy, err := Policy(scope)
 	if err != nil {
 		return Vended{}, err

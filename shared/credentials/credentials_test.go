@@ -1,10 +1,17 @@
 package credentials
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
+
+	"github.com/icehold/icehold/shared/iampolicy"
 	"github.com/icehold/icehold/shared/objects"
 )
 
@@ -51,5 +58,51 @@ func TestPolicyEscapesWildcards(t *testing.T) {
 	}
 	if strings.Contains(p, "DeleteObject") && !strings.Contains(p, `"Deny"`) {
 		t.Errorf("policy %s allows a delete", p)
+	}
+}
+
+type captureSTS struct{ policy string }
+
+func (c *captureSTS) AssumeRole(_ context.Context, in *sts.AssumeRoleInput, _ ...func(*sts.Options)) (*sts.AssumeRoleOutput, error) {
+	c.policy = aws.ToString(in.Policy)
+	exp := time.Now().Add(time.Hour)
+	return &sts.AssumeRoleOutput{Credentials: &ststypes.Credentials{AccessKeyId: aws.String("k"), SecretAccessKey: aws.String("s"),
+		SessionToken: aws.String("t"), Expiration: &exp}}, nil
+}
+
+// A session policy names the bucket in the vending role's partition: in
+// China's or GovCloud's, one spelled arn:aws:s3::: names no bucket, so
+// every vended session there reached nothing (and its metadata-file Deny
+// denied nothing).
+func TestPolicyInTheRolesPartition(t *testing.T) {
+	for _, partition := range []string{"aws", "aws-cn", "aws-us-gov"} {
+		t.Run(partition, func(t *testing.T) {
+			f := &captureSTS{}
+			v := &Vendor{STS: f, RoleARN: "arn:" + partition + ":iam::123456789012:role/icehold-vending"}
+			scope := Scope{Write: []objects.Location{{Bucket: "wh", Key: "cat/ns/t"}}, Read: []objects.Location{{Bucket: "wh", Key: "cat/ns/old"}}}
+			if _, err := v.Vend(context.Background(), scope, "s", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			doc, err := iampolicy.Parse(f.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arn := "arn:" + partition + ":s3:::"
+			for _, c := range []struct {
+				action, resource string
+				allowed          bool
+			}{
+				{"s3:PutObject", arn + "wh/cat/ns/t/data/x.parquet", true},
+				{"s3:GetObject", arn + "wh/cat/ns/old/data/x.parquet", true},
+				{"s3:ListBucket", arn + "wh", true},
+				{"s3:PutObject", arn + "wh/cat/ns/t/metadata/00001-x.metadata.json", false},
+				{"s3:PutObject", arn + "wh/cat/ns/old/data/x.parquet", false},
+			} {
+				r := iampolicy.Request{Action: c.action, Resource: c.resource, Keys: map[string]string{"s3:prefix": "cat/ns/t/"}}
+				if got := doc.Allows(r) && !doc.Denies(r); got != c.allowed {
+					t.Errorf("%s on %s: allowed %v, want %v (policy %s)", c.action, c.resource, got, c.allowed, f.policy)
+				}
+			}
+		})
 	}
 }

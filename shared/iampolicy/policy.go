@@ -11,11 +11,11 @@ import (
 // a role's, a session's), resource policies' Deny statements (a bucket
 // policy) and trust policies (who may assume a role). A statement has an
 // Effect, Action and Resource patterns, an optional Principal, and
-// conditions with the operators StringEquals and StringLike on the
-// request's keys. A statement this package cannot read in full (NotAction,
-// NotResource, NotPrincipal, another condition operator, a condition key
-// the request does not carry) never applies: an Allow it cannot read grants
-// nothing, and a Deny it cannot read is reported by Unreadable.
+// conditions on the request's keys (condition.go: the operators read and
+// IAM's rules for a key the request lacks). A statement this package
+// cannot read in full (NotAction, NotResource, NotPrincipal, an operator
+// it does not read) never applies: an Allow it cannot read grants
+// nothing, and neither does a Deny it cannot read deny.
 
 // Document is a policy document.
 type Document struct {
@@ -50,7 +50,8 @@ type Request struct {
 	// judges the request without them: a bucket policy's Deny of an
 	// unknown caller applies to every caller, the cautious reading.
 	Principal string
-	// Keys are the request's condition keys (s3:prefix, …).
+	// Keys are the request's condition keys (aws:PrincipalArn, s3:prefix,
+	// …): a key the request lacks is absent from the map.
 	Keys map[string]string
 }
 
@@ -131,25 +132,8 @@ func (s Statement) Decide(r Request) string {
 	if len(s.Resource) > 0 && !anyMatch(s.Resource, r.Resource, nil) || len(s.Resource) == 0 && s.Principal == nil {
 		return ""
 	}
-	for op, conds := range s.Condition {
-		for k, want := range conds {
-			got, ok := r.Keys[k]
-			if !ok {
-				return ""
-			}
-			switch op {
-			case "StringEquals":
-				if !slices.Contains(want, got) {
-					return ""
-				}
-			case "StringLike":
-				if !anyMatch(want, got, nil) {
-					return ""
-				}
-			default:
-				return ""
-			}
-		}
+	if holds, ok := conditionsHold(s.Condition, r.Keys); !holds || !ok {
+		return ""
 	}
 	return s.Effect
 }

@@ -1,31 +1,19 @@
-// Package lambdaenv reads a function's configuration from its environment and
-// builds the adapters it needs: the composition shared by every Lambda main.
+// Package lambdaenv reads a function's configuration from its environment:
+// what every Lambda main starts from. It imports none of the services: each
+// main builds what it serves with the package of its own kind
+// (lambdaenv/routerenv, purgeenv, softdeleteenv, partitionsenv,
+// outboxenv), so a function's binary carries only what it runs
+// (docs/design/infra.md, Lean functions).
 package lambdaenv
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
-
-	"github.com/icehold/icehold/shared/apigw"
-	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
-	"github.com/icehold/icehold/shared/catalog"
-	"github.com/icehold/icehold/shared/credentials"
-	"github.com/icehold/icehold/shared/eventbus"
-	"github.com/icehold/icehold/shared/objects"
-	"github.com/icehold/icehold/shared/partitions"
-	"github.com/icehold/icehold/shared/purge"
-	"github.com/icehold/icehold/shared/router"
-	"github.com/icehold/icehold/shared/softdelete"
-	"github.com/icehold/icehold/shared/store"
 )
 
 // Environment variables of the functions (set by the CDK stack).
@@ -66,7 +54,7 @@ type Env struct {
 	WarehouseBuckets []string
 	Endpoints        awsconfig.Endpoints
 	StateMachineARN  string
-	Queue            purge.QueueConfig
+	Queue            Queue
 	EventBus         string
 	// VendingRole is the ARN of the vending role ("": no vended credentials).
 	VendingRole string
@@ -77,6 +65,20 @@ type Env struct {
 	// ceiling to share).
 	DeletePace float64
 }
+
+// Queue is what the delete function knows of its queue (the fields of
+// purge.QueueConfig, which it converts to).
+type Queue struct {
+	URL string
+	// Visibility is the queue's visibility timeout: the lease length.
+	Visibility time.Duration
+	// MaxReceives is the redrive policy's maxReceiveCount.
+	MaxReceives int
+}
+
+// DefaultDeletePace is purge.DefaultKeyRate (a test holds them equal): the
+// shared per-prefix deletion rate when ICEHOLD_DELETE_PACE is unset.
+const DefaultDeletePace = 0.95 * 3500
 
 // FromEnv reads the configuration; the table name is required.
 func FromEnv() (Env, error) {
@@ -95,8 +97,8 @@ func FromEnv() (Env, error) {
 		StateMachineARN: os.Getenv(EnvStateMachine),
 		EventBus:        os.Getenv(EnvEventBus),
 		VendingRole:     os.Getenv(EnvVendingRole),
-		Queue:           purge.QueueConfig{URL: os.Getenv(EnvDeleteQueue)},
-		DeletePace:      purge.DefaultKeyRate,
+		Queue:           Queue{URL: os.Getenv(EnvDeleteQueue)},
+		DeletePace:      DefaultDeletePace,
 	}
 	switch v := os.Getenv(EnvDeletePace); v {
 	case "":
@@ -144,127 +146,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// RouterConfig builds the router's dependencies from the environment; the
-// caller is the IAM principal API Gateway authenticated. withPurge gives it
-// the purge pipeline's entry (the drop function).
-func RouterConfig(ctx context.Context, e Env, withPurge bool) (router.Config, error) {
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
-	if err != nil {
-		return router.Config{}, err
-	}
-	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
-	cat := catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))
-	cat.SetWarehouseBuckets(e.WarehouseBuckets)
-	az := authz.New(st, e.Admins)
-	cat.SetAuthorizer(az)
-	rc := router.Config{
-		Catalog:        cat,
-		Authz:          az,
-		Authenticate:   apigw.Principal,
-		ClientDefaults: e.ClientDefaults,
-		DefaultCatalog: e.DefaultCatalog,
-	}
-	if e.VendingRole != "" {
-		rc.Vendor = &credentials.Vendor{STS: sts.NewFromConfig(cfg), RoleARN: e.VendingRole, Region: cfg.Region}
-	}
-	if withPurge {
-		rc.Purge = purgeService(cfg, e, st, cat)
-		rc.Purge.S3 = nil // the drop and undrop functions never delete objects
-	}
-	rc.SoftDelete = &softdelete.Service{Catalog: cat, Purge: rc.Purge}
-	return rc, nil
-}
-
-// PartitionRouterConfig is RouterConfig for the partition-drop function: the
-// router with the partitions service (it reads manifests and writes new
-// ones, never deletes an object).
-func PartitionRouterConfig(ctx context.Context, e Env) (router.Config, error) {
-	rc, err := RouterConfig(ctx, e, false)
-	if err != nil {
-		return rc, err
-	}
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
-	if err != nil {
-		return rc, err
-	}
-	// Storage: verify's files check lists the table's prefixes; repair
-	// copies prior versions back (the function's role: infra/access.go).
-	rc.Partitions = &partitions.Service{Catalog: rc.Catalog, IOProps: e.IOProps, Storage: awsconfig.S3(cfg, e.Endpoints)}
-	return rc, nil
-}
-
-// Partitions builds the partitions service of the retention function: the
-// sweep drops expired partitions and expires snapshots, whose files it
-// hands to the delete pipeline as jobs (it deletes no object: its purge
-// service has no S3 deleter).
-func Partitions(ctx context.Context, e Env) (*partitions.Service, error) {
-	p, err := Purge(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	p.S3, p.Sender = nil, nil
-	return &partitions.Service{Catalog: p.Catalog, IOProps: e.IOProps, Pipeline: p}, nil
-}
-
-// SoftDelete builds the soft-delete service of the hold-expiry function: it
-// starts the purge jobs of expired records (it deletes no object itself).
-func SoftDelete(ctx context.Context, e Env) (*softdelete.Service, error) {
-	p, err := Purge(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	p.S3 = nil
-	return &softdelete.Service{Catalog: p.Catalog, Purge: p}, nil
-}
-
-// Purge builds the purge pipeline's service for a step function.
-func Purge(ctx context.Context, e Env) (*purge.Service, error) {
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
-	if err != nil {
-		return nil, err
-	}
-	st := store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table)
-	return purgeService(cfg, e, st, catalog.New(st, objects.New(awsconfig.S3(cfg, e.Endpoints)))), nil
-}
-
-func purgeService(cfg aws.Config, e Env, st *store.Store, cat *catalog.Service) *purge.Service {
-	var pacer *purge.Pacer
-	if e.DeletePace > 0 {
-		pacer = purge.NewSharedPacer(st, e.DeletePace) // every invocation books on the same per-prefix schedules
-	}
-	return &purge.Service{
-		Pacer: pacer,
-		Store: st, Catalog: cat, S3: awsconfig.S3(cfg, e.Endpoints),
-		Workflow: awsconfig.SFN(cfg, e.Endpoints), StateMachineARN: e.StateMachineARN, IOProps: e.IOProps,
-		Sender: awsconfig.SQS(cfg, e.Endpoints), Queue: e.Queue,
-		Metrics: os.Stdout, // CloudWatch reads embedded-metric-format lines from the logs
-	}
-}
-
-// Outbox builds the event relay's parts: the store holding pending events
-// and the bus they go to.
-func Outbox(ctx context.Context, e Env) (*store.Store, *eventbus.Bus, error) {
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
-	if err != nil {
-		return nil, nil, err
-	}
-	return store.New(awsconfig.DynamoDB(cfg, e.Endpoints), e.Table), busOf(cfg, e), nil
-}
-
-func busOf(cfg aws.Config, e Env) *eventbus.Bus {
-	if e.EventBus == "" {
-		return nil
-	}
-	return eventbus.New(awsconfig.EventBridge(cfg, e.Endpoints), e.EventBus)
-}
-
-// SQS returns the SQS client of the environment (the delete function's lease).
-func SQS(ctx context.Context, e Env) (*sqs.Client, error) {
-	cfg, err := awsconfig.Load(ctx, e.Endpoints)
-	if err != nil {
-		return nil, err
-	}
-	return awsconfig.SQS(cfg, e.Endpoints), nil
 }

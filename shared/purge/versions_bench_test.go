@@ -17,8 +17,7 @@ import (
 
 // versionedFake is an in-memory bucket that keeps versions as S3 does
 // (versions of a key newest first, delete markers on a delete by key),
-// for counting the requests of the versioned purge: the embedded S3 keeps
-// no versions yet.
+// for counting the requests of the versioned purge without a server.
 type versionedFake struct {
 	versioned bool
 	keys      map[string][]fakeVersion // newest first

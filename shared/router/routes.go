@@ -74,20 +74,24 @@ func (s *server) table() []route {
 		createHold = variant{"legal-hold", []authz.Privilege{authz.TableCreate, authz.TableLegalHold}, createWritesLegalHold}
 		commitHold = variant{"legal-hold", []authz.Privilege{authz.TableWrite, authz.TableLegalHold}, commitWritesLegalHold}
 		txHold     = variant{"legal-hold", []authz.Privilege{authz.TableWrite, authz.TableLegalHold}, transactionWritesLegalHold}
-		ns         = "/v1/{prefix}/namespaces/{namespace}"
-		tbl        = ns + "/tables/{table}"
-		vw         = ns + "/views/{view}"
-		lc         = "/lifecycle/v1/catalogs/{c}"
-		p          = func(ps ...authz.Privilege) []authz.Privilege { return ps }
+		// A namespace's or the catalog's hold holds every table under it.
+		nsCreateHold = variant{"legal-hold", []authz.Privilege{authz.NamespaceCreate, authz.TableLegalHold}, createWritesLegalHold}
+		nsHold       = variant{"legal-hold", []authz.Privilege{authz.NamespaceCreate, authz.TableLegalHold}, propertiesWriteLegalHold}
+		catalogHold  = variant{"legal-hold", []authz.Privilege{authz.CatalogManage, authz.TableLegalHold}, propertiesWriteLegalHold}
+		ns           = "/v1/{prefix}/namespaces/{namespace}"
+		tbl          = ns + "/tables/{table}"
+		vw           = ns + "/views/{view}"
+		lc           = "/lifecycle/v1/catalogs/{c}"
+		p            = func(ps ...authz.Privilege) []authz.Privilege { return ps }
 	)
 	return []route{
 		{method: "GET", path: "/v1/config", any: true, h: s.getConfig},
 		{method: "GET", path: "/v1/{prefix}/namespaces", any: true, h: s.listNamespaces},
-		{method: "POST", path: "/v1/{prefix}/namespaces", privs: p(authz.NamespaceCreate), h: s.createNamespace},
+		{method: "POST", path: "/v1/{prefix}/namespaces", privs: p(authz.NamespaceCreate), variants: []variant{nsCreateHold}, h: s.createNamespace},
 		{method: "GET", path: ns, any: true, h: s.loadNamespace},
 		{method: "HEAD", path: ns, any: true, h: s.namespaceExists},
 		{method: "DELETE", path: ns, privs: p(authz.NamespaceDrop), h: s.dropNamespace},
-		{method: "POST", path: ns + "/properties", privs: p(authz.NamespaceCreate), h: s.updateNamespace},
+		{method: "POST", path: ns + "/properties", privs: p(authz.NamespaceCreate), variants: []variant{nsHold}, h: s.updateNamespace},
 		{method: "GET", path: ns + "/tables", privs: p(authz.TableRead), h: s.listTables},
 		{method: "POST", path: ns + "/tables", privs: p(authz.TableCreate), variants: []variant{createHold}, h: s.createTable},
 		{method: "GET", path: tbl, privs: p(authz.TableRead), h: s.loadTable},
@@ -113,10 +117,10 @@ func (s *server) table() []route {
 
 		{method: "POST", path: "/lifecycle/v1/catalogs", privs: p(authz.CatalogManage), system: true, h: s.createCatalog},
 		{method: "GET", path: lc, privs: p(authz.CatalogManage), h: s.getCatalog},
-		{method: "POST", path: lc + "/properties", privs: p(authz.CatalogManage), h: s.updateCatalog},
-		{method: "GET", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.getGrant},
-		{method: "PUT", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.putGrant},
-		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), h: s.deleteGrant},
+		{method: "POST", path: lc + "/properties", privs: p(authz.CatalogManage), variants: []variant{catalogHold}, h: s.updateCatalog},
+		{method: "GET", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), query: []string{"pattern"}, h: s.getGrant},
+		{method: "PUT", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), query: []string{"pattern"}, h: s.putGrant},
+		{method: "DELETE", path: lc + "/grants/{principal...}", privs: p(authz.CatalogManage), query: []string{"pattern"}, h: s.deleteGrant},
 		{method: "GET", path: lc + "/purge-jobs", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize", "state", "kind", "namespace", "table"}, h: s.listJobs},
 		{method: "GET", path: lc + "/purge-jobs/{id}", privs: p(authz.CatalogManage), h: s.getJob},
 		{method: "POST", path: lc + "/purge-jobs/{id}/retry", privs: p(authz.CatalogManage), h: s.retryJob},
@@ -348,6 +352,16 @@ func createWritesLegalHold(_ *http.Request, body []byte) bool {
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
 	return json.Unmarshal(body, &c) == nil && writesLegalHold(c.Properties, nil)
+}
+
+// propertiesWriteLegalHold: a namespace's or the catalog's properties
+// update ({"updates": {...}, "removals": [...]}) that names the hold.
+func propertiesWriteLegalHold(_ *http.Request, body []byte) bool {
+	var u struct {
+		Updates  map[string]json.RawMessage `json:"updates"`
+		Removals []string                   `json:"removals"`
+	}
+	return json.Unmarshal(body, &u) == nil && writesLegalHold(u.Updates, u.Removals)
 }
 
 // commitWritesLegalHold: a commit that sets or removes the legal hold.
