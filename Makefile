@@ -55,22 +55,25 @@ SIM_SEEDS ?= 1+6
 SIM_STEPS ?= 150
 
 ## sim: the lifecycle simulation (SIM_SEEDS x SIM_STEPS) and its regression tests, without the
-## race detector (it drives the whole composition, as e2e does, which runs under it)
+## race detector (it drives the whole composition, as e2e does, which runs under it); prints the
+## coverage table (every operation kind, barrier and template: how often it ran and changed state)
 sim:
-	$(GO) test -count=1 -timeout 20m ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS)
+	@cov=$$(mktemp); SIM_COVERAGE=$$cov $(GO) test -count=1 -timeout 20m ./sim/ -sim.seeds=$(SIM_SEEDS) -sim.steps=$(SIM_STEPS); \
+	rc=$$?; cat $$cov; rm -f $$cov; exit $$rc
 
-SEEDS ?= 1000+20
-STEPS ?= 400
+SEEDS ?= 1000+100
+STEPS ?= 300
 
-## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (stops at the first failing
-## seed and prints its replay command)
+## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, then names
+## each failing seed with its replay command)
 soak:
 	$(GO) test -count=1 -timeout 0 -run TestLifecycleSimulation ./sim/ -sim.seeds=$(SEEDS) -sim.steps=$(STEPS)
 
-## mutate: M=duration|generations|backfill reintroduces that defect of issue 18 (sim/mutations/) in
-## a temporary worktree of the committed tree and shows the simulation catch it within make test's budget
+## mutate: the mutation suite (sim/mutations/*.mut, realistic bugs) applied one at a time to a
+## temporary worktree of the committed tree, each run at make sim's budget; prints the kill table.
+## M=name (or M="a b") runs those only.
 mutate:
-	bash sim/mutate.sh $(M) $(SIM_SEEDS) $(SIM_STEPS)
+	SIM_SEEDS=$(SIM_SEEDS) SIM_STEPS=$(SIM_STEPS) bash sim/mutate.sh $(M)
 
 ## test-moto: the store contract, the S3 contract, purge adapter and an e2e subset against moto_server
 ## (about 3 minutes on 2 cores); skipped, saying why, when moto_server is not on PATH, except

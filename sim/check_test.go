@@ -122,13 +122,36 @@ func (s *Sim) check() error {
 	if err := s.reconcile(lives, softs); err != nil {
 		return err
 	}
-	if err := s.checkViews(lives); err != nil {
+	// One listing serves every check of the round, and the next round's
+	// "before" (nothing changes the bucket between them).
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
 		return err
 	}
-	if err := s.checkProtected(); err != nil {
+	if err := s.checkViews(lives, objs); err != nil {
 		return err
 	}
-	return s.checkPurges(false)
+	if err := s.checkProtected(objs); err != nil {
+		return err
+	}
+	if err := s.checkHistory(objs); err != nil {
+		return err
+	}
+	if err := s.checkPurges(false, objs); err != nil {
+		return err
+	}
+	s.fresh = objs
+	return nil
+}
+
+// bucketNow is the bucket's listing: the last check's, when nothing has
+// run since.
+func (s *Sim) bucketNow() (map[string]int64, error) {
+	if m := s.fresh; m != nil {
+		s.fresh = nil
+		return m, nil
+	}
+	return s.w.objects(s.ctx)
 }
 
 func (s *Sim) reconcile(lives []liveObs, softs []softObs) error {
@@ -261,6 +284,26 @@ func (s *Sim) pointer(g *Gen, meta string) error {
 		return s.violatef("%s: its metadata pointer moved from %s to %s, and no operation committed", g, g.meta, meta)
 	}
 	s.advanceMeta(g, meta)
+	return s.recordMove(g, meta)
+}
+
+// recordMove records a pointer move the round explains: the refs follow
+// the metadata when an op of the round set them, or for those a sweep may
+// have expired.
+func (s *Sim) recordMove(g *Gen, meta string) error {
+	if err := s.record(g, meta, s.touched["refs:"+g.uuid] > 0); err != nil {
+		return err
+	}
+	if names := s.expirable[g]; len(names) > 0 && g.h != nil {
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil {
+			for _, n := range names {
+				if _, ok := r.refs[n]; !ok {
+					s.logf("   %s: its ref %q went past its max-ref-age", g, n)
+					delete(g.h.refs, n)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -306,12 +349,8 @@ func (s *Sim) softMatches(g *Gen, o softObs, touched bool) error {
 
 // checkProtected: every object reachable from the metadata of a live or
 // soft-deleted generation exists.
-func (s *Sim) checkProtected() error {
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return err
-	}
-	for _, g := range s.m.inState(live, soft) {
+func (s *Sim) checkProtected(objs map[string]int64) error {
+	for _, g := range s.m.inState(live, soft, unregistered) {
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 		if err != nil {
 			return s.violatef("%s: its metadata %s cannot be read: %v", g, g.meta, err)
@@ -360,22 +399,9 @@ func (s *Sim) checkRows(g *Gen, why string) error {
 	if err != nil {
 		return s.violatef("%s (%s): load: %v", g, why, err)
 	}
-	res, err := tbl.Scan().ToArrowTable(s.ctx)
+	got, err := scanIDs(s, tbl.Scan())
 	if err != nil {
 		return s.violatef("%s (%s): scan: %v", g, why, err)
-	}
-	defer res.Release()
-	got := map[int64]bool{}
-	col := res.Column(0)
-	for _, ch := range col.Data().Chunks() {
-		raw, _ := json.Marshal(ch)
-		var ids []*int64
-		_ = json.Unmarshal(raw, &ids)
-		for _, id := range ids {
-			if id != nil {
-				got[*id] = true
-			}
-		}
 	}
 	var lost, extra []int64
 	for id := range g.rows {
@@ -404,9 +430,32 @@ func (s *Sim) checkRows(g *Gen, why string) error {
 	return nil
 }
 
+// scanIDs reads the ids a scan returns.
+func scanIDs(s *Sim, scan *table.Scan) (map[int64]bool, error) {
+	res, err := scan.ToArrowTable(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
+	got := map[int64]bool{}
+	col := res.Column(0)
+	for _, ch := range col.Data().Chunks() {
+		raw, _ := json.Marshal(ch)
+		var ids []*int64
+		_ = json.Unmarshal(raw, &ids)
+		for _, id := range ids {
+			if id != nil {
+				got[*id] = true
+			}
+		}
+	}
+	return got, nil
+}
+
 // --- barriers: steps that run alone ---
 
 type barrier struct {
+	kind string // for coverage (set by makeBarrier)
 	desc string
 	run  func() error
 }
@@ -446,14 +495,42 @@ func (s *Sim) pickBarrier() *barrier {
 	return nil
 }
 
-// clock jumps, up to the extreme (a century and more at once).
-var jumps = []time.Duration{time.Minute, 30 * time.Minute, 61 * time.Minute, 6 * time.Hour, 24 * time.Hour, 49 * time.Hour,
+// clock jumps, up to the extreme (a century and more at once), in whole
+// half hours: snapshots are stamped on the wall clock, 30 days behind the
+// simulated one (startOfClock), and a replay runs at another wall time;
+// half-hour steps keep every comparison of a snapshot's age with a
+// half-hour-aligned bound on the same side as long as a seed's run takes
+// less than 15 minutes.
+var jumps = []time.Duration{30 * time.Minute, 90 * time.Minute, 6 * time.Hour, 24 * time.Hour, 49 * time.Hour,
 	3 * 24 * time.Hour, 8 * 24 * time.Hour, 31 * 24 * time.Hour, 400 * 24 * time.Hour}
+
+// startOfClock is the simulated clock's start: today's midnight (UTC) plus
+// 30 days. Whole days keep the partition days' boundaries where they were
+// in the run replayed; 30 days ahead of the wall clock puts every snapshot
+// past the default max-snapshot-age-ms (5 days) whenever it is compared.
+func startOfClock() time.Time {
+	return time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 30)
+}
 
 var extremeJumps = []time.Duration{3650 * 24 * time.Hour, 36600 * 24 * time.Hour, 106000 * 24 * time.Hour}
 
 func (s *Sim) makeBarrier(kind string) *barrier {
+	b := s.makeBarrierOf(kind)
+	if b != nil && b.kind == "" {
+		b.kind = kind
+	}
+	return b
+}
+
+func (s *Sim) makeBarrierOf(kind string) *barrier {
 	switch kind {
+	case "clock-8d", "clock-2h":
+		d := map[string]time.Duration{"clock-8d": 8 * 24 * time.Hour, "clock-2h": 2 * time.Hour}[kind]
+		return &barrier{kind: "clock", desc: "clock +" + d.String(), run: func() error {
+			s.w.clock.Advance(d)
+			s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+			return nil
+		}}
 	case "clock":
 		d := pick(s, jumps)
 		if s.chance(0.08) {
@@ -461,8 +538,8 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 		}
 		// The clock stays before 2200: nanosecond timestamps (intents are
 		// stamped so) end in 2262, and a century of hold must fit after it.
-		for s.w.clock.Now().Add(d).Year() >= 2200 && d > time.Minute {
-			d /= 16
+		for s.w.clock.Now().Add(d).Year() >= 2200 && d > time.Hour {
+			d = (d / 16).Truncate(30 * time.Minute)
 		}
 		return &barrier{desc: "clock +" + d.String(), run: func() error {
 			s.w.clock.Advance(d)
@@ -501,7 +578,7 @@ func (s *Sim) makeBarrier(kind string) *barrier {
 func (s *Sim) sweepHoldExpiry() error {
 	now := s.w.clock.Now()
 	var err error
-	if s.pre, err = s.w.objects(s.ctx); err != nil {
+	if s.pre, err = s.bucketNow(); err != nil {
 		return err
 	}
 	rep, err := s.w.srv.SoftDelete.Expire(s.ctx, 0)
@@ -509,6 +586,7 @@ func (s *Sim) sweepHoldExpiry() error {
 		return s.violatef("hold-expiry sweep: %v", err)
 	}
 	s.logf("   report %+v", rep)
+	s.acted = rep.Expired+rep.Purged > 0
 	return s.expireModel(now)
 }
 
@@ -544,17 +622,20 @@ func (s *Sim) quiesce(final bool) error {
 	if err := s.drain(); err != nil {
 		return err
 	}
-	if err := s.checkPurges(true); err != nil {
+	if err := s.checkPurges(true, nil); err != nil {
 		return err
 	}
 	for _, g := range s.m.inState(live) {
 		if s.skip["rows"] {
 			break
 		}
-		if g.forged {
-			continue // its rows are another table's, borrowed
+		if g.forged || g.bulk {
+			continue // its rows are another table's, borrowed (or 1,010 files')
 		}
 		if err := s.checkRows(g, "at rest"); err != nil {
+			return err
+		}
+		if err := s.checkRefRows(g); err != nil {
 			return err
 		}
 	}
@@ -580,6 +661,10 @@ func (s *Sim) drain() error {
 		s.logf("   healing the faults to come to rest")
 	}
 	s.heal()
+	if s.w.gate != nil {
+		s.w.gate.set(true)
+		defer s.w.gate.set(false)
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		rep, err := s.w.srv.Purge.Reconcile(s.ctx)
@@ -652,7 +737,7 @@ func num(raw map[string]any, k string) (int64, bool) {
 
 // checkPurges: every accepted purge ended SUCCEEDED with nothing left under
 // the prefix its table owned, and counted the objects that went.
-func (s *Sim) checkPurges(atRest bool) error {
+func (s *Sim) checkPurges(atRest bool, objs map[string]int64) error {
 	var jobs []jobView
 	var err error
 	if atRest {
@@ -685,9 +770,10 @@ func (s *Sim) checkPurges(atRest bool) error {
 	for _, j := range jobs {
 		byID[j.ID] = j
 	}
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return err
+	if objs == nil {
+		if objs, err = s.w.objects(s.ctx); err != nil {
+			return err
+		}
 	}
 	for _, g := range s.m.inState(purging) {
 		if g.job == "" { // the hold-expiry sweep's: find it by its table
@@ -713,7 +799,7 @@ func (s *Sim) checkPurges(atRest bool) error {
 			s.logf("   %s: purge job %s FAILED: %v", g, j.ID, j.Raw["last-error"])
 			continue
 		}
-		if le, _ := j.Raw["last-error"].(string); j.State == "FAILED" && strings.Contains(le, "injected fault") {
+		if le, _ := j.Raw["last-error"].(string); j.State == "FAILED" && (strings.Contains(le, "injected fault") || strings.Contains(le, "s3 throttled")) {
 			// The S3 outage the generator injected outlasted the step's
 			// retries: FAILED, attempts exhausted (SPEC §3); what is left
 			// stays (nobody owns it any more).
@@ -728,7 +814,7 @@ func (s *Sim) checkPurges(atRest bool) error {
 		others := s.othersAt(g)
 		var left []string
 		for k := range objs {
-			if strings.HasPrefix(k, prefix+"/") && !others(k) {
+			if strings.HasPrefix(k, prefix+"/") && !others(k) && !s.m.strays[k] {
 				left = append(left, k)
 			}
 		}
@@ -747,22 +833,62 @@ func (s *Sim) checkPurges(atRest bool) error {
 				strings.Join(left[:min(3, len(left))], ", "), j.Raw)
 		}
 		if !g.contendedPurge && len(g.oldLocs) == 0 && !g.forged && !s.skip["counters"] {
-			deleted, _ := num(j.Raw, "files-deleted")
-			unref, hasUnref := num(j.Raw, "files-unreferenced")
-			n := int64(len(g.before))
-			// Each object once, after expiry and snapshot removal too
-			// (TestPurgeAfterExpiryCountsEachObjectOnce,
-			// TestPurgeAfterSnapshotRemovalCountsEachObjectOnce).
-			if g.expiring && deleted <= n {
-				// An expire job of the table ran beside the purge and
-				// deleted the rest (each object is deleted once).
-				s.logf("   %s: purge job %s deleted %d of %d objects, an expire job the others", g, j.ID, deleted, n)
-			} else if deleted != n && !(hasUnref && deleted+unref == n) {
-				return s.violatef("%s: purge job %s deleted %d objects (files-unreferenced %d), its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
+			if err := s.checkCounters(g, j); err != nil {
+				return err
 			}
 		}
 		g.state = gone
 		s.logf("   %s purged by %s: %d objects", g, j.ID, len(g.before))
+	}
+	return nil
+}
+
+// checkCounters: a purge's counters are exact. files-deleted counts what
+// the pipeline deleted from what the metadata it purged reaches (its
+// metadata layer and every file an ADDED entry names, SPEC §3), and
+// files-unreferenced what its final listing found besides; and the final
+// listing may find only files the model says no snapshot ever reached
+// (failed commits' files, engines' uncommitted writes, metadata files past
+// the metadata log). A batch marked done without deleting would leave its
+// files to the listing: deleted short, unreferenced over, and files a
+// snapshot reached among what the listing took.
+func (s *Sim) checkCounters(g *Gen, j jobView) error {
+	deleted, _ := num(j.Raw, "files-deleted")
+	unref, _ := num(j.Raw, "files-unreferenced")
+	n := int64(len(g.before))
+	if g.expiring {
+		// An expire job of the table ran beside the purge and deleted
+		// some (each object is deleted once).
+		if deleted+unref > n {
+			return s.violatef("%s: purge job %s counted %d + %d objects, its prefix held %d (job %v)", g, j.ID, deleted, unref, n, j.Raw)
+		}
+		s.logf("   %s: purge job %s deleted %d and found %d of %d objects, an expire job the others", g, j.ID, deleted, unref, n)
+		return nil
+	}
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.purgeMeta)
+	if err != nil {
+		return s.violatef("%s: the metadata it was purged with, %s: %v", g, g.purgeMeta, err)
+	}
+	var wantDeleted, wantUnref int64
+	var reachedOnce []string
+	for k := range g.before {
+		if r.planned[k] {
+			wantDeleted++
+			continue
+		}
+		wantUnref++
+		if g.h != nil && g.h.reached[k] && !strings.HasSuffix(k, ".metadata.json") {
+			reachedOnce = append(reachedOnce, k)
+		}
+	}
+	if deleted != wantDeleted || unref != wantUnref {
+		return s.violatef("%s: purge job %s counted files-deleted %d and files-unreferenced %d; of the %d objects under its location, the metadata it purged reaches %d (job %v)",
+			g, j.ID, deleted, unref, n, wantDeleted, j.Raw)
+	}
+	if len(reachedOnce) > 0 {
+		slices.Sort(reachedOnce)
+		return s.violatef("%s: purge job %s left %d files its snapshots once reached to its final listing, e.g. %v (expiry should have deleted them, or its metadata should still reach them)",
+			g, j.ID, len(reachedOnce), reachedOnce[:min(3, len(reachedOnce))])
 	}
 	return nil
 }
@@ -776,7 +902,7 @@ func (s *Sim) checkOrphans() error {
 		return err
 	}
 	reached := map[string]bool{}
-	for _, g := range s.m.inState(live, soft) {
+	for _, g := range s.m.inState(live, soft, unregistered) {
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 		if err != nil {
 			return s.violatef("%s: %v", g, err)
@@ -816,7 +942,7 @@ func (s *Sim) othersAt(g *Gen) func(string) bool {
 	for _, o := range s.m.gens {
 		// Tables that still own their files, and any made after g (a
 		// create, register or set-location there once g's purge ended).
-		if o == g || (o.id < g.id && o.state != live && o.state != soft && o.state != purging) {
+		if o == g || (o.id < g.id && o.state != live && o.state != soft && o.state != purging && o.state != unregistered) {
 			continue
 		}
 		for _, l := range append([]string{o.location}, o.oldLocs...) {
@@ -836,7 +962,7 @@ func (s *Sim) othersAt(g *Gen) func(string) bool {
 }
 
 func (s *Sim) leftByDesign(key string) bool {
-	for _, g := range s.m.inState(released) {
+	for _, g := range s.m.inState(released, unregistered) {
 		if p, ok := keyOf(strings.TrimRight(g.location, "/")); ok && strings.HasPrefix(key, p+"/") {
 			return true
 		}
@@ -862,7 +988,10 @@ func (s *Sim) leftByDesign(key string) bool {
 			return true
 		}
 	}
-	return false
+	// Metadata files a register with overwrite left behind (the table
+	// moved to another, often older, metadata file: what it had since is
+	// history no request of its own is undoing).
+	return s.m.abandoned[key]
 }
 
 // checkIndex: no index item lacks its record: expiry items, claims,

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -27,29 +28,27 @@ func (s *Sim) faultBarrier() *barrier {
 			status int
 			code   string
 		}{{500, "InternalError"}, {503, "SlowDown"}})
-		return &barrier{desc: fmt.Sprintf("fault: every DeleteObjects answers %d %s until healed", code.status, code.code), run: func() error {
-			s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: code.status, Code: code.code, Match: func(r *http.Request) bool {
-				return r.Method == http.MethodPost && r.URL.Query().Has("delete")
-			}})
-			s.faulty = true
+		// The next n DeleteObjects calls fail (a burst: the SDK's and the
+		// pipeline's retries, a redelivery, at 20 a dead letter or two),
+		// whichever job makes them; the outage is over after n, but the
+		// dead letters wait for the heal's redrive.
+		n := pick(s, []int32{2, 6, 20})
+		return &barrier{desc: fmt.Sprintf("fault: the next %d DeleteObjects answer %d %s", n, code.status, code.code), run: func() error {
+			s.setDeleteFault(n, code.status, code.code)
+			s.healIn = 1 + s.rng.IntN(8) // an outage lasts a few rounds
 			return nil
 		}}
 	case 1:
 		return &barrier{desc: "fault: every delete-queue message delivered twice", run: func() error {
 			s.w.srv.Queues.SetDuplicates(true)
 			s.faulty = true
+			s.healIn = 1 + s.rng.IntN(8)
 			return nil
 		}}
 	case 2:
 		point := pick(s, crashPoints)
 		return &barrier{desc: "fault: the pipeline dies once at " + point, run: func() error {
-			var n atomic.Int32
-			s.w.srv.Purge.SetCrash(func(p string) error {
-				if p == point && n.Add(1) == 1 {
-					return fmt.Errorf("simulated crash at %s", p)
-				}
-				return nil
-			})
+			s.crash.Store(&crashFault{point: point})
 			return nil
 		}}
 	}
@@ -59,11 +58,20 @@ func (s *Sim) faultBarrier() *barrier {
 	}}
 }
 
+// setDeleteFault: the next n DeleteObjects calls answer status code.
+func (s *Sim) setDeleteFault(n int32, status int, code string) {
+	var calls atomic.Int32
+	s.w.srv.S3Emulator.SetFault(&emulators.Fault{Status: status, Code: code, Match: func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Query().Has("delete") && calls.Add(1) <= n
+	}})
+	s.faulty = true
+}
+
 // heal clears every fault and redrives the DLQ (an operator's console).
 func (s *Sim) heal() {
 	s.w.srv.S3Emulator.SetFault(nil)
 	s.w.srv.Queues.SetDuplicates(false)
-	s.w.srv.Purge.SetCrash(nil)
+	s.crash.Store(nil)
 	s.faulty = false
 	_ = s.w.srv.Redrive(s.ctx)
 }
@@ -97,6 +105,22 @@ func (s *Sim) opGrant() *Op {
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status == 200 {
 			s.m.grants[p] = privs
+		}
+		return nil
+	}
+	return op
+}
+
+// grantTo sets p's grant to privs (a valid body).
+func (s *Sim) grantTo(p string, privs []string) *Op {
+	raw, _ := json.Marshal(map[string]any{"privileges": privs})
+	op := &Op{kind: "grant", desc: fmt.Sprintf("admin sets the grant of %s: %s", p, raw), keys: []string{"grants"}, want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+p, string(raw))
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.grants[p] = slices.Clone(privs)
 		}
 		return nil
 	}

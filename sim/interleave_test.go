@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -243,11 +244,14 @@ func (s *Sim) staleSweep() *barrier {
 	if len(due) == 0 {
 		return nil
 	}
-	g := pick(s, due)
-	return &barrier{desc: fmt.Sprintf("hold-expiry sweep pausing after it reads %s's record", g), run: func() error {
+	return s.staleSweepOf(pick(s, due), now)
+}
+
+func (s *Sim) staleSweepOf(g *Gen, now time.Time) *barrier {
+	return &barrier{kind: "stale-sweep", desc: fmt.Sprintf("hold-expiry sweep pausing after it reads %s's record", g), run: func() error {
 		sec := s.w.second()
 		var err error
-		if s.pre, err = s.w.objects(s.ctx); err != nil {
+		if s.pre, err = s.bucketNow(); err != nil {
 			return err
 		}
 		var rep softdelete.ExpiryReport
@@ -269,6 +273,7 @@ func (s *Sim) staleSweep() *barrier {
 			return s.violatef("hold-expiry sweep: %v", sweepErr)
 		}
 		s.logf("   paused: %v; report %+v", fired, rep)
+		s.acted = fired
 		return s.expireModel(now)
 	}}
 }
@@ -311,6 +316,7 @@ func (s *Sim) staleUndrop() *barrier {
 			return err
 		}
 		s.logf("   paused: %v; %s -> %s", fired, op.desc, o)
+		s.acted = fired
 		if err := s.judge(op, o); err != nil {
 			return err
 		}
@@ -325,9 +331,12 @@ func (s *Sim) staleLegalHold() *barrier {
 	if len(softs) == 0 {
 		return nil
 	}
-	g := pick(s, softs)
+	return s.staleLegalHoldOf(pick(s, softs))
+}
+
+func (s *Sim) staleLegalHoldOf(g *Gen) *barrier {
 	on := !g.legalHold
-	return &barrier{desc: fmt.Sprintf("legal hold %v of %s pausing after it reads the record", on, g), run: func() error {
+	return &barrier{kind: "stale-hold", desc: fmt.Sprintf("legal hold %v of %s pausing after it reads the record", on, g), run: func() error {
 		sec := s.w.second()
 		body := fmt.Sprintf(`{"enabled": %v}`, on)
 		op := &Op{desc: fmt.Sprintf("admin sets the legal hold of %s: %s (second instance)", short(g.uuid), body)}
@@ -344,14 +353,19 @@ func (s *Sim) staleLegalHold() *barrier {
 			return err
 		}
 		s.logf("   paused: %v; %s -> %s", fired, op.desc, o)
+		s.acted = fired
 		if err := s.judge(op, o); err != nil {
 			return err
 		}
 		if o.Status == 200 && g.state == soft {
 			g.legalHold, g.holdUnsure = on, false
 		}
-		// What the change left in the expiry index shows at the next sweep.
-		return s.sweepHoldExpiry()
+		// What the change left in the expiry index shows at the next sweep
+		// (which says whether it ended anything: the barrier's point was
+		// the pause).
+		err = s.sweepHoldExpiry()
+		s.acted = fired
+		return err
 	}}
 }
 

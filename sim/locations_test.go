@@ -47,7 +47,7 @@ func overlaps(a, b string) bool {
 // owner is the generation whose location overlaps loc and that still owns
 // it (live, soft-deleted, or being purged).
 func (s *Sim) owner(loc string) *Gen {
-	for _, g := range s.m.inState(live, soft, purging) {
+	for _, g := range s.m.inState(live, soft, purging, unregistered) {
 		if !g.forged && overlaps(g.location, loc) {
 			return g
 		}
@@ -74,7 +74,7 @@ func (s *Sim) location() (loc string, plain bool, outside bool) {
 			return s.spell(g.location), true, false
 		}
 	case n < 19:
-		name := pick(s, locNames)
+		name := s.pickLoc()
 		return s.spell(warehouse + "/L/" + name), plainLocs[name], false
 	}
 	return pick(s, []string{"s3://" + bucket + "/elsewhere/x", "s3://other-bucket/x", warehouse, warehouse + "/", "s3://" + bucket + "/" + catalogName + "/L/../x"}), true, true
@@ -96,7 +96,7 @@ func (s *Sim) spell(loc string) string {
 
 func (s *Sim) opRename() *Op {
 	ns, name, g := s.target()
-	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	toNS, toName := s.pickNS(), s.pickName()
 	op := &Op{desc: fmt.Sprintf("admin renames %s.%s to %s.%s", ns, name, toNS, toName), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
 	_, nsOK := s.m.namespaces[toNS]
 	switch {
@@ -138,7 +138,7 @@ func (s *Sim) opRename() *Op {
 // table's (current or older), a purged one's, one of a table ended without
 // purge, or a forgery.
 func (s *Sim) registerSource() (meta string, from *Gen, forged bool) {
-	gens := s.m.inState(live, soft, purging, released, gone)
+	gens := s.m.inState(live, soft, purging, released, gone, unregistered)
 	if len(gens) == 0 || s.chance(0.2) {
 		return "", nil, true
 	}
@@ -150,12 +150,21 @@ func (s *Sim) registerSource() (meta string, from *Gen, forged bool) {
 }
 
 func (s *Sim) opRegister() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	meta, from, forge := s.registerSource()
 	if forge && (!s.allow("forge") || len(s.m.inState(live, soft)) == 0) {
 		return nil
 	}
-	op := &Op{keys: tableKeys(ns, name)}
+	return s.registerOp(ns, name, meta, from, forge)
+}
+
+// registerOf registers from's metadata file meta at ns.name.
+func (s *Sim) registerOf(ns, name string, from *Gen, meta string) *Op {
+	return s.registerOp(ns, name, meta, from, false)
+}
+
+func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
+	op := &Op{kind: "register", keys: tableKeys(ns, name)}
 	var forgedLoc string
 	if forge {
 		forgedLoc = warehouse + "/F/" + uuid.NewString()[:8]
@@ -196,6 +205,11 @@ func (s *Sim) opRegister() *Op {
 			if !refused {
 				op.want = append(op.want, 200)
 			}
+		case unregistered: // its claims come back to a register of its uuid at its location
+			op.want = append(op.want, 409)
+			if !refused {
+				op.want = append(op.want, 200)
+			}
 		case released: // its files stay until a later owner of the prefix purges
 			op.want = append(op.want, 400)
 			if !refused {
@@ -223,6 +237,9 @@ func (s *Sim) opRegister() *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("register answer: %v", err)
 		}
+		if from != nil && from.state == unregistered && res.Metadata.UUID == from.uuid {
+			from.state = released // the new generation takes its claims (and its files)
+		}
 		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
 			// Register as recovery of a PENDING purge: the table is back.
 			from.state, from.ns, from.name, from.job = live, ns, name, ""
@@ -244,7 +261,7 @@ func (s *Sim) opRegister() *Op {
 			}
 		}
 		s.logf("   %s registered at %s", g, g.location)
-		return nil
+		return s.record(g, g.meta, true)
 	}
 	return op
 }
@@ -282,6 +299,11 @@ func (s *Sim) forge(loc string) (string, error) {
 	return path, err
 }
 
+func isTrue(it map[string]ddbtypes.AttributeValue, name string) bool {
+	b, ok := it[name].(*ddbtypes.AttributeValueMemberBOOL)
+	return ok && b.Value
+}
+
 func entryOf(it map[string]ddbtypes.AttributeValue) map[string]ddbtypes.AttributeValue {
 	if e, ok := it["entry"].(*ddbtypes.AttributeValueMemberM); ok {
 		return e.Value
@@ -302,6 +324,12 @@ func (s *Sim) backfill() error {
 	var del, put []item
 	err := s.w.scan(s.ctx, func(it item) error {
 		pk, sk := str(it, "pk"), str(it, "sk")
+		if str(it, "kind") == "view" || str(entryOf(it), "kind") == "view" || strings.HasPrefix(pk, "UNREG#") || isTrue(it, "unregistered") {
+			// Views and unregistered tables came after the index (they
+			// never existed without their claims): a state from before it
+			// holds none.
+			return nil
+		}
 		switch {
 		case strings.HasPrefix(pk, "LOC#"), pk == "MIGRATION" && sk == catalog.OwnershipMigration:
 			del = append(del, it)
@@ -336,6 +364,7 @@ func (s *Sim) backfill() error {
 		}
 	}
 	s.logf("   %d claim items and the marker deleted, %d records stripped of their claim; restarting", len(del), len(put))
+	s.acted = len(put) > 0
 	s.sinceBackfill = 10
 	return s.w.restart(s.ctx)
 }

@@ -29,14 +29,17 @@ import (
 type state int
 
 const (
-	live     state = iota // an active table
-	soft                  // soft-deleted, until purgeAt unless legal-held
-	purging               // its permanent delete (with purge) was accepted
-	released              // ended without purge: its files stay, owned by nobody
-	gone                  // its purge SUCCEEDED
+	live         state = iota // an active table
+	soft                      // soft-deleted, until purgeAt unless legal-held
+	purging                   // its permanent delete (with purge) was accepted
+	released                  // ended without purge: its files stay, owned by nobody
+	gone                      // its purge SUCCEEDED
+	unregistered              // forgotten: its files stay, its claims with a record of it
 )
 
-func (s state) String() string { return [...]string{"live", "soft", "purging", "released", "gone"}[s] }
+func (s state) String() string {
+	return [...]string{"live", "soft", "purging", "released", "gone", "unregistered"}[s]
+}
 
 // Gen is one table generation.
 type Gen struct {
@@ -70,8 +73,9 @@ type Gen struct {
 	purgeOnExpiry, poeUnsure bool
 	// purging: the job that deletes it and the keys under its location
 	// when its permanent delete was accepted.
-	job    string
-	before map[string]bool
+	job       string
+	before    map[string]bool
+	purgeMeta string // its metadata when the purge was accepted
 	// contendedPurge: another op of the round touched it (its counters
 	// may include what that op wrote).
 	contendedPurge bool
@@ -83,9 +87,14 @@ type Gen struct {
 	keep string
 	// forged: registered from metadata the simulation wrote itself.
 	forged bool
+	// bulk: it holds a bulk commit's 1,010 files (its rows go unscanned).
+	bulk bool
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
+	// h: what its snapshots reached, by the model's own record
+	// (history_test.go).
+	h *history
 }
 
 func (g *Gen) ident() string { return g.ns + "." + g.name }
@@ -113,14 +122,20 @@ type Model struct {
 	policies   map[string]policy   // retention policies by identifier
 	grants     map[string][]string // principal → privileges (admins hold all)
 	views      map[string]*View    // by view uuid (views_test.go)
+	// abandoned: metadata files a register with overwrite left behind.
+	abandoned map[string]bool
+	// strays: objects engines wrote under a table no longer live.
+	strays      map[string]bool
+	nextSession int
+	nextTmpl    int
 }
 
 func newModel(legalPriv bool) *Model {
-	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges}
+	grants := map[string][]string{writer: writerPrivileges, holder: holderPrivileges, reader: readerPrivileges}
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {
@@ -271,15 +286,37 @@ func durationSeconds(s string) (int64, bool) {
 
 // --- reachability: what a metadata file reaches, read with iceberg-go ---
 
-// reach is the set of object keys a metadata file reaches: every metadata
-// file of its log, manifest lists, manifests, data and delete files of
-// every retained snapshot, statistics files.
+// reach is what a metadata file reaches, read with iceberg-go: every
+// metadata file of its log, manifest lists, manifests, data and delete
+// files of every retained snapshot, statistics files; per snapshot, what
+// it reads; its refs; and what a purge of it deletes and counts (planned).
 type reach struct {
 	keys     map[string]bool
 	location string
 	snaps    []int64
 	current  int64
 	props    map[string]string
+	// refs: name → snapshot and type ("branch" or "tag").
+	refs map[string]refInfo
+	// snapFiles: per snapshot, its manifest list, manifests and live data
+	// and delete files; snapTS its timestamp (ms).
+	snapFiles map[int64]map[string]bool
+	snapTS    map[int64]int64
+	// sizes: data and delete files' file_size_in_bytes, manifests' length.
+	sizes map[string]int64
+	// planned: what a purge of this metadata deletes and counts (the
+	// metadata layer, and every data and delete file an ADDED entry of a
+	// retained manifest names); the rest under its prefix is the final
+	// listing's (unreferenced).
+	planned map[string]bool
+	// gone: manifest lists or manifests it names that were missing.
+	gone bool
+}
+
+type refInfo struct {
+	snapshot  int64
+	kind      string
+	maxRefAge *int64
 }
 
 type reacher struct {
@@ -320,48 +357,81 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", meta, err)
 	}
-	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties())}
+	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties()),
+		refs: map[string]refInfo{}, snapFiles: map[int64]map[string]bool{}, snapTS: map[int64]int64{},
+		sizes: map[string]int64{}, planned: map[string]bool{}}
 	if cur := md.CurrentSnapshot(); cur != nil {
 		out.current = cur.SnapshotID
 	}
-	add := func(p string) {
+	for name, ref := range md.Refs() {
+		out.refs[name] = refInfo{snapshot: ref.SnapshotID, kind: string(ref.SnapshotRefType), maxRefAge: ref.MaxRefAgeMs}
+	}
+	add := func(p string, set ...map[string]bool) {
 		if k, ok := keyOf(p); ok {
 			out.keys[k] = true
+			for _, s := range set {
+				s[k] = true
+			}
 		}
 	}
-	add(meta)
+	add(meta, out.planned)
 	for e := range md.PreviousFiles() {
-		add(e.MetadataFile)
+		add(e.MetadataFile, out.planned)
 	}
 	for s := range md.Statistics() {
-		add(s.StatisticsPath)
+		add(s.StatisticsPath, out.planned)
 	}
 	for s := range md.PartitionStatistics() {
-		add(s.StatisticsPath)
+		add(s.StatisticsPath, out.planned)
 	}
+	// Entries of every status, once per manifest (a manifest is listed by
+	// many snapshots).
+	entries := map[string][]iceberg.ManifestEntry{}
 	for _, sn := range md.Snapshots() {
+		files := map[string]bool{}
 		out.snaps = append(out.snaps, sn.SnapshotID)
-		add(sn.ManifestList)
+		out.snapFiles[sn.SnapshotID], out.snapTS[sn.SnapshotID] = files, sn.TimestampMs
+		add(sn.ManifestList, files, out.planned)
 		mfs, err := sn.Manifests(fs)
 		if errors.Is(err, iofs.ErrNotExist) {
+			out.gone = true
 			continue // reached but gone: the check says so (a forgery's borrowed files may be)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("manifest list of snapshot %d: %w", sn.SnapshotID, err)
 		}
 		for _, mf := range mfs {
-			add(mf.FilePath())
-			// Live entries only: a DELETED entry is the snapshot saying the
-			// file is no longer part of it (expiry may delete it).
-			entries, err := mf.FetchEntries(fs, true)
-			if errors.Is(err, iofs.ErrNotExist) {
-				continue
+			add(mf.FilePath(), files, out.planned)
+			if k, ok := keyOf(mf.FilePath()); ok {
+				out.sizes[k] = mf.Length()
 			}
-			if err != nil {
-				return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+			es, seen := entries[mf.FilePath()]
+			if !seen {
+				es, err = mf.FetchEntries(fs, false)
+				if errors.Is(err, iofs.ErrNotExist) {
+					out.gone = true
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+				}
+				entries[mf.FilePath()] = es
 			}
-			for _, e := range entries {
-				add(e.DataFile().FilePath())
+			for _, e := range es {
+				df := e.DataFile()
+				k, ok := keyOf(df.FilePath())
+				if !ok {
+					continue
+				}
+				if e.Status() == iceberg.EntryStatusADDED {
+					out.planned[k] = true
+				}
+				// Live entries only: a DELETED entry is the snapshot saying
+				// the file is no longer part of it (expiry may delete it).
+				if e.Status() != iceberg.EntryStatusDELETED {
+					out.keys[k], files[k] = true, true
+					out.sizes[k] = df.FileSizeBytes()
+				}
 			}
 		}
 	}

@@ -35,8 +35,14 @@ type Op struct {
 	// tolerateErr: a transport error is not a violation (iceberg-go ops
 	// report their refusals as errors).
 	tolerateErr bool
-	run         func() Outcome
-	after       func(o Outcome, contended bool) error
+	// contingent: invalid only as the model stands before the round (a
+	// legal hold): an op of the same round that shares a key may change
+	// that, so contended it may be accepted.
+	contingent bool
+	// vended: an iceberg-go op asks for vended credentials (an engine).
+	vended bool
+	run    func() Outcome
+	after  func(o Outcome, contended bool) error
 }
 
 // The small space of names: collisions are the point.
@@ -59,32 +65,36 @@ var opWeights = []struct {
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
 	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},
+	{"view-replace", 2}, {"view-register", 1},
+	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
+	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
+	{"bulk", 1},
+	{"read-catalog", 1}, {"read-grant", 1}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
+	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
 	total := 0
 	for _, k := range opWeights {
-		if !s.without[k.kind] {
-			total += k.w
-		}
+		total += s.weight(k.kind, k.w)
 	}
 	for range 50 {
 		n := s.rng.IntN(total)
 		for _, k := range opWeights {
-			if s.without[k.kind] {
-				continue
-			}
-			if n < k.w {
+			w := s.weight(k.kind, k.w)
+			if n < w {
 				if op := s.makeOp(k.kind, actor); op != nil {
 					op.kind, op.actor = k.kind, actor
 					return op
 				}
 				break
 			}
-			n -= k.w
+			n -= w
 		}
 	}
-	return s.opNSCreate(actor)
+	op := s.opNSCreate(actor)
+	op.kind, op.actor = "ns-create", actor
+	return op
 }
 
 func (s *Sim) makeOp(kind string, actor int) *Op {
@@ -145,6 +155,30 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opViewPurgeNow()
 	case "view-rename":
 		return s.opViewRename()
+	case "view-replace":
+		return s.opViewReplace()
+	case "view-register":
+		return s.opViewRegister()
+	case "transaction":
+		return s.opTransaction()
+	case "register-overwrite":
+		return s.opRegisterOverwrite()
+	case "unregister":
+		return s.opUnregister()
+	case "engine-load":
+		return s.opEngineLoad()
+	case "engine-append":
+		return s.opEngineAppend()
+	case "engine-write":
+		return s.opEngineWrite()
+	case "engine-escape":
+		return s.opEngineEscape()
+	case "engine-upload":
+		return s.opEngineUpload()
+	case "bulk":
+		return s.opBulk()
+	case "read-catalog", "read-grant", "read-soft-deleted", "read-purge-jobs", "read-unregistered", "read-verify", "read-retention":
+		return s.opRead(kind)
 	}
 	return nil
 }
@@ -162,13 +196,15 @@ func (s *Sim) principal() string {
 		}
 		return admin
 	}
-	switch n := s.rng.IntN(10); {
-	case n < 5:
+	switch n := s.rng.IntN(20); {
+	case n < 10:
 		return admin
-	case n < 8:
+	case n < 15:
 		return writer
+	case n < 19:
+		return holder
 	}
-	return holder
+	return reader
 }
 
 // tableKeys: an op on a table contends with ops on the same identifier
@@ -215,8 +251,9 @@ func (s *Sim) privileged(op *Op, p string, privs ...string) {
 
 // --- namespaces ---
 
-func (s *Sim) opNSCreate(int) *Op {
-	ns := pick(s, namespaces)
+func (s *Sim) opNSCreate(int) *Op { return s.opNSCreateAt(s.pickNS()) }
+
+func (s *Sim) opNSCreateAt(ns string) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: "create namespace " + ns, keys: []string{"ns:" + ns}, want: []int{200}}
 	if exists {
@@ -234,8 +271,9 @@ func (s *Sim) opNSCreate(int) *Op {
 	return op
 }
 
-func (s *Sim) opNSDrop() *Op {
-	ns := pick(s, namespaces)
+func (s *Sim) opNSDrop() *Op { return s.opNSDropAt(s.pickNS()) }
+
+func (s *Sim) opNSDropAt(ns string) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: "drop namespace " + ns, keys: []string{"ns:" + ns}}
 	switch {
@@ -300,31 +338,43 @@ type createResult struct {
 }
 
 func (s *Sim) opCreate() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+	ns, name := s.pickNS(), s.pickName()
 	p := s.principal()
 	props := map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"}
-	op := &Op{keys: tableKeys(ns, name)}
-	var reasons []string
 	if s.chance(0.15) {
 		props["icehold.legal-hold"] = "true"
-		if !s.m.canLegalHold(p) {
-			op.invalid = true
-			reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
-		}
 	}
 	if s.chance(0.2) {
-		v, ok := s.duration()
+		v, _ := s.duration()
 		props["soft-delete.hold-period"] = v
-		if !ok {
+	}
+	loc, plain, outside := s.location()
+	if !s.allow("location") {
+		loc, plain, outside = "", true, false
+	}
+	return s.createOpAt(ns, name, p, loc, plain, outside, props)
+}
+
+// createOp is a create at a plain location inside the warehouse ("": the
+// default one).
+func (s *Sim) createOp(ns, name, p, loc string, props map[string]string) *Op {
+	return s.createOpAt(ns, name, p, loc, true, false, props)
+}
+
+func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map[string]string) *Op {
+	op := &Op{keys: tableKeys(ns, name)}
+	var reasons []string
+	if props["icehold.legal-hold"] == "true" && !s.m.canLegalHold(p) {
+		op.invalid = true
+		reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
+	}
+	if v, ok := props["soft-delete.hold-period"]; ok {
+		if _, good := parseHold(v); !good {
 			op.invalid = true
 			reasons = append(reasons, "hold period "+v+" is out of range or malformed")
 		}
 	}
 	body := map[string]any{"name": name, "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON), "properties": props}
-	loc, plain, outside := s.location()
-	if !s.allow("location") {
-		loc, plain, outside = "", true, false
-	}
 	if loc != "" {
 		body["location"] = loc
 		op.keys = append(op.keys, "loc")
@@ -371,7 +421,7 @@ func (s *Sim) opCreate() *Op {
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation},
 			legalHold: props["icehold.legal-hold"] == "true", holdProp: props["soft-delete.hold-period"]})
 		s.logf("   %s created at %s", g, g.location)
-		return nil
+		return s.record(g, g.meta, true)
 	}
 	return op
 }
@@ -384,7 +434,7 @@ func (s *Sim) target() (ns, name string, g *Gen) {
 		g = pick(s, lives)
 		return g.ns, g.name, g
 	}
-	ns, name = pick(s, namespaces), pick(s, tableNames)
+	ns, name = s.pickNS(), s.pickName()
 	return ns, name, s.m.liveAt(ns, name)
 }
 
@@ -420,7 +470,7 @@ func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
 	s.privileged(op, p, "TABLE_READ", "TABLE_WRITE")
 	var res appendResult
 	op.run = func() Outcome {
-		res = s.appendRows(p, ns, name, rows)
+		res = s.appendRowsVended(p, ns, name, rows, op.vended)
 		return res.out
 	}
 	op.after = func(o Outcome, contended bool) error {
@@ -502,6 +552,9 @@ func (s *Sim) committed(uuid, ns, name, meta string, added, removed map[int64]st
 			g.maybe[id] = d
 		}
 	}
+	if g.meta == meta {
+		return s.record(g, meta, false)
+	}
 	return nil
 }
 
@@ -550,7 +603,12 @@ var rowSchema = arrow.NewSchema([]arrow.Field{
 // appendRows appends rows with iceberg-go (its own data files, manifest
 // and manifest list) as principal.
 func (s *Sim) appendRows(principal, ns, name string, rows map[int64]string) appendResult {
-	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
+	return s.appendRowsVended(principal, ns, name, rows, false)
+}
+
+// appendRowsVended: vended asks for vended credentials (an engine).
+func (s *Sim) appendRowsVended(principal, ns, name string, rows map[int64]string, vended bool) appendResult {
+	return s.withTableVended(principal, ns, name, vended, func(tbl *table.Table) (*table.Table, error) {
 		var b strings.Builder
 		b.WriteString("[")
 		for i, id := range sortedIDs(rows) {
@@ -591,7 +649,11 @@ func (s *Sim) deleteRows(principal, ns, name string, rows map[int64]string) appe
 }
 
 func (s *Sim) withTable(principal, ns, name string, fn func(*table.Table) (*table.Table, error)) appendResult {
-	cat, rec, err := s.w.client(s.ctx, principal)
+	return s.withTableVended(principal, ns, name, false, fn)
+}
+
+func (s *Sim) withTableVended(principal, ns, name string, vended bool, fn func(*table.Table) (*table.Table, error)) appendResult {
+	cat, rec, err := s.w.client(s.ctx, principal, vended)
 	if err != nil {
 		return appendResult{out: Outcome{Err: err}}
 	}
@@ -648,7 +710,7 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	case purge && g.holdUnsure:
 		op.want = []int{204, 409}
 	case purge && g.legalHold:
-		op.invalid, op.why = true, "the table is under legal hold"
+		op.invalid, op.contingent, op.why = true, true, "the table is under legal hold"
 	default:
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{204}
@@ -772,7 +834,7 @@ func (s *Sim) purgeAccepted(jobID, ns, name string, contended bool) error {
 // startPurging: g's files may go from now on; what its prefix held before
 // the round is what the job must account for.
 func (s *Sim) startPurging(g *Gen, jobID string, contended bool) {
-	g.state, g.job, g.contendedPurge = purging, jobID, contended
+	g.state, g.job, g.contendedPurge, g.purgeMeta = purging, jobID, contended, g.meta
 	g.expiring = s.expireJobRunning(g.uuid, jobID)
 	g.before = map[string]bool{}
 	if prefix, ok := keyOf(strings.TrimRight(g.location, "/")); ok {
@@ -809,7 +871,7 @@ func (s *Sim) softTarget() (ns, name string, gens []*Gen) {
 		g := pick(s, softs)
 		return g.ns, g.name, s.m.softAt(g.ns, g.name)
 	}
-	ns, name = pick(s, namespaces), pick(s, tableNames)
+	ns, name = s.pickNS(), s.pickName()
 	return ns, name, s.m.softAt(ns, name)
 }
 
@@ -896,7 +958,7 @@ func (s *Sim) opUndrop() *Op {
 	}
 	toNS, toName := ns, name
 	if s.chance(0.3) {
-		toNS, toName = pick(s, namespaces), pick(s, tableNames)
+		toNS, toName = s.pickNS(), s.pickName()
 		fields["rename-to"] = map[string]any{"namespace": []string{toNS}, "name": toName}
 	}
 	body, bad := s.lifecycleBody(fields, "")
@@ -974,11 +1036,14 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
 		s.advanceMeta(ug, res.Meta)
+		if err := s.record(ug, ug.meta, false); err != nil {
+			return err
+		}
 		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && r.props["icehold.legal-hold"] == "true" && !ug.legalHold {
 			ug.holdUnsure = true
 		}
 		s.logf("   %s undropped", ug)
-		if contended || ug.forged {
+		if contended || ug.forged || ug.bulk {
 			return nil // another op of the round may have written to it; a forgery's rows are borrowed
 		}
 		return s.checkRows(ug, "undrop")
@@ -1009,7 +1074,7 @@ func (s *Sim) opPurgeNow() *Op {
 	case g == nil || (fields["table-uuid"] == nil && len(gens) > 1):
 		op.want = []int{409}
 	case g.legalHold:
-		op.invalid, op.why = true, "the soft-deleted table is under legal hold"
+		op.invalid, op.contingent, op.why = true, true, "the soft-deleted table is under legal hold"
 	default:
 		op.want = []int{202}
 	}
@@ -1150,6 +1215,11 @@ func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]
 
 // propsCommitted applies an accepted property commit to its generation.
 func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error {
+	return s.propsCommittedRefs(o, ns, name, false, apply)
+}
+
+// propsCommittedRefs: refs says the commit set the table's refs.
+func (s *Sim) propsCommittedRefs(o Outcome, ns, name string, refs bool, apply func(*Gen)) error {
 	var res createResult
 	if err := json.Unmarshal(o.Body, &res); err != nil {
 		return s.violatef("commit answer: %v", err)
@@ -1164,6 +1234,9 @@ func (s *Sim) propsCommitted(o Outcome, ns, name string, apply func(*Gen)) error
 	}
 	s.advanceMeta(g, res.MetadataLocation)
 	apply(g)
+	if g.meta == res.MetadataLocation {
+		return s.record(g, g.meta, refs)
+	}
 	return nil
 }
 
@@ -1228,7 +1301,7 @@ func (s *Sim) opCatalogHold() *Op {
 }
 
 func (s *Sim) opNamespaceHold() *Op {
-	ns := pick(s, namespaces)
+	ns := s.pickNS()
 	v, ok := s.duration()
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on namespace %s", v, ns), keys: []string{"nsprops:" + ns, "ns:" + ns}}

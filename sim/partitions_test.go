@@ -102,6 +102,15 @@ func (s *Sim) opPartitionDrop() *Op {
 		}
 		if g := s.m.liveAt(ns, name); g != nil {
 			removeDays(g, dropped, contended)
+			var res struct {
+				Meta string `json:"metadata-location"`
+			}
+			if json.Unmarshal(o.Body, &res) == nil && res.Meta != "" {
+				s.advanceMeta(g, res.Meta)
+				if g.meta == res.Meta {
+					return s.record(g, res.Meta, false)
+				}
+			}
 		}
 		return nil
 	}
@@ -166,11 +175,17 @@ func (s *Sim) opRetention() *Op {
 func (s *Sim) sweepRetention() error {
 	now := s.w.clock.Now()
 	s.sweeping = true
+	for _, g := range s.m.inState(live) {
+		if names := s.refsExpirable(g, now); len(names) > 0 {
+			s.expirable[g] = names
+		}
+	}
 	rep, err := s.w.srv.Partitions.SweepRetention(s.ctx, now, 0)
 	if err != nil {
 		return s.violatef("retention sweep: %v", err)
 	}
 	s.logf("   report tables %d dropped %d expired %d snapshots, jobs %v, failed %v", rep.Tables, rep.Dropped, rep.SnapshotsExpired, rep.ExpireJobs, rep.Failed)
+	s.acted = rep.Dropped+rep.SnapshotsExpired > 0
 	for _, f := range rep.Failed {
 		name, why, _ := strings.Cut(strings.TrimPrefix(f, catalogName+"."), ": ")
 		ns, tbl, _ := strings.Cut(name, ".")
@@ -233,7 +248,7 @@ func (s *Sim) opSnapshots() *Op {
 	}
 	raw, _ := json.Marshal(update)
 	ns, name := g.ns, g.name
-	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200, 400, 409}}
+	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "refs:"+g.uuid), want: []int{200, 400, 409}}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
 	}
@@ -241,7 +256,7 @@ func (s *Sim) opSnapshots() *Op {
 		if o.Status != 200 {
 			return nil
 		}
-		return s.propsCommitted(o, ns, name, func(*Gen) {})
+		return s.propsCommittedRefs(o, ns, name, true, func(*Gen) {})
 	}
 	return op
 }
@@ -256,7 +271,7 @@ func (s *Sim) opSetLocation() *Op {
 	g := pick(s, lives)
 	loc, plain, outside := s.location()
 	if loc == "" {
-		loc, plain = s.spell(warehouse+"/L/"+pick(s, locNames)), false
+		loc, plain = s.spell(warehouse+"/L/"+s.pickLoc()), false
 	}
 	ns, name := g.ns, g.name
 	op := &Op{desc: fmt.Sprintf("admin sets the location of %s to %s", g, loc), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "loc")}
@@ -296,7 +311,7 @@ func (s *Sim) opSetLocation() *Op {
 // ownerBesides: a generation other than g owning a prefix overlapping loc
 // (its current location, or a former one its snapshots may still reach).
 func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
-	for _, o := range s.m.inState(live, soft, purging) {
+	for _, o := range s.m.inState(live, soft, purging, unregistered) {
 		if o == g || o.forged {
 			continue
 		}
@@ -310,7 +325,7 @@ func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
 // formerOwner: a generation whose former location overlaps loc (set-location
 // keeps it owned while retained snapshots reach it: either answer).
 func (s *Sim) formerOwner(loc string) *Gen {
-	for _, o := range s.m.inState(live, soft, purging) {
+	for _, o := range s.m.inState(live, soft, purging, unregistered) {
 		for _, l := range o.oldLocs {
 			if overlaps(l, loc) {
 				return o

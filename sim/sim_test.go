@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +25,11 @@ var (
 	withoutFlag = flag.String("sim.without", "", "what not to generate (comma-separated operation or barrier kinds, or bad-duration, bad-body, unprivileged), to bisect a failure")
 	verboseFlag = flag.Bool("sim.v", false, "log every step")
 	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, counters, orphans, index, rows), to look past a known failure")
+	freeFlag    = flag.Bool("sim.free", false, "run a round's actors at once (goroutine timing decides: a failure may not replay exactly)")
+	expectFlag  = flag.String("sim.expect", "", "a failed run's schedule file: the replay stops where it does not repeat it")
+	swarmFlag   = flag.Bool("sim.swarm", true, "each seed's swarm configuration (kinds off, weights, pools); false: every kind over every name")
+	failfast    = flag.Bool("sim.failfast", false, "stop at the first failing seed (make mutate)")
+	coverFlag   = flag.Bool("sim.cover", true, "fail when a kind of operation, barrier or template never ran or never changed state (runs of 600 rounds or more)")
 )
 
 // TestLifecycleSimulation runs the simulation for each seed. A failure
@@ -36,10 +42,34 @@ func TestLifecycleSimulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every seed runs: one failing seed (a model's false alarm or a defect)
+	// must not hide what the others would find. The summary names each
+	// failing seed with its replay command.
+	var failed []string
 	for _, seed := range seeds {
-		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, *stepsFlag) }) {
-			break // one failing seed says it all; its replay command is above
+		var replay string
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { replay = runSeed(t, seed, *stepsFlag) }) {
+			failed = append(failed, fmt.Sprintf("  seed %d: %s", seed, replay))
+			if *failfast {
+				break
+			}
 		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d seeds failed:\n%s", len(failed), len(seeds), strings.Join(failed, "\n"))
+	}
+	without := map[string]bool{}
+	for _, k := range strings.Split(*withoutFlag, ",") {
+		without[strings.TrimSpace(k)] = true
+	}
+	table, missing := cover.table(without)
+	out := fmt.Sprintf("coverage of %d seeds x %d steps (ran: times generated; changed: times it changed state)\n%s", len(seeds), *stepsFlag, table)
+	if p := os.Getenv("SIM_COVERAGE"); p != "" {
+		_ = os.WriteFile(p, []byte(out), 0o644)
+	}
+	t.Log(out)
+	if *coverFlag && len(seeds)**stepsFlag >= 600 && len(missing) > 0 {
+		t.Errorf("never reached within %d seeds x %d steps: %s", len(seeds), *stepsFlag, strings.Join(missing, ", "))
 	}
 }
 
@@ -90,13 +120,43 @@ type Sim struct {
 	// hardDrops: hard drops of the round whose generation the observation
 	// names (by identifier).
 	hardDrops map[string]int
-	// sweeping: a sweep that commits ran this round (pointers may move).
-	sweeping bool
-	// faulty: delivery faults are on (dead letters are not redriven).
+	// sweeping: a sweep that commits ran this round (pointers may move);
+	// expirable: the refs it may have expired (past their max-ref-age).
+	sweeping  bool
+	expirable map[*Gen][]string
+	// faulty: delivery faults are on (dead letters are not redriven);
+	// healIn: rounds until they heal on their own.
 	faulty bool
+	healIn int
 	// sinceBackfill: rounds left in which creates aim at the locations a
 	// backfill should have claimed.
 	sinceBackfill int
+	// free: -sim.free (no token passing, no settling: sched_test.go).
+	free bool
+	// crash: the injected pipeline crash; startCrashed: it lost a job's
+	// start (settle reconciles); stopAt: the restart barrier's pause.
+	crash        atomic.Pointer[crashFault]
+	startCrashed atomic.Bool
+	stopAt       atomic.Pointer[stopPoint]
+	// sw: the seed's swarm configuration; script: the rounds a running
+	// template has left; templateDone: a template that ended (counted at
+	// the next round); holdAt: the settle of the round kills the process
+	// when a pipeline step reaches this point (crashedAt: it did).
+	sw           swarm
+	script       []step
+	templateDone *tmplRun
+	holdAt       string
+	crashedAt    string
+	// acted: the barrier of the round did what it is there for.
+	acted bool
+	// fresh: the last check's listing of the bucket (bucketNow).
+	fresh map[string]int64
+	// sessions: the vended sessions engines hold (engines_test.go).
+	sessions []*session
+	// schedule: each round's replay line; expect: a failed run's.
+	schedule     []string
+	expect       []string
+	scheduleFile string
 }
 
 // violation is an invariant the run broke: the run stops there.
@@ -116,13 +176,25 @@ func (s *Sim) logf(format string, args ...any) {
 	}
 }
 
-func runSeed(t *testing.T, seed uint64, steps int) {
+// runSeed runs one seed; on a failure it returns the replay command.
+func runSeed(t *testing.T, seed uint64, steps int) string {
 	dir := t.TempDir()
 	s := &Sim{
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: time.Now().UTC().Truncate(time.Second)}},
+		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
+		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag),
+	}
+	if !s.free {
+		s.w.sched, s.w.hook = newSched(seed), s.pipelineHook
+	}
+	if *expectFlag != "" {
+		raw, err := os.ReadFile(*expectFlag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.expect = strings.Split(strings.TrimSpace(string(raw)), "\n")
 	}
 	for _, k := range strings.Split(*skipFlag, ",") {
 		if k = strings.TrimSpace(k); k != "" {
@@ -142,9 +214,14 @@ func runSeed(t *testing.T, seed uint64, steps int) {
 	}
 	if err != nil {
 		s.fail(err)
-		return
+		return s.replayCommand()
 	}
 	t.Logf("seed %d: %d steps in %v; %d generations (%s)", seed, s.step, time.Since(start).Round(time.Millisecond), len(s.m.gens), s.census())
+	if dir := os.Getenv("SIM_SCHEDULES"); dir != "" {
+		// Each seed's schedule, to compare two runs (the replay check).
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d.schedule", seed)), []byte(strings.Join(s.schedule, "\n")+"\n"), 0o644)
+	}
+	return ""
 }
 
 func (s *Sim) census() string {
@@ -156,8 +233,8 @@ func (s *Sim) census() string {
 	for _, x := range s.m.views {
 		v[x.state]++
 	}
-	return fmt.Sprintf("%d live, %d soft, %d purging, %d released; views: %d live, %d soft, %d purging, %d gone",
-		n[live], n[soft], n[purging], n[released], v[live], v[soft], v[purging], v[gone])
+	return fmt.Sprintf("%d live, %d soft, %d purging, %d released, %d unregistered; views: %d live, %d soft, %d purging, %d gone",
+		n[live], n[soft], n[purging], n[released], n[unregistered], v[live], v[soft], v[purging], v[gone])
 }
 
 // fail reports a violation with the seed, the trace and the replay command.
@@ -172,6 +249,15 @@ func (s *Sim) fail(err error) {
 	for _, l := range tr {
 		b.WriteString(l + "\n")
 	}
+	// The schedule (each round's ops, request order and statuses) lets the
+	// replay say where it parts from this run, if it ever does.
+	sched := filepath.Join(os.TempDir(), fmt.Sprintf("sim-seed-%d.schedule", s.seed))
+	if *expectFlag != "" {
+		sched += ".replay" // the file replayed stays as it was
+	}
+	if err := os.WriteFile(sched, []byte(strings.Join(s.schedule, "\n")+"\n"), 0o644); err == nil {
+		s.scheduleFile = sched
+	}
 	fmt.Fprintf(&b, "\nreplay: %s\n", s.replayCommand())
 	if p := os.Getenv("SIM_TRACE"); p != "" {
 		_ = os.WriteFile(p, []byte(b.String()), 0o644)
@@ -181,6 +267,15 @@ func (s *Sim) fail(err error) {
 
 func (s *Sim) replayCommand() string {
 	cmd := fmt.Sprintf("go test -count=1 -run 'TestLifecycleSimulation' ./sim/ -sim.seeds=%d -sim.steps=%d", s.seed, s.step)
+	if s.free {
+		cmd += " -sim.free"
+	}
+	if s.scheduleFile != "" {
+		cmd += " -sim.expect=" + s.scheduleFile
+	}
+	if !*swarmFlag {
+		cmd += " -sim.swarm=false"
+	}
 	if s.actors != 2 {
 		cmd += fmt.Sprintf(" -sim.actors=%d", s.actors)
 	}
@@ -205,6 +300,7 @@ func (s *Sim) run(steps int) error {
 	}
 	s.m = newModel(s.w.legalPriv)
 	s.logf("setup: catalog %s at %s, soft delete on; TABLE_LEGAL_HOLD known: %v; clock %s", catalogName, warehouse, s.w.legalPriv, s.w.clock.Now().Format(time.RFC3339))
+	s.logf("swarm: %s", s.sw.desc)
 	for _, ns := range namespaces {
 		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}}); o.Status != 200 {
 			return fmt.Errorf("create namespace %s: %s", ns, o)
@@ -212,8 +308,12 @@ func (s *Sim) run(steps int) error {
 		s.m.namespaces[ns] = map[string]string{}
 	}
 	for s.step = 1; s.step <= steps; s.step++ {
+		start := time.Now()
 		if err := s.round(); err != nil {
 			return err
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			s.logf("   (round took %v)", d.Round(100*time.Millisecond))
 		}
 	}
 	s.step = steps
@@ -221,20 +321,70 @@ func (s *Sim) run(steps int) error {
 }
 
 func (s *Sim) round() error {
-	s.touched, s.sweeping, s.hardDrops = map[string]int{}, false, map[string]int{}
+	s.touched, s.sweeping, s.hardDrops, s.expirable = map[string]int{}, false, map[string]int{}, map[*Gen][]string{}
 	if s.sinceBackfill > 0 {
 		s.sinceBackfill--
 	}
-	if b := s.pickBarrier(); b != nil {
+	if s.healIn > 0 {
+		if s.healIn--; s.healIn == 0 && s.faulty {
+			s.logf("== heal: the outage ends, the DLQ redriven")
+			if err := s.scheduled("barrier heal"); err != nil {
+				return err
+			}
+			s.heal()
+			if err := s.settle(); err != nil {
+				return err
+			}
+			return s.check()
+		}
+	}
+	if t := s.templateDone; t != nil {
+		s.templateDone = nil
+		cover.add("template "+t.name, t.reached)
+		s.logf("   template %s #%d ended (reached %v)", t.name, t.n, t.reached)
+	}
+	s.maybeTemplate()
+	var scripted *plan
+	for len(s.script) > 0 && scripted == nil {
+		st := s.script[0]
+		s.script = s.script[1:]
+		scripted = st()
+	}
+	b := (*barrier)(nil)
+	if scripted != nil {
+		b = scripted.b
+	} else {
+		b = s.pickBarrier()
+	}
+	if b != nil {
 		s.logf("== %s", b.desc)
+		if err := s.scheduled("barrier " + b.desc); err != nil {
+			return err
+		}
+		s.acted = true
 		if err := b.run(); err != nil {
+			return err
+		}
+		cover.add("barrier "+b.kind, s.acted)
+		if err := s.settle(); err != nil {
 			return err
 		}
 		return s.check()
 	}
-	ops := make([]*Op, s.actors)
-	for i := range ops {
-		ops[i] = s.pickOp(i)
+	var ops []*Op
+	if scripted != nil {
+		ops = scripted.ops
+		for i, op := range ops {
+			op.actor = i
+			if op.kind == "" {
+				op.kind = "scripted"
+			}
+		}
+	} else {
+		ops = make([]*Op, s.actors)
+		for i := range ops {
+			ops[i] = s.pickOp(i)
+		}
 	}
 	// Contention: ops that share a key (an identifier, a uuid, a location)
 	// may land in either order.
@@ -245,11 +395,11 @@ func (s *Sim) round() error {
 		}
 	}
 	var err error
-	if s.pre, err = s.w.objects(s.ctx); err != nil {
+	if s.pre, err = s.bucketNow(); err != nil {
 		return err
 	}
 	var digestBefore string
-	solo := len(ops) == 1 || s.rng.IntN(4) == 0
+	solo := len(ops) == 1 || (scripted == nil && s.rng.IntN(4) == 0)
 	if solo {
 		ops = ops[:1]
 		s.touched = map[string]int{}
@@ -264,20 +414,39 @@ func (s *Sim) round() error {
 	}
 	outs := make([]Outcome, len(ops))
 	var wg sync.WaitGroup
+	if s.w.sched != nil {
+		s.w.sched.begin(len(ops))
+	}
 	for i, op := range ops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if s.w.sched != nil {
+				s.w.sched.enter(i)
+				defer s.w.sched.exit(i)
+			}
 			outs[i] = op.run()
 		}()
 	}
 	wg.Wait()
+	line := []string{}
 	for i, op := range ops {
 		o := outs[i]
 		s.logf("a%d %s -> %s", op.actor, op.desc, o)
-		if err := s.judge(op, o); err != nil {
+		line = append(line, fmt.Sprintf("a%d %s -> %d", op.actor, op.desc, o.Status))
+	}
+	if s.w.sched != nil {
+		line = append(line, "order "+s.w.sched.order())
+		s.logf("   request order (by actor): %s", s.w.sched.order())
+	}
+	if err := s.scheduled(line...); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		if err := s.judge(op, outs[i]); err != nil {
 			return err
 		}
+		cover.add("op "+op.kind, outs[i].ok())
 	}
 	if digestBefore != "" && s.pipelineIdle() {
 		after, err := s.w.digest(s.ctx)
@@ -288,18 +457,27 @@ func (s *Sim) round() error {
 			return s.violatef("a request the model says is invalid (%s) changed the store or the bucket:\n%s", ops[0].desc, diffLines(digestBefore, after))
 		}
 	}
-	// A create's generation exists before anything else of the round could
-	// write to it, so its after comes first (an append of the same round
-	// may have landed on the table it made).
+	// The model applies the ops in the order they took effect: each at its
+	// last request, as the token passed (-sim.free: creates first, since a
+	// create's generation exists before anything else of the round could
+	// write to it, then the rest in turn).
 	order := make([]int, 0, len(ops))
-	for i, op := range ops {
-		if op.kind == "create" {
+	if s.w.sched != nil {
+		last := s.w.sched.lastGrants()
+		for i := range ops {
 			order = append(order, i)
 		}
-	}
-	for i, op := range ops {
-		if op.kind != "create" {
-			order = append(order, i)
+		slices.SortStableFunc(order, func(a, b int) int { return last[a] - last[b] })
+	} else {
+		for i, op := range ops {
+			if op.kind == "create" {
+				order = append(order, i)
+			}
+		}
+		for i, op := range ops {
+			if op.kind != "create" {
+				order = append(order, i)
+			}
 		}
 	}
 	for _, i := range order {
@@ -309,7 +487,21 @@ func (s *Sim) round() error {
 			}
 		}
 	}
+	if err := s.settle(); err != nil {
+		return err
+	}
 	return s.check()
+}
+
+// scheduled records the round's replay line and, replaying, requires that
+// it repeats the failed run's.
+func (s *Sim) scheduled(parts ...string) error {
+	l := scheduleLine(s.step, parts...)
+	s.schedule = append(s.schedule, l)
+	if i := len(s.schedule) - 1; i < len(s.expect) && s.expect[i] != l {
+		return s.violatef("the replay left the failed run's schedule at step %d:\n  then: %s\n  now:  %s", s.step, trunc(s.expect[i], 600), trunc(l, 600))
+	}
+	return nil
 }
 
 // allow: the generator may produce kind (not listed in -sim.without).
@@ -332,6 +524,9 @@ func (s *Sim) judge(op *Op, o Outcome) error {
 	}
 	if o.Status >= 500 {
 		return s.violatef("%s: answered %s (a 5xx is never the answer to a request)", op.desc, o)
+	}
+	if op.invalid && op.contingent && s.contended(op) {
+		return nil // a hold of the same round may have been lifted first
 	}
 	if op.invalid && o.ok() {
 		return s.violatef("%s: the model says this request is invalid (%s), but it was accepted: %s", op.desc, op.why, o)

@@ -19,10 +19,13 @@ import (
 
 // View is one view the simulation created.
 type View struct {
+	seq            int // the model's own order (uuids are new each run)
 	uuid, ns, name string
 	location       string
-	meta           string // its metadata file (views are not replaced here)
-	state          state  // live, soft, purging (purge-now accepted) or gone
+	meta           string   // its metadata file
+	metas          []string // every metadata file it had
+	state          state    // live, soft, purging (purge-now accepted) or gone
+	legalHold      bool
 	purgeAt        time.Time
 }
 
@@ -57,7 +60,7 @@ func (m *Model) viewsIn(st state) []*View {
 			out = append(out, v)
 		}
 	}
-	slices.SortFunc(out, func(a, b *View) int { return strings.Compare(a.uuid, b.uuid) })
+	slices.SortFunc(out, func(a, b *View) int { return a.seq - b.seq })
 	return out
 }
 
@@ -74,8 +77,9 @@ func (s *Sim) viewHeld(op *Op) bool {
 	return false
 }
 
-func (s *Sim) opViewCreate() *Op {
-	ns, name := pick(s, namespaces), pick(s, tableNames)
+func (s *Sim) opViewCreate() *Op { return s.viewCreateAt(s.pickNS(), s.pickName()) }
+
+func (s *Sim) viewCreateAt(ns, name string) *Op {
 	body := map[string]any{
 		"name": name, "schema": json.RawMessage(schemaJSON), "properties": map[string]string{},
 		"view-version": map[string]any{
@@ -84,7 +88,7 @@ func (s *Sim) opViewCreate() *Op {
 			"default-namespace": []string{ns},
 		},
 	}
-	op := &Op{desc: fmt.Sprintf("admin creates view %s.%s", ns, name), keys: tableKeys(ns, name)}
+	op := &Op{kind: "view-create", desc: fmt.Sprintf("admin creates view %s.%s", ns, name), keys: tableKeys(ns, name)}
 	_, nsOK := s.m.namespaces[ns]
 	switch {
 	case !nsOK:
@@ -111,7 +115,8 @@ func (s *Sim) opViewCreate() *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil || res.Metadata.UUID == "" {
 			return s.violatef("create view answer %s: %v", o, err)
 		}
-		v := &View{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, meta: res.MetadataLocation, state: live}
+		s.m.nextID++
+		v := &View{seq: s.m.nextID, uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, meta: res.MetadataLocation, state: live}
 		s.m.views[v.uuid] = v
 		s.logf("   %s created at %s", v, v.location)
 		return nil
@@ -124,8 +129,11 @@ func (s *Sim) opViewDrop() *Op {
 	if len(lives) == 0 {
 		return nil
 	}
-	v := pick(s, lives)
-	op := &Op{desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
+	return s.viewDropOf(pick(s, lives))
+}
+
+func (s *Sim) viewDropOf(v *View) *Op {
+	op := &Op{kind: "view-drop", desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "DELETE", viewPath(v.ns, v.name), nil) }
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status != 204 {
@@ -147,9 +155,12 @@ func (s *Sim) opViewUndrop() *Op {
 	if len(softs) == 0 {
 		return nil
 	}
-	v := pick(s, softs)
+	return s.viewUndropOf(pick(s, softs))
+}
+
+func (s *Sim) viewUndropOf(v *View) *Op {
 	body := map[string]any{"view-uuid": v.uuid}
-	op := &Op{desc: fmt.Sprintf("admin undrops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid)}
+	op := &Op{kind: "view-undrop", desc: fmt.Sprintf("admin undrops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid)}
 	_, nsOK := s.m.namespaces[v.ns]
 	switch {
 	case !nsOK:
@@ -175,8 +186,14 @@ func (s *Sim) opViewPurgeNow() *Op {
 	if len(softs) == 0 {
 		return nil
 	}
-	v := pick(s, softs)
-	op := &Op{desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
+	return s.viewPurgeNowOf(pick(s, softs))
+}
+
+func (s *Sim) viewPurgeNowOf(v *View) *Op {
+	op := &Op{kind: "view-purge-now", desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
+	if v.legalHold {
+		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the view is under legal hold"
+	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/purge-now", map[string]any{"view-uuid": v.uuid})
 	}
@@ -196,7 +213,7 @@ func (s *Sim) opViewRename() *Op {
 		return nil
 	}
 	v := pick(s, lives)
-	toNS, toName := pick(s, namespaces), pick(s, tableNames)
+	toNS, toName := s.pickNS(), s.pickName()
 	if s.chance(0.2) {
 		toNS, toName = v.ns, v.name
 	}
@@ -318,7 +335,7 @@ func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
 }
 
 // checkViews holds the views against the model and the tables observed.
-func (s *Sim) checkViews(tables []liveObs) error {
+func (s *Sim) checkViews(tables []liveObs, objs map[string]int64) error {
 	lives, softs, err := s.observeViews()
 	if err != nil {
 		return err
@@ -329,10 +346,6 @@ func (s *Sim) checkViews(tables []liveObs) error {
 				return s.violatef("%s.%s is both table %s and view %s", t.ns, t.name, short(t.uuid), short(v.uuid))
 			}
 		}
-	}
-	objs, err := s.w.objects(s.ctx)
-	if err != nil {
-		return err
 	}
 	for _, v := range s.m.views {
 		lo, isLive := lives[v.uuid]
@@ -349,8 +362,11 @@ func (s *Sim) checkViews(tables []liveObs) error {
 			if at, err := time.Parse(time.RFC3339, so.PurgeAt); err == nil {
 				v.purgeAt = at
 			}
+			v.legalHold = so.LegalHold
 		case v.state == live && !contended:
 			return s.violatef("%s is gone, but no drop of it was accepted", v)
+		case v.state == soft && v.legalHold && !contended:
+			return s.violatef("%s is gone while under legal hold, no purge-now accepted", v)
 		case v.state == soft && s.w.clock.Now().Before(v.purgeAt):
 			return s.violatef("%s is gone before its purge-at %s (now %s), no purge-now accepted", v, v.purgeAt.Format(time.RFC3339), s.w.clock.Now().Format(time.RFC3339))
 		case v.state == live || v.state == soft:

@@ -37,10 +37,11 @@ const (
 	admin  = server.AdminPrincipal
 	writer = "sim:writer" // every table privilege but TABLE_LEGAL_HOLD; no CATALOG_MANAGE
 	holder = "sim:holder" // TABLE_LEGAL_HOLD, TABLE_READ, TABLE_WRITE
+	reader = "sim:reader" // TABLE_READ, TABLE_LIST_SOFT_DELETED
 )
 
 // principals in a fixed order (generation picks by index).
-var principals = []string{admin, writer, holder}
+var principals = []string{admin, writer, holder, reader}
 
 // writerPrivileges: what the writer holds (everything a table's writers
 // and droppers need, not the legal hold's privilege).
@@ -48,6 +49,8 @@ var writerPrivileges = []string{"NAMESPACE_CREATE", "NAMESPACE_DROP", "TABLE_CRE
 	"TABLE_DROP_WITH_PURGE", "TABLE_UNDROP", "TABLE_LIST_SOFT_DELETED", "PARTITION_DROP"}
 
 var holderPrivileges = []string{"TABLE_LEGAL_HOLD", "TABLE_READ", "TABLE_WRITE"}
+
+var readerPrivileges = []string{"TABLE_READ", "TABLE_LIST_SOFT_DELETED"}
 
 // Clock is the simulation's time: it moves only when the generator jumps
 // it (at a barrier), so every request of a round sees one instant.
@@ -81,15 +84,24 @@ type World struct {
 	legalPriv bool
 	// sec is the second instance (interleavings), built on demand.
 	sec *second
+	// sched passes the token among a round's actors (nil: -sim.free);
+	// gate holds the pipeline between settles; hook is the purge
+	// service's hook (sched_test.go).
+	sched *sched
+	gate  *pipeGate
+	hook  func(*pipeGate) func(string) error
 }
 
 func (w *World) options() server.Options {
 	return server.Options{
 		Dir: w.dir, Catalog: catalogName,
-		DemoProperties: map[string]string{"soft-delete.enabled": "true"},
+		DemoProperties: map[string]string{"soft-delete.enabled": "true", "vended-credentials": "allowed"},
 		Now:            w.clock.Now,
 		// Fast pipeline clocks (the semantics are the same).
-		Visibility: 2 * time.Second, MaxReceives: 3, TimeScale: 0.02, DeleteWorkers: 2, BatchManifests: 1,
+		// The pipeline settles after every round (sched_test.go): under an
+		// injected delete fault a batch dead-letters after 2 receives, 1 s
+		// apart, and throttled retries back off 2 ms, not 25.
+		Visibility: time.Second, MaxReceives: 2, TimeScale: 0.02, DeleteWorkers: 2, BatchManifests: 1,
 		// The sweeps and reconcile run when the generator says (with the
 		// clock it set), never on their own.
 		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
@@ -106,8 +118,13 @@ func (w *World) start(ctx context.Context) error {
 	// the clients' are: iceberg-go refuses a snapshot more than a minute
 	// older than the last one, and the simulated clock runs ahead.
 	srv.Partitions.Now = nil
+	srv.Purge.Backoff = 2 * time.Millisecond
 	w.srv = srv
-	w.http = &http.Client{Timeout: 2 * time.Minute}
+	w.gate = newPipeGate()
+	if w.hook != nil {
+		srv.Purge.SetCrash(w.hook(w.gate))
+	}
+	w.http = &http.Client{Timeout: 2 * time.Minute, Transport: w.transport(http.DefaultTransport)}
 	ep := awsconfig.Endpoints{DynamoDB: srv.Info.DynamoDB, S3: srv.Info.S3Endpoint, Region: srv.Info.Region,
 		AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
 	cfg, err := awsconfig.Load(ctx, ep)
@@ -137,6 +154,9 @@ func (w *World) setup(ctx context.Context) error {
 	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+writer, map[string]any{"privileges": writerPrivileges}); o.Status != 200 {
 		return fmt.Errorf("grant writer: %s", o)
 	}
+	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+reader, map[string]any{"privileges": readerPrivileges}); o.Status != 200 {
+		return fmt.Errorf("grant reader: %s", o)
+	}
 	o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+holder, map[string]any{"privileges": holderPrivileges})
 	switch o.Status {
 	case 200:
@@ -158,8 +178,14 @@ func (w *World) setup(ctx context.Context) error {
 // a kill would, and starts it again from the state folder.
 func (w *World) restart(ctx context.Context) error {
 	w.closeSecond()
+	w.gate.abort()
 	w.srv.Close()
 	return w.start(ctx)
+}
+
+// transport gates an actor's requests on the round's token (sched_test.go).
+func (w *World) transport(next http.RoundTripper) http.RoundTripper {
+	return gated{next: next, sched: func() *sched { return w.sched }}
 }
 
 func (w *World) closeSecond() {
@@ -171,6 +197,9 @@ func (w *World) closeSecond() {
 
 func (w *World) close() {
 	w.closeSecond()
+	if w.gate != nil {
+		w.gate.abort()
+	}
 	if w.srv != nil {
 		w.srv.Close()
 	}
@@ -237,10 +266,15 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 
 // client is iceberg-go's REST catalog for principal; status records the
 // last error answer it received (iceberg-go's errors do not carry it).
-func (w *World) client(ctx context.Context, principal string) (*rest.Catalog, *statusRecorder, error) {
-	rec := &statusRecorder{next: http.DefaultTransport}
-	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, rest.WithOAuthToken(w.tokens[principal]),
-		rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec))
+func (w *World) client(ctx context.Context, principal string, vended ...bool) (*rest.Catalog, *statusRecorder, error) {
+	rec := &statusRecorder{next: w.transport(http.DefaultTransport)}
+	opts := []rest.Option{rest.WithOAuthToken(w.tokens[principal]), rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec)}
+	if len(vended) > 0 && vended[0] {
+		// An engine that asks for vended credentials writes its files
+		// with the session it gets.
+		opts = append(opts, rest.WithHeaders(map[string]string{delegation: "vended-credentials"}))
+	}
+	cat, err := rest.NewCatalog(ctx, "icehold", w.srv.Info.RESTURL, opts...)
 	return cat, rec, err
 }
 
@@ -310,11 +344,31 @@ func str(it map[string]ddbtypes.AttributeValue, name string) string {
 // but delivery state (outbox, idempotency receipts) and every object.
 func (w *World) digest(ctx context.Context) (string, error) {
 	var lines []string
+	// Files a request named in an intent before writing them (a refused
+	// transaction wrote some of its tables' metadata first): the orphan
+	// sweep deletes them once the intent is stale; the intent and its
+	// files are the product's cleanup, not a change.
+	intended := map[string]bool{}
 	err := w.scan(ctx, func(it map[string]ddbtypes.AttributeValue) error {
+		if strings.HasPrefix(str(it, "pk"), "INTENT#") {
+			if l, ok := it["files"].(*ddbtypes.AttributeValueMemberL); ok {
+				for _, v := range l.Value {
+					if k, ok := keyOf(attrS(v)); ok {
+						intended[k] = true
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	err = w.scan(ctx, func(it map[string]ddbtypes.AttributeValue) error {
 		// Delivery state and what the pipeline of an ended job still
 		// tidies on its own time (its claim items, its records).
 		pk := str(it, "pk")
-		for _, p := range []string{store.OutboxPK, "IDEM#", "PACE#", "JOB#", "BATCH#", "INFLIGHT#", "ACTIVEJOB"} {
+		for _, p := range []string{store.OutboxPK, "IDEM#", "PACE#", "JOB#", "BATCH#", "INFLIGHT#", "ACTIVEJOB", "INTENT#"} {
 			if strings.HasPrefix(pk, p) {
 				return nil
 			}
@@ -334,7 +388,9 @@ func (w *World) digest(ctx context.Context) (string, error) {
 		return "", err
 	}
 	for k, n := range objs {
-		lines = append(lines, fmt.Sprintf("s3 %s %d", k, n))
+		if !intended[k] {
+			lines = append(lines, fmt.Sprintf("s3 %s %d", k, n))
+		}
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n"), nil

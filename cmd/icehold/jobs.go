@@ -70,11 +70,11 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
-	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's), orphans (the orphan sweep's) or expire (snapshot expiry's)")
+	list.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: purge (a table's), orphans (the orphan sweep's), expire (snapshot expiry's), view or sweep (the storage sweep's)")
 	list.Flags().StringVar(&ns, "namespace", "", "only jobs of this namespace (levels joined by '.')")
 	list.Flags().StringVar(&tbl, "table", "", "only jobs of this table")
 	_ = list.RegisterFlagCompletionFunc("state", fixedValues(jobStates...))
-	_ = list.RegisterFlagCompletionFunc("kind", fixedValues("purge", "orphans", "expire"))
+	_ = list.RegisterFlagCompletionFunc("kind", fixedValues("purge", "orphans", "expire", "view", "sweep"))
 
 	show := &cobra.Command{
 		Use:               "show JOB_ID",
@@ -88,6 +88,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 			}
 			return c.emit(cmd.OutOrStdout(), j, func(out io.Writer) error {
 				showJob(out, j, deadNote(cmd.Context(), c, j))
+				showClasses(out, j)
 				return nil
 			})
 		}),
@@ -104,7 +105,7 @@ func jobsCmd(conn *connOpts) *cobra.Command {
 		}),
 	}
 	watchCmd.Flags().DurationVar(&every, "every", time.Second, "refresh interval")
-	return group("jobs", "Purge jobs: list, show, watch, retry, abandon", list, show, watchCmd, retryJobCmd(conn), abandonJobCmd(conn))
+	return group("jobs", "Purge jobs: list, show, watch, retry, abandon, storage-sweep", list, show, watchCmd, retryJobCmd(conn), abandonJobCmd(conn), storageSweepCmd(conn))
 }
 
 var jobStates = []string{"PENDING", "RUNNING", "DEAD_LETTERED", "SUCCEEDED", "FAILED", "CANCELLED"}

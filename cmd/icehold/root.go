@@ -128,7 +128,8 @@ func addCompletions(root *cobra.Command, conn *connOpts) {
 		"namespaces list": ns, "namespaces create": ns, "tables list": ns, "views list": ns,
 		"tables create": tbl, "tables show": tbl, "tables drop": tbl, "tables verify": tbl, "tables repair": tbl,
 		"partitions drop": tbl, "retention set": tbl, "retention show": tbl, "retention clear": tbl, "local fault deny-deletes": tbl,
-		"tables undrop": softTable, "tables purge-now": softTable, "tables legal-hold": either(tbl, softTable),
+		"jobs storage-sweep": tbl,
+		"tables undrop":      softTable, "tables purge-now": softTable, "tables legal-hold": either(tbl, softTable),
 		"views drop": view, "views undrop": softView, "views purge-now": softView,
 	}
 	var walk func(c *cobra.Command)

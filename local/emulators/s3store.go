@@ -137,6 +137,14 @@ func (s *S3Store) Close() error {
 	return s.journal.close()
 }
 
+// SetClock sets the clock that stamps what the store writes (objects'
+// LastModified, versions' order in time): tests age objects with it.
+func (s *S3Store) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
 // mutate runs decide under the write lock and applies the records it
 // returns: journaled first (a disk store), answered once fsynced; the
 // blobs they free are removed after that.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/icehold/icehold/local/emulators"
 )
 
 // The schedules (EventBridge rules in AWS) a local server runs on its own,
@@ -19,10 +21,31 @@ const (
 	ScheduleHoldExpiry = "hold-expiry" // soft-deleted tables past their hold period (every 15 minutes)
 	ScheduleReconcile  = "reconcile"   // stuck purge jobs, then the orphan sweep (every minute; 5 in AWS)
 	ScheduleOrphans    = "orphans"     // the orphan sweep alone (part of reconcile)
+	// ScheduleInventory writes the warehouse bucket's S3 Inventory report
+	// (S3 delivers one daily in AWS) and records it as the newest.
+	ScheduleInventory = "inventory"
+	// ScheduleStorageSweep sweeps the warehouse bucket on its newest
+	// report: what the stack's rule does when S3 delivers one.
+	ScheduleStorageSweep = "storage-sweep"
 )
 
 // Schedules are the names RunSchedule takes.
-var Schedules = []string{ScheduleRetention, ScheduleHoldExpiry, ScheduleReconcile, ScheduleOrphans}
+var Schedules = []string{ScheduleRetention, ScheduleHoldExpiry, ScheduleReconcile, ScheduleOrphans, ScheduleInventory, ScheduleStorageSweep}
+
+// InventoryRun is what `icehold local run inventory` answers.
+type InventoryRun struct {
+	Manifest string `json:"manifest"`
+	Files    int    `json:"files"`
+	Rows     int    `json:"rows"`
+}
+
+// SweepRun is what `icehold local run storage-sweep` answers: the jobs
+// started (one per catalog of the bucket; GET …/purge-jobs/{id} follows
+// each).
+type SweepRun struct {
+	Report string   `json:"report"`
+	Jobs   []string `json:"jobs"`
+}
 
 // SchedulePath is the local route that runs a schedule now.
 func SchedulePath(name string) string { return "/local/v1/schedules/" + name + "/run" }
@@ -39,8 +62,41 @@ func (s *Server) RunSchedule(ctx context.Context, name string) (any, error) {
 		return s.Purge.Reconcile(ctx)
 	case ScheduleOrphans:
 		return s.Purge.SweepOrphans(ctx, s.now())
+	case ScheduleInventory:
+		return s.WriteInventory(ctx)
+	case ScheduleStorageSweep:
+		r, err := s.Catalog.Store().LatestReport(ctx, s.Info.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("the newest inventory report of %s (icehold local run inventory writes one): %w", s.Info.Bucket, err)
+		}
+		jobs, err := s.StorageSweep.SweepBucket(ctx, s.Info.Bucket)
+		run := SweepRun{Report: r.Manifest, Jobs: []string{}}
+		for _, j := range jobs {
+			run.Jobs = append(run.Jobs, j.ID)
+		}
+		return run, err
 	}
 	return nil, fmt.Errorf("no schedule %q: want one of %s", name, strings.Join(Schedules, ", "))
+}
+
+// WriteInventory writes the warehouse bucket's inventory report with the
+// embedded S3 (every version; the fields the storage sweep reads) into
+// the inventory bucket, and records it as the bucket's newest.
+func (s *Server) WriteInventory(ctx context.Context) (InventoryRun, error) {
+	if s.S3Emulator == nil {
+		return InventoryRun{}, fmt.Errorf("inventory reports are the embedded S3's; this server's S3 is external")
+	}
+	rep, err := s.S3Emulator.Store.WriteInventory(s.Info.Bucket, emulators.InventoryConfig{
+		ID: InventoryID, DestinationBucket: InventoryBucket, DestinationPrefix: InventoryPrefix,
+	}, s.now())
+	if err != nil {
+		return InventoryRun{}, err
+	}
+	uri := "s3://" + InventoryBucket + "/" + rep.ManifestKey
+	if _, err := s.StorageSweep.Record(ctx, uri); err != nil {
+		return InventoryRun{}, err
+	}
+	return InventoryRun{Manifest: uri, Files: len(rep.Manifest.Files), Rows: rep.Rows}, nil
 }
 
 func (s *Server) now() time.Time {

@@ -33,6 +33,7 @@ import (
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/router"
 	"github.com/icehold/icehold/shared/softdelete"
+	"github.com/icehold/icehold/shared/storagesweep"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -101,19 +102,25 @@ type Options struct {
 const (
 	// DefaultPorts is the base port: the edge (every AWS service) on it,
 	// then the REST API, S3, DynamoDB, SQS and Step Functions (AtPorts).
-	DefaultPorts   = 8180
-	DefaultStack   = "Icehold"
-	TableName      = DefaultStack + "-Catalog"
-	DeleteQueue    = DefaultStack + "-DeleteQueue"
-	DeleteDLQ      = DefaultStack + "-DeleteDLQ"
-	PurgeMachine   = DefaultStack + "-purge"
-	EventBus       = DefaultStack + "-lifecycle"
-	DefaultBucket  = "icehold-warehouse"
-	DefaultCatalog = "demo"
-	Region         = "us-east-1"
-	AccessKey      = "icehold"
-	SecretKey      = "icehold-local-secret"
-	AdminPrincipal = "local:admin"
+	DefaultPorts  = 8180
+	DefaultStack  = "Icehold"
+	TableName     = DefaultStack + "-Catalog"
+	DeleteQueue   = DefaultStack + "-DeleteQueue"
+	DeleteDLQ     = DefaultStack + "-DeleteDLQ"
+	PurgeMachine  = DefaultStack + "-purge"
+	EventBus      = DefaultStack + "-lifecycle"
+	DefaultBucket = "icehold-warehouse"
+	// InventoryBucket receives the warehouse's S3 Inventory reports
+	// (`icehold local run inventory`), under InventoryPrefix, as the
+	// stack's inventory destination bucket does.
+	InventoryBucket = "icehold-inventory"
+	InventoryPrefix = "inventory"
+	InventoryID     = "icehold"
+	DefaultCatalog  = "demo"
+	Region          = "us-east-1"
+	AccessKey       = "icehold"
+	SecretKey       = "icehold-local-secret"
+	AdminPrincipal  = "local:admin"
 	// LocalAccountAdmins: IAM principals of the local account (LocalStack's
 	// 000000000000) are admins locally, as the sample events in events/ are.
 	LocalAccountAdmins = "arn:aws:iam::000000000000:*"
@@ -158,6 +165,8 @@ type Server struct {
 	Purge      *purge.Service
 	SoftDelete *softdelete.Service
 	Partitions *partitions.Service
+	// StorageSweep plans storage sweeps (SPEC §3) and checks their batches.
+	StorageSweep *storagesweep.Service
 	// Events is the local event bus (events.log) the outbox relay feeds.
 	Events *eventbus.Bus
 	// SQS is a client of the embedded queue service (tests, redrive).
@@ -310,7 +319,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ep.DynamoDB = s.serve(ls["DynamoDB"], s.dynamo)
 	}
 	if x.S3 == "" {
-		if s.S3Emulator, err = emulators.NewS3(o.Dir, o.Bucket); err != nil {
+		if s.S3Emulator, err = emulators.NewS3(o.Dir, o.Bucket, InventoryBucket); err != nil {
 			return nil, fmt.Errorf("s3 emulator: %w", err)
 		}
 		s.closers = append(s.closers, s.S3Emulator) // after the servers: no request writes meanwhile
@@ -345,8 +354,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	if x.S3 != "" {
-		if err := createBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
-			return nil, err
+		for _, b := range []string{o.Bucket, InventoryBucket} {
+			if err := createBucket(ctx, awsconfig.S3(cfg, ep), b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := guardBucket(ctx, awsconfig.S3(cfg, ep), o.Bucket); err != nil {
@@ -382,6 +393,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.Partitions = &partitions.Service{Catalog: s.Catalog, IOProps: s.Purge.IOProps, Now: o.Now, Pipeline: s.Purge, Storage: awsconfig.S3(cfg, ep)}
+	s.StorageSweep = &storagesweep.Service{
+		Catalog: s.Catalog, Purge: s.Purge, S3: awsconfig.S3(cfg, ep), IOProps: s.Purge.IOProps,
+		Buckets: []string{o.Bucket}, Now: o.Now,
+	}
+	s.Purge.Planners = map[string]purge.Planner{store.KindSweep: s.StorageSweep.Plan}
+	s.Purge.FileChecks = map[string]purge.FileCheck{store.KindSweep: s.StorageSweep.Check}
 	s.startRetention(o)
 	admin, err := s.loadTokens()
 	if err != nil {
@@ -395,6 +412,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Purge:          s.Purge,
 		SoftDelete:     s.SoftDelete,
 		Partitions:     s.Partitions,
+		StorageSweep:   s.StorageSweep,
 		Authz:          az,
 		Authenticate:   s.authenticate,
 		AuthError:      authError,

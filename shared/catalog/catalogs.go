@@ -153,7 +153,7 @@ func validateCatalogProperties(props map[string]string) error {
 	if v, ok := props[PropDeleteScope]; ok && v != "table" && v != "warehouse" {
 		return fmt.Errorf("%w: %s must be table or warehouse, not %q", ErrBadRequest, PropDeleteScope, v)
 	}
-	return nil
+	return checkSweepProperties(props)
 }
 
 func checkPropertyCount(props map[string]string) error {

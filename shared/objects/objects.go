@@ -62,7 +62,7 @@ func (s *Store) Get(ctx context.Context, uri string, limit int64) ([]byte, error
 	}
 	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
 	if err != nil {
-		if isNotFound(err) {
+		if IsNotFound(err) {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, uri)
 		}
 		return nil, fmt.Errorf("get %s: %w", uri, err)
@@ -105,7 +105,8 @@ func (s *Store) PutNew(ctx context.Context, uri string, data []byte, contentType
 	return nil
 }
 
-func isNotFound(err error) bool {
+// IsNotFound reports whether an S3 error says the object (or its bucket) is not there.
+func IsNotFound(err error) bool {
 	var nsk *s3types.NoSuchKey
 	var nf *s3types.NotFound
 	var nb *s3types.NoSuchBucket

@@ -168,6 +168,14 @@ type tally struct {
 	byKind                  map[string]int64 // deleted, per kind
 }
 
+// add counts another round's tally in t.
+func (t *tally) add(u tally) {
+	t.deleted, t.missing, t.bytes = t.deleted+u.deleted, t.missing+u.missing, t.bytes+u.bytes
+	for k, n := range u.byKind {
+		t.byKind[k] += n
+	}
+}
+
 // counters are the job counters a tally adds.
 func (t tally) counters(skipped int64) map[string]int64 {
 	c := map[string]int64{"files_deleted": t.deleted, "files_missing": t.missing, "files_skipped": skipped, "bytes": t.bytes}

@@ -173,19 +173,26 @@ func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch)
 	if b.Done {
 		return nil
 	}
-	var may func(context.Context, string) (objects.Location, bool, error)
+	var may func(context.Context, int) (objects.Location, bool, error)
 	switch j.Kind {
 	case store.KindOrphans:
-		may = (&orphanCheck{s: s, dirs: map[string]*references{}}).unreferenced
+		may = byPath(b, (&orphanCheck{s: s, dirs: map[string]*references{}}).unreferenced)
 	case store.KindExpire:
-		may = newClaimCheck(s.Store, j).owned
+		may = byPath(b, newClaimCheck(s.Store, j).owned)
 	default:
-		return fmt.Errorf("job %s of kind %q has no files to delete", j.ID, j.Kind)
+		check := s.FileChecks[j.Kind]
+		if check == nil {
+			return fmt.Errorf("job %s of kind %q has no files to delete", j.ID, j.Kind)
+		}
+		var err error
+		if may, err = check(ctx, j, b); err != nil {
+			return err
+		}
 	}
 	var objs []object
 	bucket, skipped := "", int64(0)
-	for i, f := range b.Files {
-		obj, ok, err := may(ctx, f)
+	for i := range b.Files {
+		obj, ok, err := may(ctx, i)
 		if err != nil {
 			return err
 		}
@@ -200,6 +207,9 @@ func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch)
 		}
 		if i < len(b.Kinds) && listedKinds[b.Kinds[i]] != "" {
 			o.kind = listedKinds[b.Kinds[i]]
+		}
+		if i < len(b.Versions) {
+			o.version = b.Versions[i]
 		}
 		objs = append(objs, o)
 	}
@@ -222,6 +232,11 @@ func (s *Service) runFilesBatch(ctx context.Context, j store.Job, b store.Batch)
 		return s.revive(ctx, BatchMessage{Catalog: j.Catalog, JobID: j.ID})
 	}
 	return nil
+}
+
+// byPath checks a batch's files by their paths.
+func byPath(b store.Batch, check func(context.Context, string) (objects.Location, bool, error)) func(context.Context, int) (objects.Location, bool, error) {
+	return func(ctx context.Context, i int) (objects.Location, bool, error) { return check(ctx, b.Files[i]) }
 }
 
 // orphanCheck decides, per file of an orphans batch, whether it may go. The

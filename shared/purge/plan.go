@@ -75,6 +75,19 @@ func (s *Service) Plan(ctx context.Context, in Input) (PlanResult, error) {
 		res.Stop = true
 		return res, nil
 	}
+	if plan := s.Planners[j.Kind]; plan != nil && !j.Planned {
+		planned, err := plan(ctx, j)
+		if errors.Is(err, ErrRefused) {
+			res.Stop = true
+			return res, s.Fail(ctx, in, err.Error())
+		}
+		if err != nil || !planned {
+			return res, err // not planned yet: the workflow loops back here
+		}
+		if j, err = s.job(ctx, in); err != nil {
+			return res, err
+		}
+	}
 	if !j.Planned {
 		if j, err = s.planBatches(ctx, j); err != nil {
 			if permanent(err) {

@@ -27,6 +27,7 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -95,11 +96,31 @@ type Service struct {
 	BatchFiles, BatchManifests int
 	// Now is the clock of the orphan sweep and of the leases reconcile
 	// checks (tests advance it); nil: time.Now.
-	Now       func() time.Time
-	crashHook atomic.Pointer[func(string) error]
+	Now func() time.Time
+	// Planners plan the jobs of a kind in steps of their own (the storage
+	// sweep): the plan step calls it until it answers planned.
+	Planners map[string]Planner
+	// FileChecks decide, for the batches of a kind that name their files
+	// and is neither orphans nor expire, which files may go.
+	FileChecks map[string]FileCheck
+	crashHook  atomic.Pointer[func(string) error]
 	// versioning caches each bucket's versioning (versions.go).
 	versioning sync.Map
 }
+
+// Planner runs one bounded step of planning a job (at most a few minutes
+// of work) and says whether the job is planned: its batches written,
+// Planned and BatchesTotal set on the job. An error wrapping ErrRefused
+// fails the job with its message; any other is retried.
+type Planner func(ctx context.Context, j store.Job) (planned bool, err error)
+
+// FileCheck returns, for one batch, the check of each of its files (by
+// its index in the batch): whether it may go now.
+type FileCheck func(ctx context.Context, j store.Job, b store.Batch) (func(ctx context.Context, i int) (objects.Location, bool, error), error)
+
+// ErrRefused: a job's input is refused (a planner found it unusable): the
+// job fails with the reason and deletes nothing.
+var ErrRefused = errors.New("refused")
 
 // SetCrash installs a hook called at the pipeline's crash points; an error it
 // returns stops the step there, as a crashed Lambda would (tests). nil clears.

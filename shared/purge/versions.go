@@ -94,7 +94,8 @@ func (s *Service) listVersions(ctx context.Context, bucket, prefix, keyMarker, i
 
 // deleteObjects deletes objects and leaves nothing of them: on an
 // unversioned bucket by key (deleteKeys); on a versioned one every version
-// and delete marker of each key, found by listing the key's versions. A
+// and delete marker of each key, found by listing the key's versions, but
+// for an object that names its version: that version alone goes. A
 // key counts deleted when it had a current version (its size and kind as
 // given), missing when it had none.
 func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs []object) (tally, error) {
@@ -109,9 +110,14 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 		return s.deleteKeys(ctx, bucket, scope, objs)
 	}
 	t := tally{byKind: map[string]int64{}}
-	var versions []object
+	var versions, named []object
 	seen := map[string]bool{}
 	for _, o := range objs {
+		if o.version != "" {
+			// One version named (the storage sweep's): it alone goes.
+			named = append(named, o)
+			continue
+		}
 		if seen[o.key] {
 			continue
 		}
@@ -129,7 +135,19 @@ func (s *Service) deleteObjects(ctx context.Context, bucket, scope string, objs 
 			t.missing++
 		}
 	}
-	return t, s.deleteVersions(ctx, bucket, scope, versions)
+	if err := s.deleteVersions(ctx, bucket, scope, versions); err != nil {
+		return t, err
+	}
+	for len(named) > 0 {
+		n := min(len(named), MaxKeysPerCall)
+		nt, err := s.deleteKeys(ctx, bucket, scope, named[:n])
+		t.add(nt)
+		if err != nil {
+			return t, err
+		}
+		named = named[n:]
+	}
+	return t, nil
 }
 
 func kindOf(o object) string {

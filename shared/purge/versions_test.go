@@ -87,6 +87,35 @@ func TestDeletesLeaveNoVersion(t *testing.T) {
 		}
 	})
 
+	t.Run("a named version goes alone", func(t *testing.T) {
+		// The storage sweep's batches name the versions to delete (a
+		// noncurrent one past its window): the current one stays.
+		put("v/data/a.parquet", "old")
+		put("v/data/a.parquet", "current")
+		vs := versionsUnder(t, b, "v/")
+		if len(vs) != 2 {
+			t.Fatalf("versions %v", vs)
+		}
+		var old string
+		p, err := b.Client.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(b.Bucket), Prefix: aws.String("v/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range p.Versions {
+			if !aws.ToBool(v.IsLatest) {
+				old = aws.ToString(v.VersionId)
+			}
+		}
+		got, err := s.deleteObjects(ctx, b.Bucket, "s3://"+b.Bucket+"/v", []object{{key: "v/data/a.parquet", version: old, size: 3, kind: kindData}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := versionsUnder(t, b, "v/")
+		if got.deleted != 1 || len(left) != 1 || strings.HasSuffix(left[0], "@"+old) {
+			t.Errorf("deleted %d, left %v; want the named version alone gone", got.deleted, left)
+		}
+	})
+
 	t.Run("pruneVersions", func(t *testing.T) {
 		const n = 1500 // more than a page of versions
 		for i := range n {

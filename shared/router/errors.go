@@ -14,6 +14,7 @@ import (
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/sigv4"
 	"github.com/icehold/icehold/shared/softdelete"
+	"github.com/icehold/icehold/shared/storagesweep"
 )
 
 var (
@@ -96,6 +97,9 @@ func statusOf(err error) (int, string) {
 		{partitions.ErrFilesMissing, http.StatusUnprocessableEntity, "UnprocessableEntityException"},
 		{partitions.ErrUnrepairable, http.StatusConflict, "UnrepairableException"},
 		{partitions.ErrNoRetention, http.StatusNotFound, "NoSuchRetentionPolicyException"},
+		{storagesweep.ErrReportRefused, http.StatusUnprocessableEntity, "InventoryReportRefusedException"},
+		{storagesweep.ErrNoReport, http.StatusNotFound, "NoSuchInventoryReportException"},
+		{storagesweep.ErrSweepRunning, http.StatusConflict, "StorageSweepRunningException"},
 		{errAnswerTooLarge, http.StatusNotAcceptable, "NotAcceptableException"},
 		{errKeyInFlight, http.StatusConflict, "IdempotencyKeyInFlightException"},
 		{errKeyReused, http.StatusUnprocessableEntity, "IdempotencyKeyReusedException"},

@@ -18,7 +18,7 @@ import (
 // JobView is a purge job on the wire (SPEC §7); the CLI decodes it too.
 type JobView struct {
 	ID               string   `json:"id"`
-	Kind             string   `json:"kind"` // purge | orphans | expire
+	Kind             string   `json:"kind"` // purge | orphans | expire | view | sweep
 	Namespace        []string `json:"namespace"`
 	Table            string   `json:"table"`
 	TableUUID        string   `json:"table-uuid"`
@@ -55,6 +55,8 @@ type JobView struct {
 	CreatedBy   string  `json:"created-by"`
 	CreatedAt   string  `json:"created-at"`
 	UpdatedAt   string  `json:"updated-at"`
+	// StorageSweep: a storage sweep's report, progress and classes.
+	StorageSweep *SweepView `json:"storage-sweep,omitempty"`
 }
 
 // PurgeJobHeader names the purge job a drop with purge (or purge-now)
@@ -80,6 +82,7 @@ func viewOf(j store.Job) JobView {
 		DataFilesDeleted: j.DataFilesDeleted, DeleteFilesDeleted: j.DeleteFilesDeleted, MetadataFilesDeleted: j.MetadataFilesDeleted,
 		FilesSkipped: j.FilesSkipped, FilesUnreferenced: j.FilesUnreferenced, Bytes: j.Bytes, Attempts: j.Attempts, CreatedBy: j.CreatedBy,
 		CreatedAt: store.Seconds(j.CreatedAt), UpdatedAt: store.Seconds(j.UpdatedAt),
+		StorageSweep: sweepViewOf(j.StorageSweep),
 	}
 	if j.LastError != "" {
 		v.LastError = &j.LastError

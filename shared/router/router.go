@@ -23,6 +23,7 @@ import (
 	"github.com/icehold/icehold/shared/partitions"
 	"github.com/icehold/icehold/shared/purge"
 	"github.com/icehold/icehold/shared/softdelete"
+	"github.com/icehold/icehold/shared/storagesweep"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -58,7 +59,9 @@ type Config struct {
 	SoftDelete *softdelete.Service
 	// Partitions drops partitions (SPEC §5); nil answers its routes 501.
 	Partitions *partitions.Service
-	Authz      *authz.Authorizer
+	// StorageSweep starts storage sweeps (SPEC §3); nil answers 501.
+	StorageSweep *storagesweep.Service
+	Authz        *authz.Authorizer
 	// Authenticate returns the caller's principal, "" for none.
 	Authenticate func(*http.Request) string
 	// AuthError, when set, says why Authenticate found no principal (a

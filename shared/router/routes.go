@@ -126,6 +126,8 @@ func (s *server) table() []route {
 		{method: "POST", path: lc + "/purge-jobs/{id}/retry", privs: p(authz.CatalogManage), h: s.retryJob},
 		{method: "POST", path: lc + "/purge-jobs/{id}/abandon", privs: p(authz.CatalogManage), h: s.abandonJob},
 		{method: "GET", path: lc + "/unregistered-tables", privs: p(authz.CatalogManage), query: []string{"pageToken", "pageSize"}, h: s.listUnregistered},
+		{method: "POST", path: lc + "/storage-sweep", privs: p(authz.CatalogManage), h: s.startSweep},
+		{method: "POST", path: lc + "/namespaces/{namespace}/tables/{table}/storage-sweep", privs: p(authz.CatalogManage), h: s.startSweep},
 
 		{method: "GET", path: lc + "/soft-deleted-tables", privs: p(authz.TableListSoftDeleted), query: []string{"pageToken", "pageSize", "namespace", "kind"}, h: s.listSoftDeleted},
 		{method: "POST", path: lc + "/soft-deleted-tables/{uuid}/legal-hold", privs: p(authz.TableLegalHold), h: s.legalHold},

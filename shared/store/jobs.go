@@ -25,21 +25,26 @@ const (
 // files no table references; snapshot expiry's deletion of the files only
 // expired snapshots referenced; a view's permanent delete (its metadata
 // files: no batches, the final listing of its location and its current
-// metadata file). Orphans and expire batches name their files.
+// metadata file); the storage sweep's deletion of orphan files and
+// expired noncurrent versions an inventory report found.
+// Orphans, expire and sweep batches name their files.
 const (
 	KindPurge   = "purge"
 	KindOrphans = "orphans"
 	KindExpire  = "expire"
 	KindView    = "view"
+	KindSweep   = "sweep"
 )
 
 // Kinds are the job kinds, for filters.
-var Kinds = []string{KindPurge, KindOrphans, KindExpire, KindView}
+var Kinds = []string{KindPurge, KindOrphans, KindExpire, KindView, KindSweep}
 
 // ListsFiles reports whether a kind's batches name their files (planned at
-// creation) instead of manifests to stream, and whether it has no metadata
-// layer to finalize.
-func ListsFiles(kind string) bool { return kind == KindOrphans || kind == KindExpire }
+// creation, or by the sweep's own steps) instead of manifests to stream,
+// and whether it has no metadata layer to finalize.
+func ListsFiles(kind string) bool {
+	return kind == KindOrphans || kind == KindExpire || kind == KindSweep
+}
 
 // Terminal reports whether a job state is final (it no longer blocks the name).
 func Terminal(state string) bool {
@@ -134,6 +139,11 @@ type Job struct {
 	SweepFrom    string `dynamodbav:"sweep_from"`
 	SweepPending bool   `dynamodbav:"sweep_pending"`
 	SweepDone    bool   `dynamodbav:"sweep_done"`
+	// StorageSweep: a storage sweep job's report and progress (kind
+	// sweep); StorageSweepStep counts its steps (each step's change is
+	// guarded by it, so a retried step applies once).
+	StorageSweep     *StorageSweep `dynamodbav:"storage_sweep,omitempty"`
+	StorageSweepStep int           `dynamodbav:"storage_sweep_step"`
 }
 
 // Holds are all the claims the job holds.
@@ -164,6 +174,11 @@ type Batch struct {
 	Files []string `dynamodbav:"files,omitempty"`
 	Sizes []int64  `dynamodbav:"sizes,omitempty"`
 	Kinds []string `dynamodbav:"kinds,omitempty"`
+	// Versions, when set, are the version ids to delete, one per file
+	// ("null": the null version); Sweep what a storage sweep's batch
+	// checks again before it deletes.
+	Versions []string    `dynamodbav:"versions,omitempty"`
+	Sweep    *SweepBatch `dynamodbav:"storage_sweep,omitempty"`
 	// Checkpoint: entries of the manifest at Manifest already handled.
 	Manifest int    `dynamodbav:"cp_manifest"`
 	Entry    int    `dynamodbav:"cp_entry"`

@@ -1,0 +1,381 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/icehold/icehold/shared/store"
+)
+
+// Exact replay (docs/design/simulation.md, "Replay"). Three things made a
+// seed's run depend on timing, and each is now a function of the seed:
+//
+//   - the actors of a round run under token passing: exactly one holds the
+//     token; it gives it up when it sends its next request (REST, or an
+//     engine's S3 call) or ends, and a seeded choice among the actors
+//     waiting picks who sends next. Requests interleave at request
+//     granularity, in an order the seed fixes;
+//   - the purge pipeline (workflow executions, delete batches) does not
+//     run during a round: its first step waits at a gate, and after every
+//     round the simulation settles it (opens the gate, redrives, waits
+//     until every job has ended or is dead-lettered under a fault);
+//   - the clock starts at a midnight, 30 days ahead of the wall clock that
+//     stamps snapshots, and jumps in whole half hours (see makeBarrier).
+//
+// -sim.free runs the actors of a round at once instead (goroutine timing
+// decides, as in production; a failure then may not replay).
+
+// goid is the current goroutine's id (the actor a request belongs to).
+func goid() uint64 {
+	var b [64]byte
+	n := runtime.Stack(b[:], false)
+	f := bytes.Fields(b[:n])
+	if len(f) < 2 {
+		return 0
+	}
+	id, _ := strconv.ParseUint(string(f[1]), 10, 64)
+	return id
+}
+
+// sched passes the token among the actors of a round.
+type sched struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	rng     *rand.Rand
+	actorOf map[uint64]int // goroutine → actor
+	running int            // the actor holding the token, -1: none
+	parked  map[int]bool   // actors waiting to send a request
+	live    map[int]bool   // actors not finished
+	pending int            // actors not yet entered
+	grants  []int          // the round's order of requests (by actor)
+}
+
+func newSched(seed uint64) *sched {
+	s := &sched{rng: rand.New(rand.NewPCG(seed, 0x5c4ed)), actorOf: map[uint64]int{}, running: -1}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// begin starts a round of n actors.
+func (s *sched) begin(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live, s.parked, s.running, s.pending, s.grants = map[int]bool{}, map[int]bool{}, -1, n, nil
+	for i := range n {
+		s.live[i] = true
+	}
+}
+
+// enter registers the calling goroutine as actor a and waits for the token.
+func (s *sched) enter(a int) {
+	s.mu.Lock()
+	s.actorOf[goid()] = a
+	s.pending--
+	s.mu.Unlock()
+	s.park(a)
+}
+
+// exit gives the token up for good.
+func (s *sched) exit(a int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.actorOf, goid())
+	delete(s.live, a)
+	delete(s.parked, a)
+	if s.running == a {
+		s.running = -1
+	}
+	s.dispatch()
+}
+
+// park: actor a waits to send a request; the token goes to a seeded choice
+// among the waiting actors once every actor waits.
+func (s *sched) park(a int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parked[a] = true
+	if s.running == a {
+		s.running = -1
+	}
+	s.dispatch()
+	for s.running != a {
+		s.cond.Wait()
+	}
+}
+
+func (s *sched) dispatch() {
+	if s.running != -1 || s.pending > 0 || len(s.parked) == 0 || len(s.parked) < len(s.live) {
+		return
+	}
+	ids := make([]int, 0, len(s.parked))
+	for a := range s.parked {
+		ids = append(ids, a)
+	}
+	slices.Sort(ids)
+	a := ids[s.rng.IntN(len(ids))]
+	delete(s.parked, a)
+	s.running = a
+	s.grants = append(s.grants, a)
+	s.cond.Broadcast()
+}
+
+// actor is the actor the calling goroutine plays (-1: none).
+func (s *sched) actor() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.actorOf[goid()]; ok {
+		return a
+	}
+	return -1
+}
+
+// lastGrants: for each actor, the position of its last request in the
+// round (-1: none), i.e. when its op took effect.
+func (s *sched) lastGrants() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for i, a := range s.grants {
+		out[a] = i
+	}
+	return out
+}
+
+// order is the round's request order, e.g. "0 1 1 0".
+func (s *sched) order() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for i, a := range s.grants {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(a))
+	}
+	return b.String()
+}
+
+// gated is an actor's transport: each request waits for the token.
+type gated struct {
+	next  http.RoundTripper
+	sched func() *sched
+}
+
+func (g gated) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s := g.sched(); s != nil {
+		if a := s.actor(); a >= 0 {
+			s.park(a)
+		}
+	}
+	return g.next.RoundTrip(r)
+}
+
+// --- the pipeline's gate ---
+
+// pipeGate holds the purge pipeline's workflows at their first step while
+// closed; abort releases them with an error (the process is going away).
+type pipeGate struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	open    bool
+	aborted bool
+	waiting int
+}
+
+func newPipeGate() *pipeGate {
+	g := &pipeGate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+var errAborted = errors.New("simulated crash: the process is going away")
+
+func (g *pipeGate) wait() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting++
+	defer func() { g.waiting-- }()
+	for !g.open && !g.aborted {
+		g.cond.Wait()
+	}
+	if g.aborted {
+		return errAborted
+	}
+	return nil
+}
+
+func (g *pipeGate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = open
+	g.cond.Broadcast()
+}
+
+func (g *pipeGate) abort() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.aborted = true
+	g.cond.Broadcast()
+}
+
+// crashFault: the pipeline dies once at a named point.
+type crashFault struct {
+	point string
+	n     atomic.Int32
+}
+
+// pipelineHook is the purge service's hook (purge.Service.SetCrash): the
+// gate at the workflow's first step, the injected crash, and a pause the
+// restart-mid-pipeline barrier waits at.
+func (s *Sim) pipelineHook(gate *pipeGate) func(string) error {
+	return func(p string) error {
+		if p == "plan.start" {
+			if err := gate.wait(); err != nil {
+				return err
+			}
+		}
+		if f := s.crash.Load(); f != nil && f.point == p && f.n.Add(1) == 1 {
+			if p == "start" || p == "drop.before-start" {
+				s.startCrashed.Store(true)
+			}
+			return fmt.Errorf("simulated crash at %s", p)
+		}
+		if stop := s.stopAt.Load(); stop != nil && stop.point == p {
+			stop.once.Do(func() { close(stop.hit) })
+			<-stop.release
+			return errAborted
+		}
+		return nil
+	}
+}
+
+// stopPoint: the restart barrier's pause: the first pipeline step that
+// reaches point waits there until the process is killed.
+type stopPoint struct {
+	point   string
+	hit     chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// settle runs the pipeline until it rests: the gate opens and it waits until no job is PENDING or RUNNING and
+// the delete queue is empty (under a delete fault, dead-lettered jobs rest
+// until healed). A job that makes no progress for a while is reconciled
+// (a callback lost in a restart); the trace says so.
+func (s *Sim) settle() error {
+	if s.free {
+		return nil
+	}
+	if point := s.holdAt; point != "" {
+		s.holdAt = ""
+		if err := s.killAt(point); err != nil {
+			return err
+		}
+	}
+	s.w.gate.set(true)
+	defer s.w.gate.set(false)
+	if s.startCrashed.Swap(false) {
+		if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
+			return s.violatef("reconcile: %v", err)
+		}
+		s.logf("   settle: reconcile (a job's start was lost)")
+	}
+	st := s.w.srv.Catalog.Store()
+	start := time.Now()
+	lastChange, last := time.Now(), ""
+	for {
+		active, err := s.w.activeJobs(s.ctx)
+		if err != nil {
+			return err
+		}
+		var busy []string
+		for _, a := range active {
+			j, err := st.GetJob(s.ctx, a.Catalog, a.ID)
+			if err != nil {
+				continue
+			}
+			if j.State == store.JobPending || j.State == store.JobRunning || (j.State == store.JobDeadLettered && !s.faulty) {
+				busy = append(busy, fmt.Sprintf("%s %s %d/%d", j.ID, j.State, j.BatchesDone, j.BatchesTotal))
+			}
+		}
+		depth, _ := s.w.srv.QueueDepth(s.ctx, false)
+		if len(busy) == 0 && depth == 0 {
+			if d := time.Since(start); d > 2*time.Second {
+				s.logf("   settled in %v", d.Round(100*time.Millisecond))
+			}
+			return nil
+		}
+		if dlq, _ := s.w.srv.QueueDepth(s.ctx, true); dlq > 0 && !s.faulty && depth == 0 {
+			_ = s.w.srv.Redrive(s.ctx)
+		}
+		now := fmt.Sprint(busy, depth)
+		if now != last {
+			last, lastChange = now, time.Now()
+		}
+		if time.Since(lastChange) > 10*time.Second {
+			s.logf("   settle: no progress for 10 s (%v, queue %d): reconcile", busy, depth)
+			if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
+				return s.violatef("reconcile: %v", err)
+			}
+			lastChange = time.Now()
+		}
+		if time.Since(start) > 3*time.Minute {
+			return s.violatef("the purge pipeline did not come to rest in 3 minutes: %v (delete queue %d)", busy, depth)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// killAt lets the pipeline run until a step reaches point, and kills the
+// process there (as a crashed Lambda, a lost host): it restarts from its
+// state folder and the settle that follows finishes what was left.
+func (s *Sim) killAt(point string) error {
+	stop := &stopPoint{point: point, hit: make(chan struct{}), release: make(chan struct{})}
+	s.stopAt.Store(stop)
+	s.w.gate.set(true)
+	deadline := time.Now().Add(time.Minute)
+	hit := false
+	for !hit && time.Now().Before(deadline) {
+		select {
+		case <-stop.hit:
+			hit = true
+			continue
+		case <-time.After(25 * time.Millisecond):
+		}
+		if active, err := s.w.activeJobs(s.ctx); err == nil && len(active) == 0 {
+			break
+		}
+	}
+	s.stopAt.Store(nil)
+	close(stop.release)
+	if !hit {
+		s.logf("   no pipeline step reached %s", point)
+		return nil
+	}
+	s.logf("   the process dies while a step is at %s; restart from the state folder", point)
+	s.crashedAt = point
+	s.faulty = false
+	return s.w.restart(s.ctx)
+}
+
+// --- the replay check ---
+
+var idLike = regexp.MustCompile(`[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|pj-[0-9a-f]+-[0-9a-f]+|\b[0-9a-f]{8}\b`)
+
+// scheduleLine is what a replay must repeat of a round: the ops, the order
+// their requests were sent in and the answers' statuses (ids masked: the
+// catalog makes new uuids each run).
+func scheduleLine(step int, parts ...string) string {
+	return fmt.Sprintf("%d %s", step, idLike.ReplaceAllString(strings.Join(parts, " | "), "#"))
+}

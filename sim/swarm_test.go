@@ -1,0 +1,927 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Rare sequences on purpose (docs/design/simulation.md, "Swarm and
+// templates"). A swarm configuration per seed turns operation kinds off,
+// biases the weights of the rest and narrows the pools of names and
+// locations, so that a seed spends its steps on a few things and builds
+// the sequences a uniform mix rarely does. Scenario templates place the
+// dangerous combinations directly: a few scripted rounds, each built from
+// the model when it runs and checked as any round is.
+
+// swarm is one seed's configuration.
+type swarm struct {
+	desc  string
+	off   map[string]bool
+	scale map[string]int // weight multiplier, in quarters (4: as is)
+	nss   []string
+	names []string
+	locs  []string
+	// tmplEvery: a template starts about once in this many rounds.
+	tmplEvery int
+}
+
+// core kinds are never off: without them little happens.
+var core = []string{"create", "append", "soft-drop", "drop-purge", "undrop", "ns-create"}
+
+// newSwarm draws seed's configuration; plain seeds (every fourth, and
+// -sim.swarm=false) run every kind at its weight over every name.
+func newSwarm(seed uint64, plain bool) swarm {
+	sw := swarm{off: map[string]bool{}, scale: map[string]int{}, nss: namespaces, names: tableNames, locs: locNames, tmplEvery: 15}
+	if plain || seed%4 == 1 {
+		sw.desc = "plain (every kind, every name)"
+		return sw
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5a4a4d))
+	var off, up []string
+	for _, k := range opWeights {
+		if !slices.Contains(core, k.kind) && r.IntN(5) == 0 {
+			sw.off[k.kind] = true
+			off = append(off, k.kind)
+			continue
+		}
+		sw.scale[k.kind] = []int{2, 4, 4, 8, 16}[r.IntN(5)]
+		if sw.scale[k.kind] > 4 {
+			up = append(up, fmt.Sprintf("%s×%d", k.kind, sw.scale[k.kind]/4))
+		}
+	}
+	if r.IntN(3) == 0 {
+		sw.nss = namespaces[:1]
+	}
+	sw.names = tableNames[:1+r.IntN(len(tableNames))]
+	if r.IntN(2) == 0 {
+		// Locations that nest or share a start: x, x/y, x2 (and their
+		// spellings), where ownership and purge scope go wrong.
+		sw.locs = []string{"x", "x/y", "x2"}
+	}
+	sw.tmplEvery = []int{10, 15, 25}[r.IntN(3)]
+	sw.desc = fmt.Sprintf("off %v; up %v; namespaces %v, names %v, locations %v; a template about every %d rounds", off, up, sw.nss, sw.names, sw.locs, sw.tmplEvery)
+	return sw
+}
+
+func (s *Sim) pickNS() string   { return pick(s, s.sw.nss) }
+func (s *Sim) pickName() string { return pick(s, s.sw.names) }
+func (s *Sim) pickLoc() string  { return pick(s, s.sw.locs) }
+
+// weight of an operation kind under the seed's swarm (0: off).
+func (s *Sim) weight(kind string, w int) int {
+	if s.without[kind] || s.sw.off[kind] {
+		return 0
+	}
+	if q, ok := s.sw.scale[kind]; ok {
+		return max(w*q/4, 1)
+	}
+	return w
+}
+
+// --- templates ---
+
+// plan is one scripted round: a barrier, or ops run at once.
+type plan struct {
+	b   *barrier
+	ops []*Op
+}
+
+// step builds a scripted round from the model when it runs (nil: skip).
+type step func() *plan
+
+// template is a scenario the generator places on purpose.
+type template struct {
+	name string
+	// build makes the scenario's rounds; done says, after its last
+	// round, whether it reached what it is there for (coverage).
+	build func(s *Sim, t *tmplRun) []step
+}
+
+// tmplRun is one running instance of a template.
+type tmplRun struct {
+	name string
+	n    int // the instance's number (unique names, locations)
+	// gens the template made, by its own names.
+	gens map[string]*Gen
+	// reached: the dangerous step happened (e.g. the purge was accepted).
+	reached bool
+	sess    *session
+	snaps   []int64
+	view    *View
+	copy    *View // a view registered from a copy of view's metadata
+}
+
+var templates = []template{
+	{"nested-sibling-purge", tmplNestedSibling},
+	{"refs-retention-expiry", tmplRefs},
+	{"purge-during-redrive", tmplRedrive},
+	{"legal-hold-transaction", tmplHoldTx},
+	{"stale-session", tmplStaleSession},
+	{"unregister-reregister", tmplUnregister},
+	{"same-round-races", tmplRaces},
+	{"big-purge", tmplBigPurge},
+	{"crash-mid-purge", tmplCrashMidPurge},
+	{"views-stale-records", tmplViewsStale},
+	{"one-privilege-short", tmplPrivilegeShort},
+}
+
+// maybeTemplate starts a template now and then (none while one runs).
+func (s *Sim) maybeTemplate() {
+	if len(s.script) > 0 || s.without["templates"] || s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
+		return
+	}
+	// In turn, from a place the seed picks (five apart from one seed to
+	// the next, so that three seeds of a few templates each reach all of
+	// them): every template runs within a few seeds, whatever the seed.
+	for range templates {
+		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
+		if s.without[t.name] {
+			s.m.nextTmpl++
+			continue
+		}
+		s.m.nextTmpl++
+		run := &tmplRun{name: t.name, n: s.m.nextTmpl, gens: map[string]*Gen{}}
+		steps := t.build(s, run)
+		if s.chance(0.5) {
+			// Tidy up after itself now and then (the tables it made would
+			// otherwise crowd every later round's observation).
+			steps = append(steps, func() *plan {
+				var o []*Op
+				for _, k := range slices.Sorted(maps.Keys(run.gens)) {
+					if g := run.live(k); g != nil && !g.legalHold && len(o) < 3 {
+						o = append(o, s.dropOp(g.ns, g.name, g, admin, true))
+					}
+				}
+				return ops(o...)
+			})
+		}
+		s.logf("== template %s #%d (%d rounds)", t.name, run.n, len(steps))
+		for i, st := range steps {
+			last := i == len(steps)-1
+			s.script = append(s.script, func() *plan {
+				p := st()
+				if last {
+					s.templateDone = run
+				}
+				return p
+			})
+		}
+		return
+	}
+}
+
+// tmplName is a template instance's own table name (outside the pools).
+func (t *tmplRun) tbl(i int) string { return fmt.Sprintf("s%d%c", t.n, 'a'+i) }
+
+// nsFor: a namespace that exists (created by the template's first round
+// otherwise).
+func (s *Sim) ensureNS() (string, *Op) {
+	for _, ns := range s.sw.nss {
+		if _, ok := s.m.namespaces[ns]; ok {
+			return ns, nil
+		}
+	}
+	return s.sw.nss[0], s.opNSCreateAt(s.sw.nss[0])
+}
+
+func ops(o ...*Op) *plan {
+	var out []*Op
+	for _, op := range o {
+		if op != nil {
+			out = append(out, op)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &plan{ops: out}
+}
+
+// createAt is a create of ns.name at loc ("" default) by admin.
+func (s *Sim) createAt(t *tmplRun, key, ns, name, loc string) *Op {
+	op := s.createOp(ns, name, admin, loc, map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"})
+	after := op.after
+	op.after = func(o Outcome, c bool) error {
+		if err := after(o, c); err != nil {
+			return err
+		}
+		if o.Status == 200 {
+			t.gens[key] = s.m.liveAt(ns, name)
+		}
+		return nil
+	}
+	return op
+}
+
+// liveGen is the template's generation by its key, while live.
+func (t *tmplRun) live(key string) *Gen {
+	if g := t.gens[key]; g != nil && g.state == live {
+		return g
+	}
+	return nil
+}
+
+// tmplNestedSibling: explicit locations that nest (L/x/ holds L/x/y) or
+// share a start (L/x and L/x2), then a purge of one: the other's files
+// stay, the nested create is refused whichever way it is spelt.
+func tmplNestedSibling(s *Sim, t *tmplRun) []step {
+	base := fmt.Sprintf("%s/L/n%d", warehouse, t.n)
+	var ns string
+	outer := s.spell(base + "/x")
+	if s.chance(0.5) {
+		outer = base + "/x/" // the raw text with its trailing slash
+	}
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), outer))
+		},
+		func() *plan { return ops(s.createAt(t, "b", ns, t.tbl(1), s.spell(base+"/x2"))) },
+		func() *plan {
+			// Inside the first: refused (409), however spelt.
+			return ops(s.createAt(t, "c", ns, t.tbl(2), s.spell(base+"/x/y")), s.createAt(t, "d", ns, t.tbl(3), "s3a://"+bucket+"/"+catalogName+"/L/n"+fmt.Sprint(t.n)+"/x/"))
+		},
+		func() *plan {
+			var o []*Op
+			for _, k := range []string{"a", "b"} {
+				if g := t.live(k); g != nil {
+					o = append(o, s.opAppendTo(g, admin))
+				}
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			t.reached = true
+			if s.chance(0.5) {
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return ops(s.dropOp(g.ns, g.name, g, admin, false))
+		},
+		func() *plan {
+			// A soft-dropped first table purged now; the sibling written.
+			var o []*Op
+			if g := t.gens["a"]; g != nil && g.state == soft {
+				o = append(o, s.purgeNowOf(g))
+			}
+			if g := t.live("b"); g != nil {
+				o = append(o, s.opAppendTo(g, admin))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			// The freed prefix taken again, nested this time.
+			return ops(s.createAt(t, "e", ns, t.tbl(4), s.spell(base+"/x/y")))
+		},
+	}
+}
+
+// tmplRefs: tags and branches with retention, expiry and a clock jump.
+// Three appends on old days; a tag on the first snapshot, a branch on the
+// second, a tag that expires (max-ref-age an hour); a retention policy of
+// a day; the clock jumps 8 days; the sweep drops the days on main and
+// expires what no ref keeps. The tag and the branch keep their snapshots
+// and rows (checked at rest on every ref).
+func tmplRefs(s *Sim, t *tmplRun) []step {
+	var ns string
+	appendOld := func(days int) step {
+		return func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			op := s.opAppendTo(g, admin)
+			after := op.after
+			op.after = func(o Outcome, c bool) error {
+				if err := after(o, c); err != nil {
+					return err
+				}
+				if o.Status == 200 && g.h != nil {
+					t.snaps = append(t.snaps, g.h.refs["main"].snapshot)
+				}
+				return nil
+			}
+			return ops(op)
+		}
+	}
+	ref := func(name, kind string, i int, maxAge int64) step {
+		return func() *plan {
+			g := t.live("a")
+			if g == nil || len(t.snaps) <= i {
+				return nil
+			}
+			return ops(s.setRefOp(g, name, kind, t.snaps[i], maxAge))
+		}
+	}
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		appendOld(20), appendOld(10), appendOld(5),
+		ref("t1", "tag", 0, 0), ref("b1", "branch", 1, 0), ref("tmp", "tag", 2, int64(time.Hour/time.Millisecond)),
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			return ops(s.retentionOp(g, "P1D"))
+		},
+		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
+		func() *plan {
+			t.reached = t.live("a") != nil && len(t.snaps) == 3
+			return &plan{b: s.makeBarrier("retention-sweep")}
+		},
+		func() *plan { return &plan{b: s.makeBarrier("quiesce")} },
+	}
+}
+
+// tmplRedrive: a purge whose batches dead-letter under a delete outage,
+// then another purge accepted while the redrive of the dead batches runs
+// (one settle runs both).
+func tmplRedrive(s *Sim, t *tmplRun) []step {
+	base := fmt.Sprintf("%s/L/r%d", warehouse, t.n)
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), base+"/x"), s.createAt(t, "b", ns, t.tbl(1), base+"/x2"))
+		},
+		func() *plan {
+			var o []*Op
+			for _, k := range []string{"a", "b"} {
+				if g := t.live(k); g != nil {
+					o = append(o, s.opAppendTo(g, admin))
+				}
+			}
+			return ops(o...)
+		},
+		func() *plan { return &plan{b: s.deleteOutage(40)} },
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.live("b")
+			return &plan{b: &barrier{kind: "redrive", desc: "heal and redrive the dead batches, and drop the sibling with purge while they run", run: func() error {
+				var err error
+				if s.pre, err = s.bucketNow(); err != nil {
+					return err
+				}
+				s.heal()
+				if g == nil {
+					return nil
+				}
+				t.reached = true
+				return s.runNow(s.dropOp(g.ns, g.name, g, admin, true))
+			}}}
+		},
+	}
+}
+
+// tmplHoldTx: a legal hold set and lifted through multi-table transactions,
+// by a principal without TABLE_LEGAL_HOLD (refused, nothing changes) and
+// one with it; a drop with purge between is refused.
+func tmplHoldTx(s *Sim, t *tmplRun) []step {
+	var ns string
+	tx := func(p string, on bool) step {
+		return func() *plan {
+			a, b := t.live("a"), t.live("b")
+			if a == nil || b == nil {
+				return nil
+			}
+			return ops(s.txOp(p, []txChange{
+				{ns: a.ns, name: a.name, g: a, set: map[string]string{"icehold.legal-hold": fmt.Sprint(on)}},
+				{ns: b.ns, name: b.name, g: b, set: map[string]string{"sim.note": fmt.Sprint(t.n)}},
+			}))
+		}
+	}
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.opAppendTo(g, admin))
+			}
+			return nil
+		},
+		tx(writer, true), tx(holder, true),
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				t.reached = g.legalHold
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return nil
+		},
+		tx(writer, false), tx(holder, false),
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return nil
+		},
+	}
+}
+
+// tmplStaleSession: an engine keeps its vended session past the table's
+// soft drop and its legal hold, writes and tries to escape with it, and
+// past its expiry (a clock jump) is refused everything.
+func tmplStaleSession(s *Sim, t *tmplRun) []step {
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			op := s.engineLoadOf(g.ns, g.name, g, admin)
+			after := op.after
+			op.after = func(o Outcome, c bool) error {
+				if err := after(o, c); err != nil {
+					return err
+				}
+				if o.Status == 200 && len(s.sessions) > 0 && s.sessions[len(s.sessions)-1].g == g {
+					t.sess = s.sessions[len(s.sessions)-1]
+				}
+				return nil
+			}
+			return ops(op, s.opAppendTo(g, admin))
+		},
+		func() *plan {
+			if t.sess == nil {
+				return nil
+			}
+			return ops(s.engineUploadWith(t.sess))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.dropOp(g.ns, g.name, g, admin, false))
+			}
+			return nil
+		},
+		func() *plan {
+			if t.sess == nil {
+				return nil
+			}
+			t.reached = t.sess.g.state != live
+			return ops(s.engineWriteWith(t.sess), s.engineEscapeWith(t.sess))
+		},
+		func() *plan { return &plan{b: s.makeBarrier("clock-2h")} },
+		func() *plan {
+			if t.sess == nil {
+				return nil
+			}
+			return ops(s.engineWriteWith(t.sess))
+		},
+		func() *plan {
+			if g := t.gens["a"]; g != nil && g.state == soft {
+				return ops(s.undropOf(g))
+			}
+			return nil
+		},
+	}
+}
+
+// tmplUnregister: a table unregistered keeps its files and its location
+// (a create there is refused); a register of its metadata takes them back.
+func tmplUnregister(s *Sim, t *tmplRun) []step {
+	var ns string
+	var loc string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.opAppendTo(g, admin))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			loc = g.location
+			return ops(s.unregisterOf(g, admin))
+		},
+		func() *plan {
+			if loc == "" {
+				return nil
+			}
+			t.reached = t.gens["a"] != nil && t.gens["a"].state == unregistered
+			return ops(s.createAt(t, "b", ns, t.tbl(1), s.spell(loc)), s.createAt(t, "c", ns, t.tbl(2), s.spell(loc+"/sub")))
+		},
+		func() *plan {
+			g := t.gens["a"]
+			if g == nil || g.state != unregistered {
+				return nil
+			}
+			return ops(s.registerOf(ns, t.tbl(3), g, g.meta))
+		},
+	}
+}
+
+// tmplRaces: one name dropped and undropped in one round; a drop without
+// purge and a register of the table's older metadata in one round; a
+// namespace created and dropped in one round (the model's own hard cases).
+func tmplRaces(s *Sim, t *tmplRun) []step {
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.opAppendTo(g, admin))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			return ops(s.dropOp(g.ns, g.name, g, admin, false), s.undropOf(g))
+		},
+		func() *plan {
+			g := t.gens["a"]
+			if g == nil {
+				return nil
+			}
+			if g.state == soft {
+				return ops(s.undropOf(g), s.dropOp(g.ns, g.name, nil, admin, false))
+			}
+			if g.state == live {
+				t.reached = true
+				return ops(s.dropOp(g.ns, g.name, g, admin, false), s.registerOf(g.ns, g.name, g, g.metas[0]))
+			}
+			return nil
+		},
+		func() *plan {
+			other := "b"
+			if ns == "b" {
+				other = "a"
+			}
+			return ops(s.opNSCreateAt(other), s.opNSDropAt(other))
+		},
+	}
+}
+
+// tmplBigPurge: a table past a listing page (committed files and strays)
+// purged: every page of its final listing.
+func tmplBigPurge(s *Sim, t *tmplRun) []step {
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.bulkOf(g, true, 1010))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				n := 1010
+				if s.chance(0.3) {
+					n = 10050
+				}
+				return ops(s.bulkOf(g, false, n))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				t.reached = true
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return nil
+		},
+	}
+}
+
+// tmplCrashMidPurge: the process is killed while a purge's step is at a
+// chosen point (a workflow step, a delete batch, the final listing), and
+// restarts from its state folder; the purge ends as if nothing happened.
+func tmplCrashMidPurge(s *Sim, t *tmplRun) []step {
+	var ns string
+	point := pick(s, []string{"plan.start", "plan.batches-written", "delete.start", "delete.before-checkpoint", "finalize.start",
+		"finalize.sweep-counted", "finalize.sweep-deleted", "finalize.before-checkpoint", "finalize.metadata-deleted"})
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.opAppendTo(g, admin), s.bulkOf(g, false, 1010))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				s.holdAt = point // the settle of this round stops there and the process dies
+				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			}
+			return nil
+		},
+		func() *plan {
+			t.reached = s.crashedAt == point
+			s.crashedAt = ""
+			return &plan{b: s.makeBarrier("quiesce")}
+		},
+	}
+}
+
+var _ = strings.Cut
+
+var jsonUnmarshal = json.Unmarshal
+
+// --- ops the templates build with fixed parameters ---
+
+// purgeNowOf purges soft-deleted g now (its uuid named).
+func (s *Sim) purgeNowOf(g *Gen) *Op {
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin purges now %s", g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{202}}
+	if g.legalHold {
+		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the soft-deleted table is under legal hold"
+	}
+	body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)
+	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 202 {
+			return nil
+		}
+		var j jobView
+		if err := jsonUnmarshal(o.Body, &j); err != nil {
+			return s.violatef("purge-now answer: %v", err)
+		}
+		return s.purgeAccepted(j.ID, ns, name, contended)
+	}
+	return op
+}
+
+// undropOf undrops g by its uuid (or whatever the name holds, once it is
+// live again: the round decides).
+func (s *Sim) undropOf(g *Gen) *Op {
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin undrops %s", g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200, 404, 409}}
+	body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)
+	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(ns, name)+"/undrop", body) }
+	op.after = s.opUndropAfter(ns, name)
+	return op
+}
+
+// setRefOp points ref name (a tag or a branch) of g at snap; maxAge > 0
+// sets its max-ref-age-ms.
+func (s *Sim) setRefOp(g *Gen, name, kind string, snap int64, maxAge int64) *Op {
+	update := map[string]any{"action": "set-snapshot-ref", "ref-name": name, "type": kind, "snapshot-id": snap}
+	if maxAge > 0 {
+		update["max-ref-age-ms"] = maxAge
+	}
+	ns, tn := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin sets %s %q of %s at snapshot %d (max-ref-age-ms %d)", kind, name, g, snap, maxAge),
+		keys: append(tableKeys(ns, tn), "uuid:"+g.uuid, "refs:"+g.uuid), want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", tablePath(ns, tn), map[string]any{"requirements": []any{}, "updates": []any{update}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.propsCommittedRefs(o, ns, tn, true, func(*Gen) {})
+	}
+	return op
+}
+
+// retentionOp sets g's retention policy (field d, keep).
+func (s *Sim) retentionOp(g *Gen, keep string) *Op {
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin sets the retention policy of %s: keep %s", g, keep), keys: append(tableKeys(ns, name), "policy:"+ns+"."+name), want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "PUT", lifecyclePath(ns, name)+"/partition-retention", map[string]any{"field": "d", "keep": keep})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			if g := s.m.liveAt(ns, name); g != nil {
+				s.m.policies[ns+"."+name] = policy{uuid: g.uuid, keep: keep}
+			}
+		}
+		return nil
+	}
+	return op
+}
+
+// deleteOutage: the next n DeleteObjects calls fail (dead letters after a
+// few), healed by a later round.
+func (s *Sim) deleteOutage(n int32) *barrier {
+	return &barrier{kind: "fault", desc: fmt.Sprintf("fault: the next %d DeleteObjects answer 500 InternalError", n), run: func() error {
+		s.setDeleteFault(n, 500, "InternalError")
+		s.healIn = 0 // the template heals it
+		return nil
+	}}
+}
+
+// tmplViewsStale: a view's whole lifecycle (created, registered from a copy
+// of its metadata, dropped, purged now) beside a soft-deleted table whose
+// record is read stale: the hold-expiry sweep, past the table's purge-at,
+// and a legal hold change each pause after reading the record while the
+// table is undropped, written and dropped again (a newer generation the
+// stale read must not end or change).
+func tmplViewsStale(s *Sim, t *tmplRun) []step {
+	var ns string
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.viewCreateAt(ns, t.tbl(1)))
+		},
+		func() *plan {
+			var o []*Op
+			if g := t.live("a"); g != nil {
+				o = append(o, s.opAppendTo(g, admin))
+			}
+			if t.view = s.m.viewAt(ns, t.tbl(1)); t.view != nil {
+				o = append(o, s.viewRegisterCopy(ns, t.tbl(2), t.view))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			var o []*Op
+			if g := t.live("a"); g != nil {
+				o = append(o, s.dropOp(g.ns, g.name, g, admin, false))
+			}
+			if t.view != nil && t.view.state == live {
+				o = append(o, s.viewDropOf(t.view))
+			}
+			if t.copy = s.m.viewAt(ns, t.tbl(2)); t.copy != nil {
+				o = append(o, s.viewDropOf(t.copy))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			var o []*Op
+			if t.view != nil && t.view.state == soft {
+				o = append(o, s.viewPurgeNowOf(t.view))
+			}
+			if t.copy != nil && t.copy.state == soft {
+				o = append(o, s.viewUndropOf(t.copy))
+			}
+			return ops(o...)
+		},
+		func() *plan {
+			if g := t.gens["a"]; g != nil && g.state == soft && !g.legalHold {
+				if b := s.clockPast(g.purgeAt); b != nil {
+					return &plan{b: b}
+				}
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.gens["a"]
+			if g == nil || g.state != soft || g.legalHold || !g.purgeAt.Before(s.w.clock.Now()) || s.m.holdFor(g) <= 0 {
+				return nil
+			}
+			b := s.staleSweepOf(g, s.w.clock.Now())
+			run := b.run
+			b.run = func() error {
+				err := run()
+				t.reached = s.acted
+				return err
+			}
+			return &plan{b: b}
+		},
+		func() *plan {
+			if g := t.gens["a"]; g != nil && g.state == soft {
+				return &plan{b: s.staleLegalHoldOf(g)}
+			}
+			return nil
+		},
+	}
+}
+
+// clockPast moves the clock just past at, in whole half hours (nil when
+// that is more than 400 days away or would pass 2200).
+func (s *Sim) clockPast(at time.Time) *barrier {
+	now := s.w.clock.Now()
+	d := at.Sub(now)
+	if d > 400*24*time.Hour || now.Add(d).Year() >= 2200 {
+		return nil
+	}
+	d = (max(d, 0)/(30*time.Minute) + 1) * 30 * time.Minute
+	return &barrier{kind: "clock", desc: "clock +" + d.String() + " (past a purge-at)", run: func() error {
+		s.w.clock.Advance(d)
+		s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+		return nil
+	}}
+}
+
+// tmplPrivilegeShort: the writer's grant lacks exactly the privilege an
+// operation needs, in turn for each (a drop with purge, an unregister, a
+// soft drop, an append, a create, in a seeded order), and the writer tries
+// it; then the reader (who reads only) tries to end the table each way,
+// and its engine to write with the session a load vended it. Each must be a
+// 403 that changes nothing (each runs alone); the grant is given back.
+func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
+	var ns string
+	without := func(priv string) []string {
+		return slices.DeleteFunc(slices.Clone(writerPrivileges), func(p string) bool { return p == priv })
+	}
+	tries := []struct {
+		priv string
+		op   func(g *Gen) *Op
+	}{
+		{"TABLE_DROP_WITH_PURGE", func(g *Gen) *Op { return s.opDropOf(g, writer, true) }},
+		{"TABLE_DROP", func(g *Gen) *Op { return s.unregisterOf(g, writer) }},
+		{"TABLE_DROP", func(g *Gen) *Op { return s.opDropOf(g, writer, false) }},
+		{"TABLE_WRITE", func(g *Gen) *Op { return s.opAppendTo(g, writer) }},
+		{"TABLE_CREATE", func(g *Gen) *Op {
+			return s.createOp(g.ns, t.tbl(1), writer, "", map[string]string{"format-version": "2"})
+		}},
+	}
+	steps := []step{func() *plan {
+		var mk *Op
+		ns, mk = s.ensureNS()
+		return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+	}}
+	for _, i := range s.rng.Perm(len(tries)) {
+		try := tries[i]
+		steps = append(steps,
+			func() *plan { return ops(s.grantTo(writer, without(try.priv))) },
+			func() *plan {
+				if g := t.live("a"); g != nil {
+					t.reached = true
+					return ops(try.op(g))
+				}
+				return nil
+			})
+	}
+	readerTries := []func(g *Gen) *Op{
+		func(g *Gen) *Op { return s.unregisterOf(g, reader) },
+		func(g *Gen) *Op { return s.opDropOf(g, reader, true) },
+		func(g *Gen) *Op { return s.opDropOf(g, reader, false) },
+	}
+	for _, try := range readerTries {
+		steps = append(steps, func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(try(g))
+			}
+			return nil
+		})
+	}
+	// The reader's engine: its vended session reads, never writes.
+	steps = append(steps, func() *plan {
+		g := t.live("a")
+		if g == nil {
+			return nil
+		}
+		op := s.engineLoadOf(g.ns, g.name, g, reader)
+		after := op.after
+		op.after = func(o Outcome, c bool) error {
+			if err := after(o, c); err != nil {
+				return err
+			}
+			if o.Status == 200 && len(s.sessions) > 0 && s.sessions[len(s.sessions)-1].g == g {
+				t.sess = s.sessions[len(s.sessions)-1]
+			}
+			return nil
+		}
+		return ops(op)
+	}, func() *plan {
+		if t.sess == nil {
+			return nil
+		}
+		return ops(s.engineWriteWith(t.sess))
+	})
+	return append(steps, func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
+}

@@ -1,0 +1,507 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
+)
+
+// Multi-table transactions, register with overwrite, unregister, and the
+// rest of the views' surface (replace, register): operations that move a
+// pointer, a legal hold or a claim outside the plain commit.
+
+// --- transactions/commit ---
+
+type txChange struct {
+	ns, name string
+	g        *Gen
+	set      map[string]string
+	remove   []string
+	// wrongUUID: the change asserts a uuid the table does not have.
+	wrongUUID bool
+}
+
+func (s *Sim) opTransaction() *Op {
+	n := 1 + s.rng.IntN(3)
+	p := s.principal()
+	var chs []txChange
+	seen := map[string]bool{}
+	for range n {
+		ns, name, g := s.target()
+		if seen[ns+"."+name] {
+			continue
+		}
+		seen[ns+"."+name] = true
+		ch := txChange{ns: ns, name: name, g: g, set: map[string]string{}}
+		switch s.rng.IntN(6) {
+		case 0, 1:
+			ch.set["icehold.legal-hold"] = fmt.Sprint(s.chance(0.6))
+		case 2:
+			v, _ := s.duration()
+			ch.set["soft-delete.hold-period"] = v
+		case 3:
+			ch.remove = []string{"icehold.legal-hold"}
+		default:
+			ch.set["sim.note"] = fmt.Sprint(s.rng.IntN(100))
+		}
+		if g != nil && s.chance(0.08) {
+			ch.wrongUUID = true
+		}
+		chs = append(chs, ch)
+	}
+	return s.txOp(p, chs)
+}
+
+// txOp commits the changes in one transaction as p.
+func (s *Sim) txOp(p string, chs []txChange) *Op {
+	op := &Op{want: []int{204}}
+	var parts []string
+	var reasons []string
+	writesHold, missing, wrong, unsureHold := false, false, false, false
+	for _, ch := range chs {
+		op.keys = append(op.keys, tableKeys(ch.ns, ch.name)...)
+		parts = append(parts, fmt.Sprintf("%s.%s set=%v remove=%v wrong-uuid=%v", ch.ns, ch.name, ch.set, ch.remove, ch.wrongUUID))
+		if ch.g != nil {
+			op.keys = append(op.keys, "uuid:"+ch.g.uuid)
+		}
+		if v, ok := ch.set["soft-delete.hold-period"]; ok {
+			switch _, vd := judgeDuration(v); vd {
+			case invalid:
+				op.invalid = true
+				reasons = append(reasons, "hold period "+v)
+			case unsure:
+				unsureHold = true
+			}
+		}
+		if _, ok := ch.set["icehold.legal-hold"]; ok || slices.Contains(ch.remove, "icehold.legal-hold") {
+			writesHold = true
+		}
+		missing = missing || ch.g == nil
+		wrong = wrong || ch.wrongUUID
+	}
+	op.desc = fmt.Sprintf("%s commits a transaction: %s", p, strings.Join(parts, "; "))
+	switch {
+	case writesHold && !s.m.canLegalHold(p):
+		// The whole transaction is refused (SPEC §2: an operation needs
+		// the same privileges whichever endpoint carries it).
+		op.invalid, op.want = true, []int{403}
+		reasons = append(reasons, p+" writes a legal hold without TABLE_LEGAL_HOLD")
+	case op.invalid || missing || wrong:
+		// The first change that fails answers; nothing of any change lands.
+		op.want = nil
+		if op.invalid {
+			op.want = append(op.want, 400)
+		}
+		if missing {
+			op.want = append(op.want, 404)
+			reasons = append(reasons, "a table is missing")
+		}
+		if wrong {
+			op.want = append(op.want, 409)
+			reasons = append(reasons, "a requirement fails")
+		}
+		op.invalid = true
+	case unsureHold:
+		op.want = []int{204, 400}
+	}
+	op.why = strings.Join(reasons, "; ")
+	if writesHold && !s.m.canLegalHold(p) {
+		op.keys = append(op.keys, "grants")
+	}
+	s.privileged(op, p, "TABLE_WRITE")
+	body := map[string]any{}
+	var changes []any
+	for _, ch := range chs {
+		var updates []any
+		if len(ch.set) > 0 {
+			updates = append(updates, map[string]any{"action": "set-properties", "updates": ch.set})
+		}
+		if len(ch.remove) > 0 {
+			updates = append(updates, map[string]any{"action": "remove-properties", "removals": ch.remove})
+		}
+		reqs := []any{}
+		if ch.wrongUUID {
+			reqs = append(reqs, map[string]any{"type": "assert-table-uuid", "uuid": "00000000-0000-4000-8000-00000000000a"})
+		}
+		changes = append(changes, map[string]any{"identifier": map[string]any{"namespace": []string{ch.ns}, "name": ch.name},
+			"requirements": reqs, "updates": updates})
+	}
+	body["table-changes"] = changes
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/transactions/commit", body)
+	}
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 204 {
+			return nil
+		}
+		for _, ch := range chs {
+			g := s.m.liveAt(ch.ns, ch.name)
+			if g == nil {
+				continue // moved in the round: the observation finds it
+			}
+			if v, ok := ch.set["icehold.legal-hold"]; ok {
+				g.legalHold, g.holdUnsure = v == "true", false
+			}
+			if slices.Contains(ch.remove, "icehold.legal-hold") {
+				g.legalHold, g.holdUnsure = false, false
+			}
+			if v, ok := ch.set["soft-delete.hold-period"]; ok {
+				g.holdProp = v
+			}
+			if contended {
+				g.holdUnsure = true
+			}
+		}
+		return nil
+	}
+	return op
+}
+
+// --- register with overwrite ---
+
+func (s *Sim) opRegisterOverwrite() *Op {
+	lives := s.m.inState(live)
+	if len(lives) == 0 {
+		return nil
+	}
+	t := pick(s, lives)
+	src := t
+	if s.chance(0.4) {
+		src = pick(s, s.m.inState(live, soft, released, gone, unregistered))
+	}
+	meta := src.meta
+	if len(src.metas) > 1 && s.chance(0.6) {
+		meta = pick(s, src.metas)
+	}
+	p := pick(s, []string{admin, admin, writer})
+	ns, name := t.ns, t.name
+	op := &Op{desc: fmt.Sprintf("%s registers %s.%s with overwrite from %s's %s", p, ns, name, src, meta),
+		keys: append(tableKeys(ns, name), "uuid:"+t.uuid, "uuid:"+src.uuid, "loc")}
+	if src == t {
+		op.want = []int{200}
+		if i := strings.LastIndex(meta, "/metadata/"); i > 0 && !overlaps(meta[:i], t.location) {
+			op.want = append(op.want, 400, 409) // from before a move
+		}
+	} else {
+		op.want = []int{200, 400, 404, 409}
+	}
+	s.privileged(op, p, "TABLE_CREATE", "TABLE_WRITE")
+	// The hold the metadata sets is a change of the table's hold.
+	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && (r.props["icehold.legal-hold"] == "true") != t.legalHold && !s.m.canLegalHold(p) {
+		op.want = []int{403}
+		if t.holdUnsure {
+			op.want = append(op.want, 200, 400, 409)
+		}
+		op.keys = append(op.keys, "grants")
+	}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register", map[string]any{"name": name, "metadata-location": meta, "overwrite": true})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("register answer: %v", err)
+		}
+		if pg := s.genByUUID(res.Metadata.UUID, ns, name, purging); pg != nil && res.MetadataLocation == pg.meta {
+			// Register as recovery: a drop with purge of the round landed
+			// first and its job was still PENDING.
+			pg.state, pg.job = live, ""
+			s.logf("   %s recovered from its pending purge", pg)
+			return nil
+		}
+		old := s.genByUUID(t.uuid, ns, name, live)
+		if old == nil {
+			old = s.m.liveAt(ns, name)
+		}
+		if old != nil && old.uuid == res.Metadata.UUID {
+			// The same table, moved to the metadata registered (an older
+			// one brings back rows it deleted since).
+			for _, m := range old.metas {
+				if k, ok := keyOf(m); ok {
+					s.m.abandoned[k] = true
+				}
+			}
+			old.meta = res.MetadataLocation
+			if !slices.Contains(old.metas, old.meta) {
+				old.metas = append(old.metas, old.meta)
+			}
+			if res.Metadata.Location != "" && !overlaps(res.Metadata.Location, old.location) {
+				old.oldLocs = append(old.oldLocs, old.location)
+				old.location = res.Metadata.Location
+			}
+			old.legalHold, old.holdUnsure = res.Metadata.Props["icehold.legal-hold"] == "true", false
+			old.holdProp = res.Metadata.Props["soft-delete.hold-period"]
+			for id, d := range old.rows {
+				old.maybe[id] = d
+			}
+			for id, d := range old.ever {
+				old.maybe[id] = d
+			}
+			old.rows = map[int64]string{}
+			// Its history starts again at the metadata registered: what
+			// only the history it left reached is no longer the table's
+			// (a purge's final listing takes it as unreferenced).
+			old.h = nil
+			s.logf("   %s now at %s", old, old.meta)
+			return s.record(old, old.meta, true)
+		}
+		if old != nil {
+			old.state = released
+			for _, m := range old.metas {
+				if k, ok := keyOf(m); ok {
+					s.m.abandoned[k] = true
+				}
+			}
+			s.logf("   %s replaced by another table's metadata: its files stay", old)
+		}
+		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
+			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: src.forged,
+			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
+		for _, rows := range []map[int64]string{src.rows, src.maybe, src.ever} {
+			for id, d := range rows {
+				g.maybe[id], g.ever[id] = d, d
+			}
+		}
+		s.logf("   %s registered over %s.%s at %s", g, ns, name, g.location)
+		return s.record(g, g.meta, true)
+	}
+	return op
+}
+
+// --- unregister ---
+
+func (s *Sim) opUnregister() *Op {
+	ns, name, g := s.target()
+	return s.unregisterOp(ns, name, g, s.principal())
+}
+
+func (s *Sim) unregisterOf(g *Gen, p string) *Op { return s.unregisterOp(g.ns, g.name, g, p) }
+
+func (s *Sim) unregisterOp(ns, name string, g *Gen, p string) *Op {
+	op := &Op{desc: fmt.Sprintf("%s unregisters %s.%s", p, ns, name), keys: append(tableKeys(ns, name), "loc")}
+	switch {
+	case g == nil:
+		op.want = []int{404}
+	case s.unregisteredUUID(g.uuid):
+		op.want, op.why = []int{409}, "a table of its uuid is unregistered already"
+	default:
+		op.want = []int{200}
+		op.keys = append(op.keys, "uuid:"+g.uuid)
+	}
+	s.privileged(op, p, "TABLE_DROP")
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", tablePath(ns, name)+"/unregister", nil)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("unregister answer: %v", err)
+		}
+		g := s.genByUUID(res.Metadata.UUID, ns, name, live)
+		if g == nil {
+			g = s.genByUUID(res.Metadata.UUID, "", "", live)
+		}
+		if g == nil {
+			return s.violatef("unregister of %s.%s answered uuid %s, which the model holds as no live table", ns, name, res.Metadata.UUID)
+		}
+		g.state = unregistered
+		s.logf("   %s unregistered: its files and claims stay", g)
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) unregisteredUUID(uuid string) bool {
+	for _, g := range s.m.inState(unregistered) {
+		if g.uuid == uuid {
+			return true
+		}
+	}
+	return false
+}
+
+// --- views: replace (properties, the legal hold among them) and register ---
+
+func (s *Sim) opViewReplace() *Op {
+	lives := s.m.viewsIn(live)
+	if len(lives) == 0 {
+		return nil
+	}
+	v := pick(s, lives)
+	p := s.principal()
+	set := map[string]string{"comment": fmt.Sprint(s.rng.IntN(1000))}
+	on := v.legalHold
+	if s.chance(0.4) {
+		on = s.chance(0.5)
+		set["icehold.legal-hold"] = fmt.Sprint(on)
+	}
+	op := &Op{desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
+	if _, writes := set["icehold.legal-hold"]; writes && !s.m.canLegalHold(p) {
+		// Any write of the property needs TABLE_LEGAL_HOLD (the route
+		// decides from the body), a change of it all the more.
+		op.invalid, op.want, op.why = true, []int{403}, p+" writes a view's legal hold without TABLE_LEGAL_HOLD"
+		op.keys = append(op.keys, "grants")
+	}
+	s.privileged(op, p, "TABLE_WRITE")
+	ns, name := v.ns, v.name
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", viewPath(ns, name), map[string]any{"requirements": []any{},
+			"updates": []any{map[string]any{"action": "set-properties", "updates": set}}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res struct {
+			Meta string `json:"metadata-location"`
+		}
+		_ = json.Unmarshal(o.Body, &res)
+		if v.state == live && v.ns == ns && v.name == name {
+			v.legalHold = on
+			if res.Meta != "" {
+				v.meta = res.Meta
+				v.metas = append(v.metas, res.Meta)
+			}
+		}
+		return nil
+	}
+	return op
+}
+
+func (s *Sim) opViewRegister() *Op {
+	var all []*View
+	for _, st := range []state{live, soft, purging, gone} {
+		all = append(all, s.m.viewsIn(st)...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	src := pick(s, all)
+	ns, name := s.pickNS(), s.pickName()
+	if (src.state == live || src.state == soft) && s.chance(0.3) {
+		return s.viewRegisterCopy(ns, name, src)
+	}
+	op := &Op{kind: "view-register", desc: fmt.Sprintf("admin registers view %s.%s from %s's %s", ns, name, src, src.meta), keys: append(tableKeys(ns, name), "uuid:"+src.uuid)}
+	_, nsOK := s.m.namespaces[ns]
+	switch {
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(ns, name) != nil || s.m.viewAt(ns, name) != nil:
+		op.want = []int{409}
+	case src.state == live || src.state == soft:
+		op.want = []int{409} // its location is owned
+	default:
+		op.want = []int{200, 409}
+	}
+	if src.state != live && src.state != soft {
+		op.want = append(op.want, 400) // its metadata file may be gone (read first)
+	}
+	meta := src.meta
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register-view", map[string]any{"name": name, "metadata-location": meta})
+	}
+	op.after = s.viewRegistered(ns, name, src)
+	return op
+}
+
+// viewRegisterCopy registers at ns.name a copy of src's metadata file that
+// another catalog could have written: its own location and view uuid (a
+// view moved between catalogs). The copy is written when the op runs; a
+// refused register leaves it, by design.
+func (s *Sim) viewRegisterCopy(ns, name string, src *View) *Op {
+	loc := fmt.Sprintf("%s/FV/v%d", warehouse, s.m.nextID+1000*len(s.m.forged))
+	s.m.nextID++
+	op := &Op{kind: "view-register", desc: fmt.Sprintf("admin registers view %s.%s from a copy of %s's metadata at %s", ns, name, src, loc), keys: tableKeys(ns, name)}
+	_, nsOK := s.m.namespaces[ns]
+	switch {
+	case !nsOK:
+		op.want = []int{404}
+	case s.m.liveAt(ns, name) != nil || s.m.viewAt(ns, name) != nil:
+		op.want = []int{409}
+	default:
+		op.want = []int{200, 409} // 409: a purging table's tombstone holds the name
+	}
+	var meta string
+	op.run = func() Outcome {
+		var err error
+		if meta, err = s.copyViewMetadata(src, loc); err != nil {
+			return Outcome{Err: err}
+		}
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register-view", map[string]any{"name": name, "metadata-location": meta})
+	}
+	after := s.viewRegistered(ns, name, nil)
+	op.after = func(o Outcome, c bool) error {
+		if meta != "" {
+			s.m.forged = append(s.m.forged, meta)
+		}
+		return after(o, c)
+	}
+	return op
+}
+
+// copyViewMetadata writes src's metadata file at loc/metadata/ with loc as
+// its location and a new view uuid.
+func (s *Sim) copyViewMetadata(src *View, loc string) (string, error) {
+	k, _ := keyOf(src.meta)
+	out, err := s.w.s3.GetObject(s.ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+	if err != nil {
+		return "", err
+	}
+	defer out.Body.Close()
+	var md map[string]any
+	if err := json.NewDecoder(out.Body).Decode(&md); err != nil {
+		return "", err
+	}
+	md["location"], md["view-uuid"] = loc, uuid.NewString()
+	b, _ := json.Marshal(md)
+	path := loc + "/metadata/00000-" + uuid.NewString() + ".metadata.json"
+	pk, _ := keyOf(path)
+	_, err = s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(pk), Body: bytes.NewReader(b)})
+	return path, err
+}
+
+// viewRegistered applies an accepted register-view (of src's metadata, or
+// nil for a copy) to the model.
+func (s *Sim) viewRegistered(ns, name string, src *View) func(o Outcome, _ bool) error {
+	return func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		var res struct {
+			MetadataLocation string `json:"metadata-location"`
+			Metadata         struct {
+				UUID     string            `json:"view-uuid"`
+				Location string            `json:"location"`
+				Props    map[string]string `json:"properties"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("register view answer: %v", err)
+		}
+		s.m.nextID++
+		v := &View{seq: s.m.nextID, uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location,
+			meta: res.MetadataLocation, state: live, legalHold: res.Metadata.Props["icehold.legal-hold"] == "true"}
+		if old := s.m.views[v.uuid]; old != nil && old.state != gone && old.state != purging {
+			from := "a copy"
+			if src != nil {
+				from = src.String() + "'s metadata"
+			}
+			return s.violatef("register view of %s made %s, while %s still holds its uuid", from, v, old)
+		}
+		s.m.views[v.uuid] = v
+		s.logf("   %s registered at %s", v, v.location)
+		return nil
+	}
+}
