@@ -158,7 +158,7 @@ func tableShowCmd(conn *connOpts) *cobra.Command {
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "GET", restTablePath(c, levels, name), nil, &raw); err != nil {
+			if err := c.do(cmd.Context(), "GET", tableKind.restPath(c, levels, name), nil, &raw); err != nil {
 				return err
 			}
 			var t loaded
