@@ -30,8 +30,15 @@ var (
 	viewKind  = kind{noun: "view", upper: "VIEW", plural: "views"}
 )
 
-// connect connects and resolves a NAMESPACE.NAME argument's lifecycle path.
+// connect connects and resolves a NAMESPACE.NAME argument's lifecycle path
+// (the REST path's /v1/{prefix} is /lifecycle/v1/catalogs/{c}).
 func (k kind) connect(cmd *cobra.Command, conn *connOpts, ident string) (*client, string, error) {
+	c, path, err := k.rest(cmd, conn, ident)
+	return c, "/lifecycle/v1/catalogs/" + strings.TrimPrefix(path, "/v1/"), err
+}
+
+// rest connects and resolves a NAMESPACE.NAME argument's Iceberg REST path.
+func (k kind) rest(cmd *cobra.Command, conn *connOpts, ident string) (*client, string, error) {
 	levels, name, err := splitIdent(ident)
 	if err != nil {
 		return nil, "", usagef(cmd, "%v", err)
@@ -40,8 +47,7 @@ func (k kind) connect(cmd *cobra.Command, conn *connOpts, ident string) (*client
 	if err != nil {
 		return nil, "", err
 	}
-	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
-		"/" + k.plural + "/" + url.PathEscape(name), nil
+	return c, k.restPath(c, levels, name), nil
 }
 
 // restPath is one table's or view's Iceberg REST route (the catalog is the

@@ -15,15 +15,10 @@ func viewsCmd(conn *connOpts) *cobra.Command {
 		Short: "Drop a view (soft delete on a catalog with soft delete)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			levels, name, err := splitIdent(args[0])
-			if err != nil {
-				return usagef(cmd, "%v", err)
-			}
-			c, err := conn.connect(cmd.Context())
+			c, path, err := viewKind.rest(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
-			path := viewKind.restPath(c, levels, name)
 			if err := c.do(cmd.Context(), "DELETE", path, nil, nil); err != nil {
 				return err
 			}
