@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -226,4 +227,22 @@ func TestRegisterRefusesDotSegmentPaths(t *testing.T) {
 		})
 	}
 	mustCall(t, 404, "GET", tables+"/t", shared.Token, nil)
+
+	// A view's register takes the same path rule (it once read the key
+	// literally and registered the view).
+	var created struct {
+		MetadataLocation string          `json:"metadata-location"`
+		Metadata         json.RawMessage `json:"metadata"`
+	}
+	views := "/v1/" + shared.Catalog + "/namespaces/" + ns + "/views"
+	mustDecode(t, mustCall(t, 200, "POST", views, shared.Token, viewBody("dv", ns)), &created)
+	mustCall(t, 204, "DELETE", views+"/dv", shared.Token, nil)
+	vl, _ := objects.Parse(created.MetadataLocation)
+	dir, file := path.Split(vl.Key)
+	dotted := putObject(t, srv, dir+"../metadata/"+file, created.Metadata)
+	st, body := call(t, "POST", "/v1/"+shared.Catalog+"/namespaces/"+ns+"/register-view", shared.Token, map[string]any{"name": "v", "metadata-location": dotted})
+	if st != 400 || !strings.Contains(string(body), "segment") {
+		t.Errorf("register-view: %d %s, want 400 naming the path", st, body)
+	}
+	mustCall(t, 404, "GET", views+"/v", shared.Token, nil)
 }

@@ -56,17 +56,10 @@ func completeIdent(conn *connOpts, leaf string) cobra.CompletionFunc {
 				out[i] = strings.TrimSuffix(out[i], ".")
 			}
 		} else if parent != "" {
-			_ = pages(cmd.Context(), c, nsPath(c, parent)+"/"+leaf, url.Values{}, func(raw json.RawMessage) (string, error) {
-				var page struct {
-					Identifiers []tableIdent `json:"identifiers"`
-					Next        string       `json:"next-page-token"`
-				}
-				err := json.Unmarshal(raw, &page)
-				for _, t := range page.Identifiers {
-					out = append(out, parent+"."+t.Name)
-				}
-				return page.Next, err
-			})
+			ids, _ := identifiers(cmd.Context(), c, nsPath(c, parent)+"/"+leaf)
+			for _, t := range ids {
+				out = append(out, parent+"."+t.Name)
+			}
 		}
 		out = withPrefix(out, typed)
 		for _, o := range out {

@@ -149,16 +149,12 @@ func tableShowCmd(conn *connOpts) *cobra.Command {
 		Short: "Show a table: uuid, location, schema, snapshots, properties, legal hold",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			levels, name, err := splitIdent(args[0])
-			if err != nil {
-				return usagef(cmd, "%v", err)
-			}
-			c, err := conn.connect(cmd.Context())
+			c, path, err := tableKind.rest(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "GET", restTablePath(c, levels, name), nil, &raw); err != nil {
+			if err := c.do(cmd.Context(), "GET", path, nil, &raw); err != nil {
 				return err
 			}
 			var t loaded

@@ -242,7 +242,7 @@ icehold local redrive (or the aws sqs commands of docs/operations.md).`,
 					Location string `json:"location"`
 				} `json:"metadata"`
 			}
-			if err := c.do(cmd.Context(), "GET", restTablePath(c, levels, name), nil, &loaded); err != nil {
+			if err := c.do(cmd.Context(), "GET", tableKind.restPath(c, levels, name), nil, &loaded); err != nil {
 				return err
 			}
 			bucket, prefix, ok := strings.Cut(strings.TrimPrefix(loaded.Metadata.Location, "s3://"), "/")

@@ -67,7 +67,7 @@ func partitionsCmd(conn *connOpts) *cobra.Command {
 				"(older snapshots keep them until they expire)", len(tuples), plural(int64(len(tuples))), args[0])); err != nil {
 				return err
 			}
-			c, path, err := tableClient(cmd, conn, args[0])
+			c, path, err := tableKind.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,7 @@ func retentionCmd(conn *connOpts) *cobra.Command {
 	var yes bool
 	policy := func(method string, body any) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
+			c, path, err := tableKind.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ func retentionCmd(conn *connOpts) *cobra.Command {
 		Short: "Remove a table's retention policy",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
+			c, path, err := tableKind.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
@@ -234,7 +234,7 @@ func verifyCmd(conn *connOpts) *cobra.Command {
 		Short: "Check a table's lifecycle invariants (exit status 1 when one fails)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
+			c, path, err := tableKind.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}
@@ -267,7 +267,7 @@ object. Nothing wrong: nothing changes. A file without such a version fails the
 command (409) by name, and nothing of its round is restored.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, path, err := tableClient(cmd, conn, args[0])
+			c, path, err := tableKind.connect(cmd, conn, args[0])
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,28 +30,6 @@ func splitIdent(s string) ([]string, string, error) {
 }
 
 func tablesCmd(conn *connOpts) *cobra.Command {
-	var ns string
-	softDeleted := &cobra.Command{
-		Use:   "soft-deleted",
-		Short: "List the catalog's soft-deleted tables",
-		Args:  noArgs,
-		RunE: conn.run(func(cmd *cobra.Command, c *client, _ []string) error {
-			all, err := softDeletedTables(cmd.Context(), c, ns)
-			if err != nil {
-				return err
-			}
-			return c.emit(cmd.OutOrStdout(), map[string]any{"tables": all}, func(out io.Writer) error {
-				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-				fmt.Fprintln(w, "TABLE\tTABLE UUID\tDROPPED\tBY\tPURGE AT\tLEGAL HOLD")
-				for _, t := range all {
-					fmt.Fprintf(w, "%s.%s\t%s\t%s\t%s\t%s\t%v\n", strings.Join(t.Namespace, "."), t.Name, t.TableUUID, t.DroppedAt, t.DroppedBy, t.PurgeAt, t.LegalHold)
-				}
-				return w.Flush()
-			})
-		}),
-	}
-	softDeleted.Flags().StringVar(&ns, "namespace", "", "only this namespace (levels joined by '.')")
-
 	var on, off bool
 	var holdUUID, holdGen string
 	legalHold := &cobra.Command{
@@ -105,41 +82,8 @@ soft-deleted generation under a live name, or among several: --uuid.`,
 	legalHold.Flags().StringVar(&holdUUID, "uuid", "", "the soft-deleted generation (table or view uuid) to hold, when several lie under the name or a live table has it")
 	legalHold.Flags().StringVar(&holdGen, "generation", "", "the generation (several of one uuid)")
 
-	list := &cobra.Command{
-		Use:   "list NAMESPACE",
-		Short: "List a namespace's tables",
-		Args:  exactArgs(1),
-		RunE: conn.run(func(cmd *cobra.Command, c *client, args []string) error {
-			var all []tableIdent
-			path := "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.ReplaceAll(args[0], ".", "\x1f")) + "/tables"
-			err := pages(cmd.Context(), c, path, url.Values{}, func(raw json.RawMessage) (string, error) {
-				var page struct {
-					Identifiers []tableIdent `json:"identifiers"`
-					Next        string       `json:"next-page-token"`
-				}
-				err := json.Unmarshal(raw, &page)
-				all = append(all, page.Identifiers...)
-				return page.Next, err
-			})
-			if err != nil {
-				return err
-			}
-			return c.emit(cmd.OutOrStdout(), map[string]any{"identifiers": all}, func(out io.Writer) error {
-				for _, t := range all {
-					fmt.Fprintf(out, "%s.%s\n", strings.Join(t.Namespace, "."), t.Name)
-				}
-				return nil
-			})
-		}),
-	}
-
 	return group("tables", "Tables: list, create, show, drop, soft-deleted, unregistered, undrop, purge-now, legal-hold, verify, repair",
-		list, tableCreateCmd(conn), tableShowCmd(conn), dropCmd(conn), softDeleted, unregisteredCmd(conn), undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn), repairCmd(conn))
-}
-
-type tableIdent struct {
-	Namespace []string `json:"namespace"`
-	Name      string   `json:"name"`
+		listCmd(conn, tableKind), tableCreateCmd(conn), tableShowCmd(conn), dropCmd(conn), softDeletedCmd(conn, tableKind), unregisteredCmd(conn), undropCmd(conn, tableKind), purgeNowCmd(conn, tableKind, "Delete a soft-deleted table for good, now"), legalHold, verifyCmd(conn), repairCmd(conn))
 }
 
 // namespacesCmd lists namespaces: the top level, or a namespace's children.
@@ -202,26 +146,6 @@ func pages(ctx context.Context, c *client, path string, q url.Values, page func(
 	}
 }
 
-// softDeletedTables lists the catalog's soft-deleted tables (of namespace
-// ns, levels joined by '.', when set).
-func softDeletedTables(ctx context.Context, c *client, ns string) ([]softdelete.View, error) {
-	q := url.Values{"kind": {softdelete.KindTable}} // views: icehold views soft-deleted
-	if ns != "" {
-		q.Set("namespace", strings.ReplaceAll(ns, ".", "\x1f"))
-	}
-	var all []softdelete.View
-	err := pages(ctx, c, "/lifecycle/v1/catalogs/"+url.PathEscape(c.catalog)+"/soft-deleted-tables", q, func(raw json.RawMessage) (string, error) {
-		var page struct {
-			Tables []softdelete.View `json:"tables"`
-			Next   string            `json:"next-page-token"`
-		}
-		err := json.Unmarshal(raw, &page)
-		all = append(all, page.Tables...)
-		return page.Next, err
-	})
-	return all, err
-}
-
 // liveLegalHold sets or clears a live table's icehold.legal-hold property
 // (one commit, no requirement: setting it twice is harmless); false when
 // no live table has the name.
@@ -231,7 +155,7 @@ func liveLegalHold(ctx context.Context, c *client, out io.Writer, ident string, 
 		update = map[string]any{"action": "remove-properties", "removals": []string{catalog.PropLegalHold}}
 	}
 	var res loaded
-	err := c.do(ctx, "POST", restTablePath(c, levels, name), map[string]any{"requirements": []any{}, "updates": []any{update}}, &res)
+	err := c.do(ctx, "POST", tableKind.restPath(c, levels, name), map[string]any{"requirements": []any{}, "updates": []any{update}}, &res)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.status == http.StatusNotFound && strings.Contains(ae.typ, "NoSuchTable") {
 		return false, nil
@@ -260,7 +184,7 @@ func onOff(b bool) string {
 // name; several (dropped, recreated, dropped again) need --uuid.
 func softDeletedUUID(ctx context.Context, c *client, levels []string, name string) (string, error) {
 	ident := strings.Join(levels, ".") + "." + name
-	all, err := softDeletedTables(ctx, c, strings.Join(levels, "."))
+	all, err := softDeleted(ctx, c, strings.Join(levels, "."), tableKind)
 	if err != nil {
 		return "", err
 	}
@@ -277,26 +201,6 @@ func softDeletedUUID(ctx context.Context, c *client, levels []string, name strin
 		return uuids[0], nil
 	}
 	return "", fmt.Errorf("%d soft-deleted generations of %s (table uuids %s): name one with --uuid", len(uuids), ident, strings.Join(uuids, ", "))
-}
-
-// tableClient connects and resolves a NAMESPACE.TABLE argument's
-// lifecycle path.
-func tableClient(cmd *cobra.Command, conn *connOpts, ident string) (*client, string, error) {
-	levels, name, err := splitIdent(ident)
-	if err != nil {
-		return nil, "", usagef(cmd, "%v", err)
-	}
-	c, err := conn.connect(cmd.Context())
-	if err != nil {
-		return nil, "", err
-	}
-	return c, "/lifecycle/v1/catalogs/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) +
-		"/tables/" + url.PathEscape(name), nil
-}
-
-// restTablePath is a table's Iceberg REST route (the catalog is the prefix).
-func restTablePath(c *client, levels []string, name string) string {
-	return "/v1/" + url.PathEscape(c.catalog) + "/namespaces/" + url.PathEscape(strings.Join(levels, "\x1f")) + "/tables/" + url.PathEscape(name)
 }
 
 // dropCmd drops a table through the Iceberg REST route, as clients do; with
@@ -326,7 +230,7 @@ func dropCmd(conn *connOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := restTablePath(c, levels, name)
+			path := tableKind.restPath(c, levels, name)
 			if purge {
 				path += "?purgeRequested=true"
 			}
@@ -365,7 +269,7 @@ func dropCmd(conn *connOpts) *cobra.Command {
 // body, as the Iceberg spec says, so the record is read back: the newest
 // under the name).
 func softDropped(ctx context.Context, c *client, out io.Writer, ident string, levels []string, name string) error {
-	all, err := softDeletedTables(ctx, c, strings.Join(levels, "."))
+	all, err := softDeleted(ctx, c, strings.Join(levels, "."), tableKind)
 	if err != nil {
 		_, err := fmt.Fprintf(out, "dropped %s (its soft-deleted record could not be read: %v)\n", ident, err)
 		return err

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -25,13 +23,8 @@ type Ident struct {
 
 func (i Ident) String() string { return nsName(append(append([]string{}, i.Namespace...), i.Name)) }
 
-// Validate checks both parts of the identifier.
-func (i Ident) Validate() error {
-	if err := ValidateNamespace(i.Namespace); err != nil {
-		return err
-	}
-	return ValidateName("table", i.Name)
-}
+// Validate checks both parts of a table's identifier.
+func (i Ident) Validate() error { return tableKind.validate(i) }
 
 // CreateTableRequest is the REST spec's CreateTableRequest.
 type CreateTableRequest struct {
@@ -73,22 +66,6 @@ type TableResult struct {
 	MetadataLocation string
 	Metadata         []byte
 	Entry            store.TableEntry
-}
-
-func tableErr(op string, id Ident, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%s table %s: %w", op, id, ErrNoSuchTable)
-	case errors.Is(err, store.ErrExists):
-		return fmt.Errorf("%s table %s: %w", op, id, ErrTableExists)
-	case errors.Is(err, store.ErrConditionFailed):
-		return fmt.Errorf("%s table %s: the table changed concurrently: %w", op, id, ErrCommitFailed)
-	case errors.Is(err, store.ErrBadPageToken), errors.Is(err, store.ErrTooManyItems):
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	return fmt.Errorf("%s table %s: %w", op, id, err)
 }
 
 // checkLocation keeps table locations inside the catalog's warehouse: a
@@ -138,44 +115,14 @@ func (s *Service) requireNamespace(ctx context.Context, cat string, ns []string)
 // metadata it would have, writing nothing).
 func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req CreateTableRequest) (TableResult, error) {
 	id := Ident{Namespace: ns, Name: req.Name}
-	if err := id.Validate(); err != nil {
+	if err := tableKind.validate(id); err != nil {
 		return TableResult{}, err
 	}
 	if req.Schema == nil {
 		return TableResult{}, fmt.Errorf("%w: schema is required", ErrBadRequest)
 	}
-	if err := checkTableProperties(req.Properties); err != nil {
-		return TableResult{}, err
-	}
-	if err := s.checkLegalHoldChange(ctx, cat, id, false, legalHoldOf(req.Properties)); err != nil {
-		return TableResult{}, err
-	}
-	c, err := s.catalog(ctx, cat)
+	p, err := s.place(ctx, cat, tableKind, id, req.Location, req.Properties)
 	if err != nil {
-		return TableResult{}, err
-	}
-	if err := s.requireNamespace(ctx, cat, ns); err != nil {
-		return TableResult{}, err
-	}
-	if _, err := s.store.GetEntry(ctx, cat, ns, req.Name); err == nil {
-		return TableResult{}, s.Taken(ctx, cat, id, false) // a table or a view
-	}
-	if _, err := s.store.GetTombstone(ctx, cat, ns, req.Name); err == nil {
-		return TableResult{}, s.purging(ctx, cat, id)
-	}
-	tableUUID := uuid.New()
-	loc := strings.TrimRight(req.Location, "/")
-	if loc == "" {
-		loc = DefaultLocation(c.Warehouse, id, tableUUID)
-	}
-	if err := checkLocation(c.Warehouse, loc); err != nil {
-		return TableResult{}, err
-	}
-	claim, err := tableClaim(c, id, loc)
-	if err != nil {
-		return TableResult{}, err
-	}
-	if err := s.checkFree(ctx, claim.Hold); err != nil {
 		return TableResult{}, err
 	}
 	spec := iceberg.UnpartitionedSpec
@@ -186,50 +133,15 @@ func (s *Service) CreateTable(ctx context.Context, cat string, ns []string, req 
 	if req.WriteOrder != nil {
 		order = *req.WriteOrder
 	}
-	meta, err := table.NewMetadataWithUUID(req.Schema, spec, order, loc, req.Properties, tableUUID)
+	meta, err := table.NewMetadataWithUUID(req.Schema, spec, order, p.loc, req.Properties, p.uuid)
 	if err != nil {
 		return TableResult{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
-	if req.StageCreate {
-		raw, err := jsonOf(meta)
+	raw, err := jsonOf(meta)
+	if err != nil || req.StageCreate {
 		return TableResult{Metadata: raw}, err
 	}
-	in := newIntent(cat)
-	metaLoc, raw, err := s.writeMetadata(ctx, meta, "", in)
-	if err != nil {
-		return TableResult{}, tableErr("create", id, err)
-	}
-	entry := s.newEntry(ctx, id, metaLoc, meta)
-	entry.Hold = &claim.Hold
-	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim, Intent: in}}); err != nil {
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return TableResult{}, nsErr("create table in", ns, err)
-		case errors.Is(err, store.ErrTombstoned):
-			return TableResult{}, s.purging(ctx, cat, id)
-		case errors.Is(err, store.ErrLocationTaken):
-			return TableResult{}, fmt.Errorf("create table %s: %w", id, s.ownedBy(ctx, claim.Hold))
-		}
-		return TableResult{}, tableErr("create", id, err)
-	}
-	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
-}
-
-func (s *Service) newEntry(ctx context.Context, id Ident, metaLoc string, meta table.Metadata) store.TableEntry {
-	e := store.TableEntry{
-		Namespace: id.Namespace, Name: id.Name, MetadataLocation: metaLoc,
-		TableUUID: meta.TableUUID().String(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
-		CreatedBy: authz.Principal(ctx),
-	}
-	mirrorLifecycle(&e, meta)
-	return e
-}
-
-// mirrorLifecycle copies the table's lifecycle properties onto its entry.
-func mirrorLifecycle(e *store.TableEntry, meta table.Metadata) {
-	props := meta.Properties()
-	e.LegalHold, _ = strconv.ParseBool(props[PropLegalHold])
-	e.HoldPeriod = props[PropHoldPeriod]
+	return s.insert(ctx, cat, tableKind, id, p, raw, req.Properties)
 }
 
 // Entry loads a table's catalog entry.
@@ -250,19 +162,9 @@ func (s *Service) purging(ctx context.Context, cat string, id Ident) error {
 	return fmt.Errorf("table %s is being purged by job %s (state %s): %w", id, t.JobID, state, ErrPurging)
 }
 
-// entry loads a table entry, mapping a miss to ErrNoSuchTable (or
-// ErrNoSuchNamespace when the namespace is missing too, as the spec asks).
+// entry loads a table entry (entryOf).
 func (s *Service) entry(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
-	if err := id.Validate(); err != nil {
-		return store.TableEntry{}, err
-	}
-	e, err := s.store.GetTable(ctx, cat, id.Namespace, id.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		if nsErr := s.requireNamespace(ctx, cat, id.Namespace); nsErr != nil {
-			return e, nsErr
-		}
-	}
-	return e, tableErr("load", id, err)
+	return s.entryOf(ctx, cat, tableKind, id)
 }
 
 // LoadTable answers a table's current metadata; refsOnly keeps only the
@@ -298,21 +200,7 @@ func (s *Service) TableExists(ctx context.Context, cat string, id Ident) error {
 
 // ListTables pages through a namespace's tables.
 func (s *Service) ListTables(ctx context.Context, cat string, ns []string, token string, limit int) ([]Ident, string, error) {
-	if err := ValidateNamespace(ns); err != nil {
-		return nil, "", err
-	}
-	if err := s.requireNamespace(ctx, cat, ns); err != nil {
-		return nil, "", err
-	}
-	entries, next, err := s.store.ListTables(ctx, cat, ns, token, limit)
-	if err != nil {
-		return nil, "", tableErr("list", Ident{Namespace: ns}, err)
-	}
-	out := make([]Ident, len(entries))
-	for i, e := range entries {
-		out[i] = Ident{Namespace: e.Namespace, Name: e.Name}
-	}
-	return out, next, nil
+	return s.list(ctx, cat, tableKind, ns, token, limit)
 }
 
 // staged is one table's change computed and written, not yet swapped in.
@@ -416,10 +304,10 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	next := current
 	if creating {
-		next = s.newEntry(ctx, id, metaLoc, meta)
+		next = s.newEntry(ctx, tableKind, id, metaLoc, meta.TableUUID().String(), meta.Properties())
 	}
 	next.MetadataLocation = metaLoc
-	mirrorLifecycle(&next, meta)
+	mirrorLifecycle(&next, meta.Properties())
 	w := store.TableWrite{Entry: next, Expected: current.MetadataLocation, Intent: in, Events: ch.Events}
 	holds := false
 	if plan != nil {
@@ -567,42 +455,12 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 // left alone here; the purge and soft-delete pipelines own what happens to
 // them.
 func (s *Service) DropTable(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
-	for attempt := 0; ; attempt++ {
-		e, err := s.entry(ctx, cat, id)
-		if err != nil {
-			return store.TableEntry{}, err
-		}
-		err = s.store.DeleteTable(ctx, cat, e)
-		if errors.Is(err, store.ErrConditionFailed) && attempt < 5 {
-			continue // a commit moved the pointer: drop what is there now
-		}
-		return e, tableErr("drop", id, err)
-	}
+	return s.drop(ctx, cat, tableKind, id)
 }
 
-// RenameTable moves a table to another identifier (same catalog).
+// RenameTable moves a table to another identifier.
 func (s *Service) RenameTable(ctx context.Context, cat string, from, to Ident) error {
-	if err := to.Validate(); err != nil {
-		return err
-	}
-	e, err := s.entry(ctx, cat, from)
-	if err != nil {
-		return err
-	}
-	moved := e
-	moved.Namespace, moved.Name = to.Namespace, to.Name
-	nsMissing, err := s.store.RenameTable(ctx, cat, e, moved)
-	switch {
-	case nsMissing:
-		return nsErr("rename to", to.Namespace, err)
-	case errors.Is(err, store.ErrTombstoned):
-		return s.purging(ctx, cat, to)
-	case errors.Is(err, store.ErrExists):
-		return fmt.Errorf("rename %s to %s: %w", from, to, s.Taken(ctx, cat, to, false))
-	case errors.Is(err, store.ErrNotFound):
-		return tableErr("rename", from, err)
-	}
-	return tableErr("rename", from, err)
+	return s.rename(ctx, cat, tableKind, from, to)
 }
 
 // namedMetadataErr: a metadata-location a client named that is no metadata
@@ -620,20 +478,8 @@ func namedMetadataErr(err error) error {
 // catalog owns is refused (409): a registered copy of a live table could
 // otherwise purge that table's files.
 func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaLoc string, overwrite bool) (TableResult, error) {
-	if err := id.Validate(); err != nil {
-		return TableResult{}, err
-	}
-	c, err := s.catalog(ctx, cat)
+	c, err := s.registering(ctx, cat, tableKind, id, metaLoc)
 	if err != nil {
-		return TableResult{}, err
-	}
-	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
-		return TableResult{}, err
-	}
-	if err := objects.CheckPath(metaLoc); err != nil {
-		return TableResult{}, fmt.Errorf("register %s: %w: metadata-location %v", id, ErrBadRequest, err)
-	}
-	if err := checkMetadataName(metaLoc); err != nil {
 		return TableResult{}, err
 	}
 	meta, raw, err := s.readMetadata(ctx, metaLoc)
@@ -646,7 +492,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	if err := s.checkPaths(ctx, nil, meta); err != nil {
 		return TableResult{}, fmt.Errorf("register %s: %w", id, err)
 	}
-	entry := s.newEntry(ctx, id, metaLoc, meta)
+	entry := s.newEntry(ctx, tableKind, id, metaLoc, meta.TableUUID().String(), meta.Properties())
 	if t, err := s.store.GetTombstone(ctx, cat, id.Namespace, id.Name); err == nil {
 		return s.recover(ctx, cat, id, t, entry, raw)
 	}
@@ -686,17 +532,7 @@ func (s *Service) RegisterTable(ctx context.Context, cat string, id Ident, metaL
 	h.Registered = true
 	w.Claim, w.Release, w.Entry.Hold, w.Entry.Extra = p.claim, p.release, &h, p.extra
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{w}); err != nil {
-		switch {
-		case errors.Is(err, store.ErrTombstoned):
-			return TableResult{}, s.purging(ctx, cat, id)
-		case errors.Is(err, store.ErrLocationTaken) && w.Claim != nil:
-			return TableResult{}, fmt.Errorf("register %s: %w", id, s.ownedBy(ctx, w.Claim.Hold))
-		case errors.Is(err, store.ErrNotFound):
-			return TableResult{}, nsErr("register in", id.Namespace, err)
-		case errors.Is(err, store.ErrExists):
-			return TableResult{}, fmt.Errorf("register %s: %w", id, s.Taken(ctx, cat, id, false)) // a view's name
-		}
-		return TableResult{}, tableErr("register", id, err)
+		return TableResult{}, s.writeErr(ctx, cat, tableKind, "register", id, w.Claim, err)
 	}
 	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: w.Entry}, nil
 }

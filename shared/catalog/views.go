@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/view"
-	"github.com/google/uuid"
 
-	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -43,28 +40,6 @@ type ViewChange struct {
 	Updates      view.Updates      `json:"updates"`
 }
 
-// validateView checks a view identifier.
-func validateView(id Ident) error {
-	if err := ValidateNamespace(id.Namespace); err != nil {
-		return err
-	}
-	return ValidateName("view", id.Name)
-}
-
-func viewErr(op string, id Ident, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%s view %s: %w", op, id, ErrNoSuchView)
-	case errors.Is(err, store.ErrConditionFailed):
-		return fmt.Errorf("%s view %s: the view changed concurrently: %w", op, id, ErrCommitFailed)
-	case errors.Is(err, store.ErrBadPageToken), errors.Is(err, store.ErrTooManyItems):
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	return fmt.Errorf("%s view %s: %w", op, id, err)
-}
-
 // Taken explains a name that is held: the 409 (AlreadyExistsException
 // either way, as the spec says) says whether a table or a view holds it,
 // whatever the request would make (a table's create, rename, register or
@@ -86,44 +61,9 @@ func (s *Service) Taken(ctx context.Context, cat string, id Ident, view bool) er
 	return fmt.Errorf("%s is the name of a table (table-uuid %s): %w", id, e.TableUUID, ErrTableExists)
 }
 
-// viewClaim is the claim a view takes on its location (as a table's).
-func viewClaim(c store.Catalog, id Ident, loc string) (store.Claim, error) {
-	cl, err := tableClaim(c, id, loc)
-	cl.Owner.Kind = store.OwnerView
-	return cl, err
-}
-
-func (s *Service) newViewEntry(ctx context.Context, id Ident, metaLoc string, meta view.Metadata) store.TableEntry {
-	e := store.TableEntry{
-		Kind: store.EntryView, Namespace: id.Namespace, Name: id.Name, MetadataLocation: metaLoc,
-		TableUUID: meta.ViewUUID().String(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
-		CreatedBy: authz.Principal(ctx),
-	}
-	mirrorViewLifecycle(&e, meta)
-	return e
-}
-
-// mirrorViewLifecycle copies the view's lifecycle properties onto its entry
-// (a drop decides from the entry alone, as for tables).
-func mirrorViewLifecycle(e *store.TableEntry, meta view.Metadata) {
-	props := meta.Properties()
-	e.LegalHold = legalHoldOf(props)
-	e.HoldPeriod = props[PropHoldPeriod]
-}
-
-// ViewEntry loads a view's entry, mapping a miss to ErrNoSuchView (or
-// ErrNoSuchNamespace when the namespace is missing too).
+// ViewEntry loads a view's entry (entryOf).
 func (s *Service) ViewEntry(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
-	if err := validateView(id); err != nil {
-		return store.TableEntry{}, err
-	}
-	e, err := s.store.GetView(ctx, cat, id.Namespace, id.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		if nsErr := s.requireNamespace(ctx, cat, id.Namespace); nsErr != nil {
-			return e, nsErr
-		}
-	}
-	return e, viewErr("load", id, err)
+	return s.entryOf(ctx, cat, viewKind, id)
 }
 
 // parseView reads a view's metadata file: its JSON as stored and parsed.
@@ -143,76 +83,25 @@ func (s *Service) parseView(ctx context.Context, loc string) (view.Metadata, []b
 // transaction (entry, namespace count, location claim, intent retired).
 func (s *Service) CreateView(ctx context.Context, cat string, ns []string, req CreateViewRequest) (TableResult, error) {
 	id := Ident{Namespace: ns, Name: req.Name}
-	if err := validateView(id); err != nil {
+	if err := viewKind.validate(id); err != nil {
 		return TableResult{}, err
 	}
 	if req.Schema == nil || req.ViewVersion == nil {
 		return TableResult{}, fmt.Errorf("%w: schema and view-version are required", ErrBadRequest)
 	}
-	if err := checkTableProperties(req.Properties); err != nil {
-		return TableResult{}, err
-	}
-	if err := s.checkLegalHoldChange(ctx, cat, id, false, legalHoldOf(req.Properties)); err != nil {
-		return TableResult{}, err
-	}
-	c, err := s.catalog(ctx, cat)
+	p, err := s.place(ctx, cat, viewKind, id, req.Location, req.Properties)
 	if err != nil {
 		return TableResult{}, err
 	}
-	if err := s.requireNamespace(ctx, cat, ns); err != nil {
-		return TableResult{}, err
-	}
-	if _, err := s.store.GetEntry(ctx, cat, ns, req.Name); err == nil {
-		return TableResult{}, s.Taken(ctx, cat, id, true)
-	}
-	if _, err := s.store.GetTombstone(ctx, cat, ns, req.Name); err == nil {
-		return TableResult{}, s.purging(ctx, cat, id)
-	}
-	viewUUID := uuid.New()
-	loc := strings.TrimRight(req.Location, "/")
-	if loc == "" {
-		loc = DefaultLocation(c.Warehouse, id, viewUUID)
-	}
-	if err := checkLocation(c.Warehouse, loc); err != nil {
-		return TableResult{}, err
-	}
-	claim, err := viewClaim(c, id, loc)
-	if err != nil {
-		return TableResult{}, err
-	}
-	if err := s.checkFree(ctx, claim.Hold); err != nil {
-		return TableResult{}, err
-	}
-	meta, err := view.NewMetadataWithUUID(req.ViewVersion, req.Schema, loc, req.Properties, viewUUID)
+	meta, err := view.NewMetadataWithUUID(req.ViewVersion, req.Schema, p.loc, req.Properties, p.uuid)
 	if err != nil {
 		return TableResult{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
-	in := newIntent(cat)
-	metaLoc, raw, err := s.writeView(ctx, meta, "", in)
+	raw, err := json.Marshal(meta)
 	if err != nil {
-		return TableResult{}, viewErr("create", id, err)
+		return TableResult{}, fmt.Errorf("encode view metadata: %w", err)
 	}
-	entry := s.newViewEntry(ctx, id, metaLoc, meta)
-	entry.Hold = &claim.Hold
-	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim, Intent: in}}); err != nil {
-		return TableResult{}, s.viewWriteErr(ctx, cat, "create", id, &claim, err)
-	}
-	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
-}
-
-// viewWriteErr explains a lost create, register or move of a view.
-func (s *Service) viewWriteErr(ctx context.Context, cat, op string, id Ident, claim *store.Claim, err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nsErr(op+" view in", id.Namespace, err)
-	case errors.Is(err, store.ErrTombstoned):
-		return s.purging(ctx, cat, id)
-	case errors.Is(err, store.ErrLocationTaken) && claim != nil:
-		return fmt.Errorf("%s view %s: %w", op, id, s.ownedBy(ctx, claim.Hold))
-	case errors.Is(err, store.ErrExists):
-		return s.Taken(ctx, cat, id, true)
-	}
-	return viewErr(op, id, err)
+	return s.insert(ctx, cat, viewKind, id, p, raw, req.Properties)
 }
 
 func (s *Service) writeView(ctx context.Context, meta view.Metadata, previous string, in *store.Intent) (string, []byte, error) {
@@ -238,21 +127,7 @@ func (s *Service) LoadView(ctx context.Context, cat string, id Ident) (TableResu
 
 // ListViews pages through a namespace's views.
 func (s *Service) ListViews(ctx context.Context, cat string, ns []string, token string, limit int) ([]Ident, string, error) {
-	if err := ValidateNamespace(ns); err != nil {
-		return nil, "", err
-	}
-	if err := s.requireNamespace(ctx, cat, ns); err != nil {
-		return nil, "", err
-	}
-	entries, next, err := s.store.ListViews(ctx, cat, ns, token, limit)
-	if err != nil {
-		return nil, "", viewErr("list", Ident{Namespace: ns}, err)
-	}
-	out := make([]Ident, len(entries))
-	for i, e := range entries {
-		out[i] = Ident{Namespace: e.Namespace, Name: e.Name}
-	}
-	return out, next, nil
+	return s.list(ctx, cat, viewKind, ns, token, limit)
 }
 
 // ReplaceView applies a view's requirements and updates with iceberg-go's
@@ -315,12 +190,12 @@ func (s *Service) ReplaceView(ctx context.Context, cat string, id Ident, ch View
 		return TableResult{}, fmt.Errorf("replace view %s: %w", id, err)
 	}
 	next.MetadataLocation = metaLoc
-	mirrorViewLifecycle(&next, meta)
+	mirrorLifecycle(&next, meta.Properties())
 	w.Entry, w.Intent = next, in
 	if w.Claim != nil || len(w.Release) > 0 {
 		_, err = s.store.WriteTables(ctx, cat, []store.TableWrite{w})
 		if errors.Is(err, store.ErrLocationTaken) || errors.Is(err, store.ErrTombstoned) {
-			return TableResult{}, s.viewWriteErr(ctx, cat, "replace", id, w.Claim, err)
+			return TableResult{}, s.writeErr(ctx, cat, viewKind, "replace", id, w.Claim, err)
 		}
 	} else {
 		err = s.store.CommitTable(ctx, cat, next, e.MetadataLocation, in)
@@ -358,7 +233,7 @@ func (s *Service) viewHolds(ctx context.Context, c store.Catalog, id Ident, e st
 	if hold != nil {
 		return hold, extra, nil, release, nil
 	}
-	cl, err := viewClaim(c, id, loc)
+	cl, err := viewKind.claim(c, id, loc)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -373,58 +248,21 @@ func (s *Service) viewHolds(ctx context.Context, c store.Catalog, id Ident, e st
 // DropView removes a view's entry and releases its location: the drop of a
 // catalog without soft delete, which leaves the files as a table's does.
 func (s *Service) DropView(ctx context.Context, cat string, id Ident) (store.TableEntry, error) {
-	for attempt := 0; ; attempt++ {
-		e, err := s.ViewEntry(ctx, cat, id)
-		if err != nil {
-			return store.TableEntry{}, err
-		}
-		err = s.store.DeleteTable(ctx, cat, e)
-		if errors.Is(err, store.ErrConditionFailed) && attempt < 5 {
-			continue // a replace moved the pointer: drop what is there now
-		}
-		return e, viewErr("drop", id, err)
-	}
+	return s.drop(ctx, cat, viewKind, id)
 }
 
 // RenameView moves a view to another identifier, across namespaces too;
 // its claims follow it.
 func (s *Service) RenameView(ctx context.Context, cat string, from, to Ident) error {
-	if err := validateView(to); err != nil {
-		return err
-	}
-	e, err := s.ViewEntry(ctx, cat, from)
-	if err != nil {
-		return err
-	}
-	moved := e
-	moved.Namespace, moved.Name = to.Namespace, to.Name
-	nsMissing, err := s.store.RenameTable(ctx, cat, e, moved)
-	switch {
-	case nsMissing:
-		return nsErr("rename view to", to.Namespace, err)
-	case errors.Is(err, store.ErrTombstoned):
-		return s.purging(ctx, cat, to)
-	case errors.Is(err, store.ErrExists):
-		return s.Taken(ctx, cat, to, true)
-	}
-	return viewErr("rename", from, err)
+	return s.rename(ctx, cat, viewKind, from, to)
 }
 
 // RegisterView creates a view's entry for an existing metadata file. As
 // for tables, the location the metadata names must lie in the warehouse and
 // be free: the view owns it (a registered hold).
 func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLoc string) (TableResult, error) {
-	if err := validateView(id); err != nil {
-		return TableResult{}, err
-	}
-	c, err := s.catalog(ctx, cat)
+	c, err := s.registering(ctx, cat, viewKind, id, metaLoc)
 	if err != nil {
-		return TableResult{}, err
-	}
-	if err := s.requireNamespace(ctx, cat, id.Namespace); err != nil {
-		return TableResult{}, err
-	}
-	if err := checkMetadataName(metaLoc); err != nil {
 		return TableResult{}, err
 	}
 	meta, raw, err := s.parseView(ctx, metaLoc)
@@ -443,7 +281,7 @@ func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLo
 	if err := checkLocation(c.Warehouse, meta.Location()); err != nil {
 		return TableResult{}, fmt.Errorf("register view %s: %w", id, err)
 	}
-	claim, err := viewClaim(c, id, meta.Location())
+	claim, err := viewKind.claim(c, id, meta.Location())
 	if err != nil {
 		return TableResult{}, err
 	}
@@ -451,10 +289,10 @@ func (s *Service) RegisterView(ctx context.Context, cat string, id Ident, metaLo
 	if err := s.checkFree(ctx, claim.Hold); err != nil {
 		return TableResult{}, fmt.Errorf("register view %s: %w", id, err)
 	}
-	entry := s.newViewEntry(ctx, id, metaLoc, meta)
+	entry := s.newEntry(ctx, viewKind, id, metaLoc, meta.ViewUUID().String(), meta.Properties())
 	entry.Hold = &claim.Hold
 	if _, err := s.store.WriteTables(ctx, cat, []store.TableWrite{{Entry: entry, Claim: &claim}}); err != nil {
-		return TableResult{}, s.viewWriteErr(ctx, cat, "register", id, &claim, err)
+		return TableResult{}, s.writeErr(ctx, cat, viewKind, "register", id, &claim, err)
 	}
 	return TableResult{MetadataLocation: metaLoc, Metadata: raw, Entry: entry}, nil
 }

@@ -3,14 +3,12 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/credentials"
-	"github.com/icehold/icehold/shared/softdelete"
 )
 
 // endpoints are advertised in /v1/config so clients (iceberg-go, Java) use
@@ -233,35 +231,13 @@ func (s *server) writeTableVended(w http.ResponseWriter, r *http.Request, res ca
 }
 
 func (s *server) createTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
-	}
-	var req catalog.CreateTableRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.CreateTable(r.Context(), cat, ns, req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeTableVended(w, r, res, "all")
+	answer(s.withNamespace, s.Catalog.CreateTable, s.writeCreated)(w, r)
 }
 
-// withTable parses namespace and table.
-func (s *server) withTable(w http.ResponseWriter, r *http.Request) (string, catalog.Ident, bool) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return "", catalog.Ident{}, false
-	}
-	id := catalog.Ident{Namespace: ns, Name: r.PathValue("table")}
-	if err := id.Validate(); err != nil {
-		writeError(w, err)
-		return "", catalog.Ident{}, false
-	}
-	return cat, id, true
+// writeCreated answers a created or registered table, with the
+// credentials the request gets.
+func (s *server) writeCreated(w http.ResponseWriter, r *http.Request, res catalog.TableResult) {
+	s.writeTableVended(w, r, res, "all")
 }
 
 func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
@@ -307,106 +283,39 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	s.writeTable(w, r, res, mode, v)
 }
 
-func (s *server) tableExists(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
-		return
-	}
-	if err := s.Catalog.TableExists(r.Context(), cat, id); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
+	answer(s.withTable, s.Catalog.CommitTable, writeCommitted)(w, r)
 }
 
-func (s *server) commitTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
-		return
-	}
-	var ch catalog.TableChange
-	if err := decode(r, &ch); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.CommitTable(r.Context(), cat, id, ch)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("ETag", tableTag(tablePath(cat, id.Namespace, id.Name), res.MetadataLocation, "all", tagCreds{}))
+// writeCommitted answers a commit: the new metadata, tagged (no config,
+// no credentials: the client has them).
+func writeCommitted(w http.ResponseWriter, r *http.Request, res catalog.TableResult) {
+	w.Header().Set("ETag", tableTag(tablePath(r.PathValue("prefix"), res.Entry.Namespace, res.Entry.Name), res.MetadataLocation, "all", tagCreds{}))
 	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": res.MetadataLocation, "metadata": json.RawMessage(res.Metadata)})
 }
 
-func (s *server) dropTable(w http.ResponseWriter, r *http.Request) {
-	cat, id, ok := s.withTable(w, r)
-	if !ok {
+// dropPurge answers a drop with purgeRequested=true: 204 as the Iceberg
+// spec says (clients expect no body); the job's handle rides in headers
+// for those who want to follow it.
+func (s *server) dropPurge(w http.ResponseWriter, r *http.Request, cat string, id catalog.Ident) {
+	if s.Purge == nil {
+		writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
 		return
 	}
-	if r.URL.Query().Get("purgeRequested") == "true" {
-		if s.Purge == nil {
-			writeError(w, fmt.Errorf("%w: this function does not purge", errNotImplemented))
-			return
-		}
-		j, err := s.Purge.Drop(r.Context(), cat, id)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		// 204 as the Iceberg spec says (clients expect no body); the job's
-		// handle rides in headers for those who want to follow it.
-		setJobHeaders(w, cat, j.ID)
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if s.SoftDelete != nil {
-		_, err := s.SoftDelete.Drop(r.Context(), cat, id)
-		if err == nil {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if !errors.Is(err, softdelete.ErrNotEnabled) {
-			writeError(w, err)
-			return
-		}
-	}
-	e, err := s.Catalog.DropTable(r.Context(), cat, id)
+	j, err := s.Purge.Drop(r.Context(), cat, id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	// Without purge or soft delete nothing records the files left behind
-	// (the caller chose to keep them): the answer names where they stay.
-	for _, h := range e.Holds() {
-		w.Header().Add(FilesKeptHeader, "s3://"+h.Bucket+"/"+h.Prefix)
-	}
+	setJobHeaders(w, cat, j.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// FilesKeptHeader names, on a drop that neither purges nor soft-deletes,
-// each location whose files the dropped table leaves, unowned.
-const FilesKeptHeader = "Icehold-Files-Kept"
-
 func (s *server) registerTable(w http.ResponseWriter, r *http.Request) {
-	cat, ns, ok := s.withNamespace(w, r)
-	if !ok {
-		return
+	register := func(ctx context.Context, cat string, ns []string, req registration) (catalog.TableResult, error) {
+		return s.Catalog.RegisterTable(ctx, cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
 	}
-	var req struct {
-		Name             string `json:"name"`
-		MetadataLocation string `json:"metadata-location"`
-		Overwrite        bool   `json:"overwrite"`
-	}
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := s.Catalog.RegisterTable(r.Context(), cat, catalog.Ident{Namespace: ns, Name: req.Name}, req.MetadataLocation, req.Overwrite)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeTableVended(w, r, res, "all")
+	answer(s.withNamespace, register, s.writeCreated)(w, r)
 }
 
 // unregisterTable forgets a table and keeps its files (the spec's

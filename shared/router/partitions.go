@@ -25,7 +25,7 @@ func (s *server) partitionTable(w http.ResponseWriter, r *http.Request) (string,
 	if !s.partitioning(w) {
 		return "", catalog.Ident{}, false
 	}
-	cat, id, err := lifecycleTable(r)
+	cat, id, err := lifecycleIdent(r, tables)
 	if err != nil {
 		writeError(w, err)
 		return "", catalog.Ident{}, false

@@ -21,16 +21,6 @@ func (s *server) softDeleting(w http.ResponseWriter) bool {
 	return true
 }
 
-// lifecycleTable parses {c}, {namespace} and {table} of a lifecycle route.
-func lifecycleTable(r *http.Request) (string, catalog.Ident, error) {
-	ns, err := namespaceParam(r.PathValue("namespace"))
-	if err != nil {
-		return "", catalog.Ident{}, err
-	}
-	id := catalog.Ident{Namespace: ns, Name: r.PathValue("table")}
-	return r.PathValue("c"), id, id.Validate()
-}
-
 func (s *server) listSoftDeleted(w http.ResponseWriter, r *http.Request) {
 	if !s.softDeleting(w) {
 		return
@@ -56,58 +46,6 @@ func (s *server) listSoftDeleted(w http.ResponseWriter, r *http.Request) {
 		tables = []softdelete.View{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tables": tables, "next-page-token": nullable(next)})
-}
-
-func (s *server) undrop(w http.ResponseWriter, r *http.Request) {
-	if !s.softDeleting(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var req struct {
-		TableUUID  string         `json:"table-uuid"`
-		Generation string         `json:"generation"`
-		RenameTo   *catalog.Ident `json:"rename-to"`
-	}
-	if err := decodeStrict(r, &req, true); err != nil {
-		writeError(w, err)
-		return
-	}
-	e, err := s.SoftDelete.Undrop(r.Context(), cat, id, softdelete.Pick{TableUUID: req.TableUUID, Generation: req.Generation}, req.RenameTo)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"namespace": e.Namespace, "name": e.Name, "table-uuid": e.TableUUID, "metadata-location": e.MetadataLocation})
-}
-
-func (s *server) purgeNow(w http.ResponseWriter, r *http.Request) {
-	if !s.softDeleting(w) {
-		return
-	}
-	cat, id, err := lifecycleTable(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var req struct {
-		TableUUID  string `json:"table-uuid"`
-		Generation string `json:"generation"`
-	}
-	if err := decodeStrict(r, &req, true); err != nil {
-		writeError(w, err)
-		return
-	}
-	j, err := s.SoftDelete.PurgeNow(r.Context(), cat, id, softdelete.Pick{TableUUID: req.TableUUID, Generation: req.Generation})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	setJobHeaders(w, cat, j.ID)
-	writeJSON(w, http.StatusAccepted, viewOf(j))
 }
 
 func (s *server) legalHold(w http.ResponseWriter, r *http.Request) {

@@ -57,7 +57,7 @@ func (s *server) startSweep(w http.ResponseWriter, r *http.Request) {
 	}
 	req := storagesweep.Request{Catalog: r.PathValue("c")}
 	if r.PathValue("table") != "" {
-		_, id, err := lifecycleTable(r)
+		_, id, err := lifecycleIdent(r, tables)
 		if err != nil {
 			writeError(w, err)
 			return
