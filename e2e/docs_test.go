@@ -47,7 +47,7 @@ import (
 )
 
 // docPages are the pages whose every command is checked.
-var docPages = []string{"../README.md", "../docs/operations.md", "../docs/deploy.md"}
+var docPages = []string{"../README.md", "../docs/operations.md", "../docs/deploy.md", "../docs/engines.md"}
 
 // opsBlocks are the <!-- ops: NAME --> blocks TestOperationsCommandsAsWritten
 // runs, in its order.
