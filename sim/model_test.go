@@ -128,6 +128,7 @@ type Model struct {
 	strays      map[string]bool
 	nextSession int
 	nextTmpl    int
+	tmplRuns    int // templates started (their instances' numbers)
 }
 
 func newModel(legalPriv bool) *Model {

@@ -1103,8 +1103,12 @@ func (s *Sim) opLegalHoldRecord() *Op {
 		g = pick(s, softs)
 		uuid = g.uuid
 	}
-	p := s.principal()
-	on := s.chance(0.5)
+	return s.legalHoldRecordOf(g, uuid, s.principal(), s.chance(0.5))
+}
+
+// legalHoldRecordOf: p sets (or lifts) the legal hold of soft-deleted g
+// (nil: a uuid no record has) by its uuid.
+func (s *Sim) legalHoldRecordOf(g *Gen, uuid, p string, on bool) *Op {
 	body, bad := s.lifecycleBody(map[string]any{"enabled": on}, "enabled")
 	op := &Op{desc: fmt.Sprintf("%s sets the legal hold of soft-deleted %s: %s", p, short(uuid), trunc(body, 80)), keys: []string{"uuid:" + uuid}}
 	switch {
