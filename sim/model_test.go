@@ -129,6 +129,7 @@ type Model struct {
 	nextSession int
 	nextTmpl    int
 	tmplRuns    int // templates started (their instances' numbers)
+	nestedRuns  int // nested-sibling-purge runs
 }
 
 func newModel(legalPriv bool) *Model {

@@ -242,8 +242,12 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 	base := fmt.Sprintf("%s/L/n%d", warehouse, t.n)
 	var ns string
 	outer := s.spell(base + "/x")
-	if s.chance(0.5) {
-		outer = base + "/x/" // the raw text with its trailing slash
+	// The raw text with its trailing slash: the seed's first run always
+	// (a claim keyed on the raw text owns "x/" and "x/y" both), then half
+	// the time.
+	s.m.nestedRuns++
+	if s.m.nestedRuns == 1 || s.chance(0.5) {
+		outer = base + "/x/"
 	}
 	return []step{
 		func() *plan {
@@ -297,7 +301,7 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 // tmplRefs: tags and branches with retention, expiry and a clock jump.
 // Three appends on old days; a tag on the first snapshot, a branch on the
 // second, a tag that expires (max-ref-age an hour); a retention policy of
-// a day; the clock jumps 8 days; the sweep drops the days on main and
+// 18 days; the clock jumps 8 days; the sweep drops the old days on main and
 // expires what no ref keeps. The tag and the branch keep their snapshots
 // and rows (checked at rest on every ref).
 func tmplRefs(s *Sim, t *tmplRun) []step {
@@ -344,7 +348,11 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			if g == nil {
 				return nil
 			}
-			return ops(s.retentionOp(g, "P1D"))
+			// 18 days: after the clock's 8 the appends' rows (0 to 20 days
+			// old when written) fall either side of the cutoff, so the sweep
+			// rewrites manifests whose kept files the expired snapshot's
+			// manifests still name, and rows sit on the cutoff day.
+			return ops(s.retentionOp(g, "P18D"))
 		},
 		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
 		func() *plan {
@@ -524,7 +532,9 @@ func tmplStaleSession(s *Sim, t *tmplRun) []step {
 				return nil
 			}
 			t.reached = t.sess.g.state != live
-			return ops(s.engineWriteWith(t.sess), s.engineEscapeWith(t.sess))
+			// The sibling prefix every time (a policy resource without its
+			// "/" lets it through), another escape at random.
+			return ops(s.engineWriteWith(t.sess), s.engineEscapeWith(t.sess, 0), s.engineEscapeWith(t.sess, -1))
 		},
 		func() *plan { return &plan{b: s.makeBarrier("clock-2h")} },
 		func() *plan {
