@@ -1247,6 +1247,11 @@ func (s *Sim) propsCommittedRefs(o Outcome, ns, name string, refs bool, apply fu
 func (s *Sim) opHoldProp() *Op {
 	ns, name, g := s.target()
 	v, ok := s.duration()
+	return s.holdPropOf(ns, name, g, v, ok)
+}
+
+// holdPropOf: admin sets ns.name's own hold period to v (ok: v is valid).
+func (s *Sim) holdPropOf(ns, name string, g *Gen, v string, ok bool) *Op {
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on %s.%s", v, ns, name), keys: tableKeys(ns, name)}
 	switch {
 	case !ok:
@@ -1305,8 +1310,12 @@ func (s *Sim) opCatalogHold() *Op {
 }
 
 func (s *Sim) opNamespaceHold() *Op {
-	ns := s.pickNS()
 	v, ok := s.duration()
+	return s.nsHoldOf(s.pickNS(), v, ok)
+}
+
+// nsHoldOf: admin sets namespace ns's hold period to v (ok: v is valid).
+func (s *Sim) nsHoldOf(ns, v string, ok bool) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on namespace %s", v, ns), keys: []string{"nsprops:" + ns, "ns:" + ns}}
 	switch {

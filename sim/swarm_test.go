@@ -467,6 +467,15 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 		tx(writer, true, true), tx(writer, true, false), tx(holder, true, s.chance(0.5)),
 		dropA(true),
 		tx(writer, false, false), tx(holder, false, s.chance(0.5)),
+		// A table's own hold period beside its namespace's: the table's
+		// comes first (the soft-deleted record's purge-at says which).
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			return ops(s.holdPropOf(g.ns, g.name, g, "2d", true), s.nsHoldOf(g.ns, "P30D", true))
+		},
 		// The record's hold: soft-dropped, held on its record (the writer
 		// refused), undropped: still held, so a drop with purge is refused.
 		func() *plan {
