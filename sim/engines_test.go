@@ -293,9 +293,11 @@ func (s *Sim) engineEscapeWith(se *session, which int) *Op {
 			}})
 		}
 	}
-	a := attempts[min(which, len(attempts)-1)]
+	var a attempt
 	if which < 0 {
 		a = pick(s, attempts)
+	} else {
+		a = attempts[min(which, len(attempts)-1)]
 	}
 	op := &Op{kind: "engine-escape", desc: fmt.Sprintf("%s tries to %s", se, a.what), keys: []string{"uuid:" + se.g.uuid}, invalid: true,
 		why: "a vended session writes only its table's data, never a metadata file, never deletes", want: []int{403}}
