@@ -244,12 +244,14 @@ func (s *Sim) engineWriteWith(se *session) *Op {
 // location). Every one is refused and changes nothing.
 func (s *Sim) opEngineEscape() *Op {
 	if se := s.pickSession(); se != nil {
-		return s.engineEscapeWith(se)
+		return s.engineEscapeWith(se, -1)
 	}
 	return nil
 }
 
-func (s *Sim) engineEscapeWith(se *session) *Op {
+// engineEscapeWith: se tries attempt which (-1: one at random; 0: the
+// sibling prefix that shares its name's start, L/x2 beside L/x).
+func (s *Sim) engineEscapeWith(se *session, which int) *Op {
 	b, k := bucketKey(se.location)
 	var others []string
 	for _, o := range s.m.inState(live, soft) {
@@ -291,7 +293,12 @@ func (s *Sim) engineEscapeWith(se *session) *Op {
 			}})
 		}
 	}
-	a := pick(s, attempts)
+	var a attempt
+	if which < 0 {
+		a = pick(s, attempts)
+	} else {
+		a = attempts[min(which, len(attempts)-1)]
+	}
 	op := &Op{kind: "engine-escape", desc: fmt.Sprintf("%s tries to %s", se, a.what), keys: []string{"uuid:" + se.g.uuid}, invalid: true,
 		why: "a vended session writes only its table's data, never a metadata file, never deletes", want: []int{403}}
 	if s.expired(se) {

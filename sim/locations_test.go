@@ -321,15 +321,29 @@ func (s *Sim) backfill() error {
 		return err
 	}
 	type item = map[string]ddbtypes.AttributeValue
+	// Views and unregistered tables came after the index (they never
+	// existed without their claims): a state that holds one is no state
+	// from before it. Stripping the others' claims would also drop the
+	// ancestor counts the kept claims stand on (a create over an
+	// unregistered table's moved location then passed: seed 6, step 114).
+	after := false
+	if err := s.w.scan(s.ctx, func(it item) error {
+		pk := str(it, "pk")
+		if str(it, "kind") == "view" || str(entryOf(it), "kind") == "view" || strings.HasPrefix(pk, "UNREG#") || isTrue(it, "unregistered") {
+			after = true
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if after {
+		s.logf("   skipped: views or unregistered tables exist, which no state from before the index holds")
+		s.acted = false
+		return nil
+	}
 	var del, put []item
 	err := s.w.scan(s.ctx, func(it item) error {
 		pk, sk := str(it, "pk"), str(it, "sk")
-		if str(it, "kind") == "view" || str(entryOf(it), "kind") == "view" || strings.HasPrefix(pk, "UNREG#") || isTrue(it, "unregistered") {
-			// Views and unregistered tables came after the index (they
-			// never existed without their claims): a state from before it
-			// holds none.
-			return nil
-		}
 		switch {
 		case strings.HasPrefix(pk, "LOC#"), pk == "MIGRATION" && sk == catalog.OwnershipMigration:
 			del = append(del, it)

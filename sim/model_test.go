@@ -128,6 +128,8 @@ type Model struct {
 	strays      map[string]bool
 	nextSession int
 	nextTmpl    int
+	tmplRuns    int // templates started (their instances' numbers)
+	nestedRuns  int // nested-sibling-purge runs
 }
 
 func newModel(legalPriv bool) *Model {

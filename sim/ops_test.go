@@ -1103,8 +1103,12 @@ func (s *Sim) opLegalHoldRecord() *Op {
 		g = pick(s, softs)
 		uuid = g.uuid
 	}
-	p := s.principal()
-	on := s.chance(0.5)
+	return s.legalHoldRecordOf(g, uuid, s.principal(), s.chance(0.5))
+}
+
+// legalHoldRecordOf: p sets (or lifts) the legal hold of soft-deleted g
+// (nil: a uuid no record has) by its uuid.
+func (s *Sim) legalHoldRecordOf(g *Gen, uuid, p string, on bool) *Op {
 	body, bad := s.lifecycleBody(map[string]any{"enabled": on}, "enabled")
 	op := &Op{desc: fmt.Sprintf("%s sets the legal hold of soft-deleted %s: %s", p, short(uuid), trunc(body, 80)), keys: []string{"uuid:" + uuid}}
 	switch {
@@ -1243,6 +1247,11 @@ func (s *Sim) propsCommittedRefs(o Outcome, ns, name string, refs bool, apply fu
 func (s *Sim) opHoldProp() *Op {
 	ns, name, g := s.target()
 	v, ok := s.duration()
+	return s.holdPropOf(ns, name, g, v, ok)
+}
+
+// holdPropOf: admin sets ns.name's own hold period to v (ok: v is valid).
+func (s *Sim) holdPropOf(ns, name string, g *Gen, v string, ok bool) *Op {
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on %s.%s", v, ns, name), keys: tableKeys(ns, name)}
 	switch {
 	case !ok:
@@ -1301,8 +1310,12 @@ func (s *Sim) opCatalogHold() *Op {
 }
 
 func (s *Sim) opNamespaceHold() *Op {
-	ns := s.pickNS()
 	v, ok := s.duration()
+	return s.nsHoldOf(s.pickNS(), v, ok)
+}
+
+// nsHoldOf: admin sets namespace ns's hold period to v (ok: v is valid).
+func (s *Sim) nsHoldOf(ns, v string, ok bool) *Op {
 	_, exists := s.m.namespaces[ns]
 	op := &Op{desc: fmt.Sprintf("admin sets soft-delete.hold-period=%s on namespace %s", v, ns), keys: []string{"nsprops:" + ns, "ns:" + ns}}
 	switch {

@@ -130,6 +130,8 @@ var templates = []template{
 	{"one-privilege-short", tmplPrivilegeShort},
 }
 
+const holdTmpl = "legal-hold-transaction"
+
 // maybeTemplate starts a template now and then (none while one runs).
 func (s *Sim) maybeTemplate() {
 	if len(s.script) > 0 || s.without["templates"] || s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
@@ -138,14 +140,21 @@ func (s *Sim) maybeTemplate() {
 	// In turn, from a place the seed picks (five apart from one seed to
 	// the next, so that three seeds of a few templates each reach all of
 	// them): every template runs within a few seeds, whatever the seed.
+	// The legal-hold template comes first in every seed: a legal hold
+	// goes wrong in many small ways, each reached only by its own
+	// sequence, and one template in eleven came once in three seeds.
 	for range templates {
 		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
-		if s.without[t.name] {
+		if s.m.tmplRuns == 0 && !s.without[holdTmpl] {
+			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == holdTmpl })]
+		} else {
 			s.m.nextTmpl++
+		}
+		if s.without[t.name] {
 			continue
 		}
-		s.m.nextTmpl++
-		run := &tmplRun{name: t.name, n: s.m.nextTmpl, gens: map[string]*Gen{}}
+		s.m.tmplRuns++
+		run := &tmplRun{name: t.name, n: s.m.tmplRuns, gens: map[string]*Gen{}}
 		steps := t.build(s, run)
 		if s.chance(0.5) {
 			// Tidy up after itself now and then (the tables it made would
@@ -233,8 +242,12 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 	base := fmt.Sprintf("%s/L/n%d", warehouse, t.n)
 	var ns string
 	outer := s.spell(base + "/x")
-	if s.chance(0.5) {
-		outer = base + "/x/" // the raw text with its trailing slash
+	// The raw text with its trailing slash: the seed's first run always
+	// (a claim keyed on the raw text owns "x/" and "x/y" both), then half
+	// the time.
+	s.m.nestedRuns++
+	if s.m.nestedRuns == 1 || s.chance(0.5) {
+		outer = base + "/x/"
 	}
 	return []step{
 		func() *plan {
@@ -288,7 +301,7 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 // tmplRefs: tags and branches with retention, expiry and a clock jump.
 // Three appends on old days; a tag on the first snapshot, a branch on the
 // second, a tag that expires (max-ref-age an hour); a retention policy of
-// a day; the clock jumps 8 days; the sweep drops the days on main and
+// 18 days; the clock jumps 8 days; the sweep drops the old days on main and
 // expires what no ref keeps. The tag and the branch keep their snapshots
 // and rows (checked at rest on every ref).
 func tmplRefs(s *Sim, t *tmplRun) []step {
@@ -335,7 +348,11 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			if g == nil {
 				return nil
 			}
-			return ops(s.retentionOp(g, "P1D"))
+			// 18 days: after the clock's 8 the appends' rows (0 to 20 days
+			// old when written) fall either side of the cutoff, so the sweep
+			// rewrites manifests whose kept files the expired snapshot's
+			// manifests still name, and rows sit on the cutoff day.
+			return ops(s.retentionOp(g, "P18D"))
 		},
 		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
 		func() *plan {
@@ -397,16 +414,42 @@ func tmplRedrive(s *Sim, t *tmplRun) []step {
 // one with it; a drop with purge between is refused.
 func tmplHoldTx(s *Sim, t *tmplRun) []step {
 	var ns string
-	tx := func(p string, on bool) step {
+	// tx: p sets (or lifts) a's legal hold in a two-table transaction, in
+	// its first change or after a change of b (a check of the first
+	// change only lets the second through).
+	tx := func(p string, on, first bool) step {
 		return func() *plan {
 			a, b := t.live("a"), t.live("b")
 			if a == nil || b == nil {
 				return nil
 			}
-			return ops(s.txOp(p, []txChange{
+			chs := []txChange{
 				{ns: a.ns, name: a.name, g: a, set: map[string]string{"icehold.legal-hold": fmt.Sprint(on)}},
 				{ns: b.ns, name: b.name, g: b, set: map[string]string{"sim.note": fmt.Sprint(t.n)}},
-			}))
+			}
+			if !first {
+				chs[0], chs[1] = chs[1], chs[0]
+			}
+			return ops(s.txOp(p, chs))
+		}
+	}
+	dropA := func(purge bool) step {
+		return func() *plan {
+			if g := t.live("a"); g != nil {
+				t.reached = t.reached || g.legalHold
+				return ops(s.dropOp(g.ns, g.name, g, admin, purge))
+			}
+			return nil
+		}
+	}
+	var sg *Gen
+	// record: p sets (or lifts) the legal hold of a's soft-deleted record.
+	record := func(p string, on bool) step {
+		return func() *plan {
+			if sg == nil || sg.state != soft {
+				return nil
+			}
+			return ops(s.legalHoldRecordOf(sg, sg.uuid, p, on))
 		}
 	}
 	return []step{
@@ -421,21 +464,34 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
-		tx(writer, true), tx(holder, true),
+		tx(writer, true, true), tx(writer, true, false), tx(holder, true, s.chance(0.5)),
+		dropA(true),
+		tx(writer, false, false), tx(holder, false, s.chance(0.5)),
+		// A table's own hold period beside its namespace's: the table's
+		// comes first (the soft-deleted record's purge-at says which).
 		func() *plan {
-			if g := t.live("a"); g != nil {
-				t.reached = g.legalHold
-				return ops(s.dropOp(g.ns, g.name, g, admin, true))
+			g := t.live("a")
+			if g == nil {
+				return nil
 			}
-			return nil
+			return ops(s.holdPropOf(g.ns, g.name, g, "2d", true), s.nsHoldOf(g.ns, "P30D", true))
 		},
-		tx(writer, false), tx(holder, false),
+		// The record's hold: soft-dropped, held on its record (the writer
+		// refused), undropped: still held, so a drop with purge is refused.
 		func() *plan {
-			if g := t.live("a"); g != nil {
-				return ops(s.dropOp(g.ns, g.name, g, admin, true))
-			}
-			return nil
+			sg = t.live("a")
+			return dropA(false)()
 		},
+		record(writer, true), record(holder, true),
+		func() *plan {
+			if sg == nil || sg.state != soft {
+				return nil
+			}
+			return ops(s.undropOf(sg))
+		},
+		dropA(true),
+		tx(holder, false, true),
+		dropA(true),
 	}
 }
 
@@ -485,7 +541,9 @@ func tmplStaleSession(s *Sim, t *tmplRun) []step {
 				return nil
 			}
 			t.reached = t.sess.g.state != live
-			return ops(s.engineWriteWith(t.sess), s.engineEscapeWith(t.sess))
+			// The sibling prefix every time (a policy resource without its
+			// "/" lets it through), another escape at random.
+			return ops(s.engineWriteWith(t.sess), s.engineEscapeWith(t.sess, 0), s.engineEscapeWith(t.sess, -1))
 		},
 		func() *plan { return &plan{b: s.makeBarrier("clock-2h")} },
 		func() *plan {
