@@ -48,22 +48,7 @@ func (s *Store) FailJob(ctx context.Context, j Job, reason string, events ...Out
 // FailedJobs pages through the FAILED jobs that keep their claims.
 func (s *Store) FailedJobs(ctx context.Context, token string, limit int) ([]ActiveJob, string, error) {
 	pk, _ := failedKey("")
-	items, next, err := s.query(ctx, pk, "", token, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]ActiveJob, len(items))
-	for i, it := range items {
-		var a struct {
-			Catalog string `dynamodbav:"catalog"`
-			SK      string `dynamodbav:"sk"`
-		}
-		if err := unmarshal(it, &a); err != nil {
-			return nil, "", err
-		}
-		out[i] = ActiveJob{Catalog: a.Catalog, ID: a.SK}
-	}
-	return out, next, nil
+	return s.jobMarkers(ctx, pk, token, limit)
 }
 
 // RetryJob sets a FAILED job running again under a new execution name

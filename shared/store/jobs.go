@@ -402,6 +402,12 @@ type ActiveJob struct{ Catalog, ID string }
 // ActiveJobs lists jobs not yet terminal (what the reconcile sweep walks).
 func (s *Store) ActiveJobs(ctx context.Context, token string, limit int) ([]ActiveJob, string, error) {
 	pk, _ := activeKey("")
+	return s.jobMarkers(ctx, pk, token, limit)
+}
+
+// jobMarkers pages through a partition of job markers (active, failed):
+// each names its job's catalog and id.
+func (s *Store) jobMarkers(ctx context.Context, pk, token string, limit int) ([]ActiveJob, string, error) {
 	items, next, err := s.query(ctx, pk, "", token, limit)
 	if err != nil {
 		return nil, "", err
