@@ -194,7 +194,17 @@ func (s *Sim) opRegisterOverwrite() *Op {
 	s.privileged(op, p, "TABLE_CREATE", "TABLE_WRITE")
 	// The hold the metadata sets is a change of the table's hold.
 	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && (r.props["icehold.legal-hold"] == "true") != t.legalHold && !s.m.canLegalHold(p) {
-		op.want = []int{403}
+		// Refused for the hold, unless a check before it refuses first:
+		// another table's metadata may be gone since the model read it (a
+		// purge took it) or outside the warehouse (400), its namespace
+		// gone (404).
+		want := []int{403}
+		for _, w := range op.want {
+			if w == 400 || w == 404 {
+				want = append(want, w)
+			}
+		}
+		op.want = want
 		if t.holdUnsure {
 			op.want = append(op.want, 200, 400, 409)
 		}
@@ -291,6 +301,13 @@ func (s *Sim) unregisterOp(ns, name string, g *Gen, p string) *Op {
 	switch {
 	case g == nil:
 		op.want = []int{404}
+	case g.legalHold && !s.m.canLegalHold(p):
+		// It would leave every listing: only who may lift the hold may.
+		op.want, op.why = []int{403}, p+" unregisters a legal-held table without TABLE_LEGAL_HOLD"
+		if g.holdUnsure {
+			op.want = append(op.want, 200, 409)
+		}
+		op.keys = append(op.keys, "uuid:"+g.uuid, "grants")
 	case s.unregisteredUUID(g.uuid):
 		op.want, op.why = []int{409}, "a table of its uuid is unregistered already"
 	default:
