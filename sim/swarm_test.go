@@ -452,19 +452,27 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 			return ops(s.legalHoldRecordOf(sg, sg.uuid, p, on))
 		}
 	}
+	// b at an explicit location spelt with its trailing slash, and a
+	// create inside it refused (a claim keyed on the raw text "x/" would
+	// not cover "x/y"): early in every seed.
+	base := fmt.Sprintf("%s/L/h%d", warehouse, t.n)
 	return []step{
 		func() *plan {
 			var mk *Op
 			ns, mk = s.ensureNS()
-			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), base+"/x/"))
 		},
 		func() *plan {
+			var o []*Op
 			if g := t.live("a"); g != nil {
-				return ops(s.opAppendTo(g, admin))
+				o = append(o, s.opAppendTo(g, admin))
 			}
-			return nil
+			return ops(append(o, s.createAt(t, "c", ns, t.tbl(2), base+"/x/y"))...)
 		},
 		tx(writer, true, true), tx(writer, true, false), tx(holder, true, s.chance(0.5)),
+		// The writer names the hold already on, in the second change: the
+		// route refuses it (the catalog's own check sees no change).
+		tx(writer, true, false),
 		dropA(true),
 		tx(writer, false, false), tx(holder, false, s.chance(0.5)),
 		// A table's own hold period beside its namespace's: the table's
@@ -481,6 +489,14 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 		func() *plan {
 			sg = t.live("a")
 			return dropA(false)()
+		},
+		// A purge now that read the record unheld, held before its write:
+		// refused.
+		func() *plan {
+			if sg == nil || sg.state != soft || sg.legalHold {
+				return nil
+			}
+			return &plan{b: s.purgeNowHeldMeanwhile(sg)}
 		},
 		record(writer, true), record(holder, true),
 		func() *plan {
