@@ -498,6 +498,14 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 			sg = t.live("a")
 			return dropA(false)()
 		},
+		// The ownership backfill with a soft-deleted table to claim again
+		// (it skips a state that holds views or unregistered tables).
+		func() *plan {
+			if sg == nil || sg.state != soft || s.without["backfill"] {
+				return nil
+			}
+			return &plan{b: s.makeBarrier("backfill")}
+		},
 		// A purge now that read the record unheld, held before its write:
 		// refused.
 		func() *plan {
