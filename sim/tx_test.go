@@ -194,17 +194,7 @@ func (s *Sim) opRegisterOverwrite() *Op {
 	s.privileged(op, p, "TABLE_CREATE", "TABLE_WRITE")
 	// The hold the metadata sets is a change of the table's hold.
 	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && (r.props["icehold.legal-hold"] == "true") != t.legalHold && !s.m.canLegalHold(p) {
-		// Refused for the hold, unless a check before it refuses first:
-		// another table's metadata may be gone since the model read it (a
-		// purge took it) or outside the warehouse (400), its namespace
-		// gone (404).
-		want := []int{403}
-		for _, w := range op.want {
-			if w == 400 || w == 404 {
-				want = append(want, w)
-			}
-		}
-		op.want = want
+		op.want = []int{403}
 		if t.holdUnsure {
 			op.want = append(op.want, 200, 400, 409)
 		}
