@@ -890,6 +890,16 @@ func tmplViewsStale(s *Sim, t *tmplRun) []step {
 			return ops(o...)
 		},
 		func() *plan {
+			// The copy renamed to a name nobody holds (alone: one
+			// namespace), counted as the kind it is.
+			if t.copy == nil || t.copy.state != live {
+				return nil
+			}
+			op := s.viewRenameOf(t.copy, t.copy.ns, t.tbl(3))
+			op.kind = "view-rename"
+			return ops(op)
+		},
+		func() *plan {
 			if g := t.gens["a"]; g != nil && g.state == soft && !g.legalHold {
 				if b := s.clockPast(g.purgeAt); b != nil {
 					return &plan{b: b}
