@@ -309,9 +309,10 @@ type reach struct {
 	// sizes: data and delete files' file_size_in_bytes, manifests' length.
 	sizes map[string]int64
 	// planned: what a purge of this metadata deletes and counts (the
-	// metadata layer, and every data and delete file an ADDED entry of a
-	// retained manifest names); the rest under its prefix is the final
-	// listing's (unreferenced).
+	// metadata layer, every data and delete file an ADDED entry of a
+	// retained manifest names, and the current snapshot's files carried
+	// over from expired snapshots); the rest under its prefix is the
+	// final listing's (unreferenced).
 	planned map[string]bool
 	// gone: manifest lists or manifests it names that were missing.
 	gone bool
@@ -389,8 +390,14 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		add(s.StatisticsPath, out.planned)
 	}
 	// Entries of every status, once per manifest (a manifest is listed by
-	// many snapshots).
+	// many snapshots). carried: EXISTING entries of the current snapshot's
+	// manifests, by adding snapshot; writers: who wrote each manifest.
 	entries := map[string][]iceberg.ManifestEntry{}
+	retained, writers := map[int64]bool{}, map[int64]bool{}
+	carried := map[int64][]string{}
+	for _, sn := range md.Snapshots() {
+		retained[sn.SnapshotID] = true
+	}
 	for _, sn := range md.Snapshots() {
 		files := map[string]bool{}
 		out.snaps = append(out.snaps, sn.SnapshotID)
@@ -408,6 +415,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 			return nil, fmt.Errorf("manifest list of snapshot %d: %w", sn.SnapshotID, err)
 		}
 		for _, mf := range mfs {
+			writers[mf.SnapshotID()] = true
 			add(mf.FilePath(), files, out.planned)
 			if k, ok := keyOf(mf.FilePath()); ok {
 				out.sizes[k] = mf.Length()
@@ -433,12 +441,25 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 				if e.Status() == iceberg.EntryStatusADDED {
 					out.planned[k] = true
 				}
+				if e.Status() == iceberg.EntryStatusEXISTING && sn.SnapshotID == out.current {
+					carried[e.SnapshotID()] = append(carried[e.SnapshotID()], k)
+				}
 				// Live entries only: a DELETED entry is the snapshot saying
 				// the file is no longer part of it (expiry may delete it).
 				if e.Status() != iceberg.EntryStatusDELETED {
 					out.keys[k], files[k] = true, true
 					out.sizes[k] = df.FileSizeBytes()
 				}
+			}
+		}
+	}
+	// A purge counts what the current snapshot carries over from a
+	// snapshot that expired and left no manifest behind (its list names
+	// each live file once); any other entry's file is the listing's.
+	for adder, ks := range carried {
+		if !retained[adder] && !writers[adder] {
+			for _, k := range ks {
+				out.planned[k] = true
 			}
 		}
 	}

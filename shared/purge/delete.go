@@ -108,15 +108,20 @@ func (s *Service) revive(ctx context.Context, m BatchMessage) error {
 type owner struct {
 	snapshots map[int64]bool
 	sequences map[int64]bool
+	// writers: expired snapshots whose manifests are still listed.
+	writers map[int64]bool
 }
 
-func newOwner(meta table.Metadata) owner {
-	o := owner{snapshots: map[int64]bool{}, sequences: map[int64]bool{}}
+func newOwner(meta table.Metadata, j store.Job) owner {
+	o := owner{snapshots: map[int64]bool{}, sequences: map[int64]bool{}, writers: map[int64]bool{}}
 	for _, sn := range meta.Snapshots() {
 		o.snapshots[sn.SnapshotID] = true
 		if sn.SequenceNumber > 0 {
 			o.sequences[sn.SequenceNumber] = true
 		}
+	}
+	for _, id := range j.ExpiredWriters {
+		o.writers[id] = true
 	}
 	return o
 }
@@ -133,6 +138,25 @@ func (o owner) owns(e iceberg.ManifestEntry) bool {
 		}
 		return true
 	}
+}
+
+// counts says whether an entry the owner owns deletes and counts its file
+// under the prefix the final listing covers. An ADDED entry always does. So
+// does an EXISTING one in the current snapshot's list whose adding snapshot
+// expired without leaving a manifest behind: that list names each live
+// file once, and nothing else reachable adds it (a table that drops
+// partitions and expires snapshots carries most of its files so; left to
+// the listing they were counted unreferenced and deleted by one function).
+// Any other entry may share its file with another manifest: the listing
+// takes it, once.
+func (o owner) counts(e iceberg.ManifestEntry, ref store.ManifestRef) bool {
+	switch e.Status() {
+	case iceberg.EntryStatusADDED:
+		return true
+	case iceberg.EntryStatusEXISTING:
+		return ref.Current && !o.snapshots[e.SnapshotID()] && !o.writers[e.SnapshotID()]
+	}
+	return false
 }
 
 func manifestOf(r store.ManifestRef) iceberg.ManifestFile {
@@ -195,7 +219,7 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	if err != nil {
 		return fmt.Errorf("read metadata: %w", err)
 	}
-	own := newOwner(meta)
+	own := newOwner(meta, j)
 	fs, err := icebergio.LoadFS(ctx, s.IOProps, j.Location)
 	if err != nil {
 		return fmt.Errorf("file io: %w", err)
@@ -261,7 +285,7 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 			switch {
 			case !ok:
 				skipped++
-			case e.Status() != iceberg.EntryStatusADDED && listed(obj):
+			case listed(obj) && !own.counts(e, b.Manifests[mi]):
 				// A file a snapshot removed (DELETED), or one carried over
 				// (EXISTING) from a removed snapshot: its ADDED entry may
 				// be in another reachable manifest, or it went with its

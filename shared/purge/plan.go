@@ -7,6 +7,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/apache/iceberg-go"
@@ -176,7 +177,7 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 		scope = s.deleteScope(ctx, j.Catalog, *j.Hold)
 	}
 	gc := meta.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault)
-	manifests, err := s.distinctManifests(ctx, meta)
+	manifests, current, err := s.distinctManifests(ctx, meta)
 	if err != nil {
 		return j, err
 	}
@@ -187,7 +188,7 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	if per == 0 {
 		per = BatchManifests
 	}
-	batches := group(j.ID, manifests, !gc, int64(files), per)
+	batches := group(j.ID, manifests, current, !gc, int64(files), per)
 	if err := s.Store.PutBatches(ctx, batches); err != nil {
 		return j, err
 	}
@@ -199,6 +200,9 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	}
 	if !gc {
 		set["batches_done"] = len(batches)
+	}
+	if w := expiredWriters(meta, manifests); len(w) > 0 {
+		set["expired_writers"] = w
 	}
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: set, Cond: "planned = :f", CondValues: map[string]any{":f": false}})
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
@@ -223,12 +227,29 @@ func (s *Service) planView(ctx context.Context, j store.Job) (store.Job, error) 
 	return s.job(ctx, Input{Catalog: j.Catalog, JobID: j.ID})
 }
 
+// expiredWriters: the snapshots no longer in meta that wrote one of the
+// manifests a retained snapshot lists.
+func expiredWriters(meta table.Metadata, manifests []iceberg.ManifestFile) []int64 {
+	retained := map[int64]bool{}
+	for _, sn := range meta.Snapshots() {
+		retained[sn.SnapshotID] = true
+	}
+	var out []int64
+	for _, mf := range manifests {
+		if id := mf.SnapshotID(); !retained[id] && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // distinctManifests reads every snapshot's manifest list (in parallel) and
-// returns each manifest once, in snapshot order.
-func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([]iceberg.ManifestFile, error) {
+// returns each manifest once, in snapshot order, and which of them the
+// current snapshot lists.
+func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([]iceberg.ManifestFile, map[string]bool, error) {
 	fs, err := icebergio.LoadFS(ctx, s.IOProps, meta.Location())
 	if err != nil {
-		return nil, fmt.Errorf("file io: %w", err)
+		return nil, nil, fmt.Errorf("file io: %w", err)
 	}
 	snaps := meta.Snapshots()
 	lists := make([][]iceberg.ManifestFile, len(snaps))
@@ -259,24 +280,27 @@ func (s *Service) distinctManifests(ctx context.Context, meta table.Metadata) ([
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	seen := map[string]bool{}
+	seen, current := map[string]bool{}, map[string]bool{}
 	var out []iceberg.ManifestFile
-	for _, l := range lists {
+	for i, l := range lists {
 		for _, mf := range l {
+			if cur := meta.CurrentSnapshot(); cur != nil && snaps[i].SnapshotID == cur.SnapshotID {
+				current[mf.FilePath()] = true
+			}
 			if !seen[mf.FilePath()] {
 				seen[mf.FilePath()] = true
 				out = append(out, mf)
 			}
 		}
 	}
-	return out, nil
+	return out, current, nil
 }
 
 // group cuts manifests into batches of at most maxFiles entries (a larger
 // manifest is a batch of its own) and maxManifests manifests.
-func group(jobID string, manifests []iceberg.ManifestFile, done bool, maxFiles int64, maxManifests int) []store.Batch {
+func group(jobID string, manifests []iceberg.ManifestFile, current map[string]bool, done bool, maxFiles int64, maxManifests int) []store.Batch {
 	var out []store.Batch
 	var cur store.Batch
 	var files int64
@@ -295,7 +319,7 @@ func group(jobID string, manifests []iceberg.ManifestFile, done bool, maxFiles i
 		cur.Manifests = append(cur.Manifests, store.ManifestRef{
 			Path: mf.FilePath(), Length: mf.Length(), SpecID: mf.PartitionSpecID(), AddedSnapshotID: mf.SnapshotID(),
 			SequenceNum: mf.SequenceNum(), MinSequenceNum: mf.MinSequenceNum(), Content: int(mf.ManifestContent()),
-			Version: mf.Version(), Files: n,
+			Version: mf.Version(), Files: n, Current: current[mf.FilePath()],
 		})
 		files += n
 	}

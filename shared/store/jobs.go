@@ -104,11 +104,15 @@ type Job struct {
 	CreatedAt   string `dynamodbav:"created_at"`
 	UpdatedAt   string `dynamodbav:"updated_at"`
 	// Plan results.
-	Planned      bool   `dynamodbav:"planned"`
-	Location     string `dynamodbav:"location"`
-	Scope        string `dynamodbav:"scope"` // objects outside it are skipped
-	GCEnabled    bool   `dynamodbav:"gc_enabled"`
-	BatchesTotal int    `dynamodbav:"batches_total"`
+	Planned bool `dynamodbav:"planned"`
+	// ExpiredWriters: snapshots gone from the metadata whose manifests
+	// some retained snapshot still lists (their ADDED entries count their
+	// files, so the current snapshot's EXISTING entries must not).
+	ExpiredWriters []int64 `dynamodbav:"expired_writers,omitempty"`
+	Location       string  `dynamodbav:"location"`
+	Scope          string  `dynamodbav:"scope"` // objects outside it are skipped
+	GCEnabled      bool    `dynamodbav:"gc_enabled"`
+	BatchesTotal   int     `dynamodbav:"batches_total"`
 	// Counters, incremented in the same transaction as the checkpoint they
 	// follow, so duplicate deliveries never double-count.
 	BatchesDone  int   `dynamodbav:"batches_done"`
@@ -160,6 +164,10 @@ type ManifestRef struct {
 	Content         int    `dynamodbav:"c"`
 	Version         int    `dynamodbav:"v"`
 	Files           int64  `dynamodbav:"f"`
+	// Current: the manifest is in the current snapshot's list, where each
+	// live file is named once: it deletes and counts the files it carries
+	// over (EXISTING) from snapshots that expired.
+	Current bool `dynamodbav:"cur,omitempty"`
 }
 
 // Batch is one unit of the delete queue: some manifests whose entries one
