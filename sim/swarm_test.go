@@ -152,8 +152,8 @@ func (s *Sim) maybeTemplate() {
 		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
 		if s.m.tmplRuns < len(firstTemplates) && !s.without[firstTemplates[s.m.tmplRuns]] {
 			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == firstTemplates[s.m.tmplRuns] })]
-		} else {
-			s.m.nextTmpl++
+		} else if s.m.nextTmpl++; slices.Contains(firstTemplates, t.name) {
+			continue // it ran first: the turn goes on to the next
 		}
 		if s.without[t.name] {
 			continue
