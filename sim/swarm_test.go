@@ -145,9 +145,10 @@ func (s *Sim) maybeTemplate() {
 	// In turn, from a place the seed picks (five apart from one seed to
 	// the next, so that three seeds of a few templates each reach all of
 	// them): every template runs within a few seeds, whatever the seed.
-	// The legal-hold template comes first in every seed: a legal hold
-	// goes wrong in many small ways, each reached only by its own
-	// sequence, and one template in eleven came once in three seeds.
+	// firstTemplates come first in every seed (and not again): a legal
+	// hold goes wrong in many small ways, each reached only by its own
+	// sequence; expiry and retention meet refs only in theirs; and one
+	// template in eleven came once in three seeds.
 	for range templates {
 		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
 		if s.m.tmplRuns < len(firstTemplates) && !s.without[firstTemplates[s.m.tmplRuns]] {
