@@ -381,3 +381,13 @@ func (s *Sim) opEngineAppend() *Op {
 func plainLocation(loc string) bool {
 	return !strings.ContainsAny(loc, "%# +ü")
 }
+
+// exists says whether a path's object is in the bucket now.
+func (s *Sim) exists(path string) bool {
+	k, ok := keyOf(path)
+	if !ok {
+		return false
+	}
+	_, err := s.w.s3.HeadObject(s.ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+	return err == nil
+}

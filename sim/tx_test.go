@@ -200,6 +200,11 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		if t.holdUnsure {
 			op.want = append(op.want, 200, 400, 409)
 		}
+		if src.state == gone || src.state == purging || !s.exists(meta) {
+			// The hold is read from the metadata file; one gone (or
+			// going: a purge runs beside the round) cannot be read: 400.
+			op.want = append(op.want, 400)
+		}
 		op.keys = append(op.keys, "grants")
 	}
 	op.run = func() Outcome {

@@ -8,6 +8,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -121,7 +122,9 @@ func newOwner(meta table.Metadata, j store.Job) owner {
 		}
 	}
 	for _, id := range j.ExpiredWriters {
-		o.writers[id] = true
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			o.writers[n] = true
+		}
 	}
 	return o
 }

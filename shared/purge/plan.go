@@ -229,14 +229,14 @@ func (s *Service) planView(ctx context.Context, j store.Job) (store.Job, error) 
 
 // expiredWriters: the snapshots no longer in meta that wrote one of the
 // manifests a retained snapshot lists.
-func expiredWriters(meta table.Metadata, manifests []iceberg.ManifestFile) []int64 {
+func expiredWriters(meta table.Metadata, manifests []iceberg.ManifestFile) []string {
 	retained := map[int64]bool{}
 	for _, sn := range meta.Snapshots() {
 		retained[sn.SnapshotID] = true
 	}
-	var out []int64
+	var out []string
 	for _, mf := range manifests {
-		if id := mf.SnapshotID(); !retained[id] && !slices.Contains(out, id) {
+		if id := strconv.FormatInt(mf.SnapshotID(), 10); !retained[mf.SnapshotID()] && !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}

@@ -107,8 +107,10 @@ type Job struct {
 	Planned bool `dynamodbav:"planned"`
 	// ExpiredWriters: snapshots gone from the metadata whose manifests
 	// some retained snapshot still lists (their ADDED entries count their
-	// files, so the current snapshot's EXISTING entries must not).
-	ExpiredWriters []int64 `dynamodbav:"expired_writers,omitempty"`
+	// files, so the current snapshot's EXISTING entries must not). Decimal
+	// strings: the local DynamoDB's update expressions round numbers past
+	// 2^53 (a snapshot id is any int64).
+	ExpiredWriters []string `dynamodbav:"expired_writers,omitempty"`
 	Location       string  `dynamodbav:"location"`
 	Scope          string  `dynamodbav:"scope"` // objects outside it are skipped
 	GCEnabled      bool    `dynamodbav:"gc_enabled"`
