@@ -312,12 +312,14 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 // and rows (checked at rest on every ref).
 //
 // The rows' days are fixed: after the clock's 8 days the cutoff is the day
-// of rows 10 days old when written, so every append has a row on the day
+// of rows 10 days old when written. The first and third appends have a row
 // before the cutoff (11 or more days old: dropped), one on the cutoff's
-// day (kept: a cutoff rounded up drops it) and the third one after it.
-// The drop then rewrites every manifest, and the third snapshot (its tag
-// expired, no longer main's head) expires with a manifest whose kept
-// files only main's rewritten manifest names.
+// day (kept: a cutoff rounded up drops it) and one after it, so the drop
+// rewrites their manifests, and the third snapshot (its tag expired, no
+// longer main's head) expires with a manifest whose kept files only
+// main's rewritten manifest names. The second append is one dropped day:
+// its manifest's bounds are that day (a drop that skips a manifest whose
+// upper bound is the value keeps it).
 func tmplRefs(s *Sim, t *tmplRun) []step {
 	var ns string
 	appendOld := func(ages ...int) step {
@@ -360,7 +362,7 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			ns, mk = s.ensureNS()
 			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
 		},
-		appendOld(20, 10, 3), appendOld(14, 10, 9), appendOld(11, 10, 5),
+		appendOld(20, 10, 3), appendOld(12), appendOld(11, 10, 5),
 		ref("t1", "tag", 0, 0), ref("b1", "branch", 1, 0), ref("tmp", "tag", 2, int64(time.Hour/time.Millisecond)),
 		func() *plan {
 			g := t.live("a")
