@@ -470,6 +470,13 @@ var barrierWeights = []struct {
 }
 
 func (s *Sim) pickBarrier() *barrier {
+	// One backfill early in every seed, once a soft-deleted table is
+	// there to claim again and before views and unregistered tables
+	// (which no state from before the index holds) make it skip.
+	if !s.backfilled && !s.without["backfill"] && s.step >= 8 && len(s.m.inState(soft)) > 0 {
+		s.backfilled = true
+		return s.makeBarrier("backfill")
+	}
 	if !s.chance(0.2) {
 		return nil
 	}
@@ -877,7 +884,13 @@ func (s *Sim) checkCounters(g *Gen, j jobView) error {
 			continue
 		}
 		wantUnref++
-		if g.h != nil && g.h.reached[k] && !strings.HasSuffix(k, ".metadata.json") {
+		// Reached once, yet left to the listing: expiry should have
+		// deleted it, or (in the current snapshot) the purge should have
+		// counted it. A file only older retained snapshots still name,
+		// carried over by rewritten manifests or named by a DELETED entry,
+		// may be the listing's: no batch can tell it is counted nowhere
+		// else (docs/design/purge.md, who counts a file).
+		if g.h != nil && g.h.reached[k] && !strings.HasSuffix(k, ".metadata.json") && (!r.keys[k] || r.snapFiles[r.current][k]) {
 			reachedOnce = append(reachedOnce, k)
 		}
 	}
@@ -887,7 +900,7 @@ func (s *Sim) checkCounters(g *Gen, j jobView) error {
 	}
 	if len(reachedOnce) > 0 {
 		slices.Sort(reachedOnce)
-		return s.violatef("%s: purge job %s left %d files its snapshots once reached to its final listing, e.g. %v (expiry should have deleted them, or its metadata should still reach them)",
+		return s.violatef("%s: purge job %s left %d files its snapshots once reached to its final listing, e.g. %v (no retained snapshot names them: expiry should have deleted them; or the current one does: the purge should have counted them)",
 			g, j.ID, len(reachedOnce), reachedOnce[:min(3, len(reachedOnce))])
 	}
 	return nil

@@ -9,17 +9,21 @@
 # again against the code as it is).
 #
 #   sim/mutate.sh [NAME...]    (no NAME: every mutation)
+#   MUTATIONS=sim/mutations/heldout sim/mutate.sh   (another set: a
+#   directory of *.mut, relative to the repository root or absolute)
 set -uo pipefail
 seeds=${SIM_SEEDS:-1+6}
 steps=${SIM_STEPS:-150}
 root=$(git rev-parse --show-toplevel)
-dir=$root/sim/mutations
+apply=$root/sim/mutations/apply.go
+dir=${MUTATIONS:-sim/mutations}
+case $dir in /*) ;; *) dir=$root/$dir ;; esac
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
 	for f in "$dir"/*.mut; do names+=("$(basename "$f" .mut)"); done
 fi
 for m in "${names[@]}"; do
-	[ -f "$dir/$m.mut" ] || { echo "no mutation $m (sim/mutations/: $(cd "$dir" && ls *.mut | sed 's/\.mut$//' | tr '\n' ' '))"; exit 2; }
+	[ -f "$dir/$m.mut" ] || { echo "no mutation $m (${dir#"$root"/}/: $(cd "$dir" && ls *.mut | sed 's/\.mut$//' | tr '\n' ' '))"; exit 2; }
 done
 tmp=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$tmp" >/dev/null 2>&1 || rm -rf "$tmp"' EXIT
@@ -30,7 +34,7 @@ caught=0 total=0 stale=0
 for m in "${names[@]}"; do
 	git -C "$tmp" checkout --quiet --force HEAD -- . && git -C "$tmp" clean -fdq
 	start=$(date +%s)
-	if ! err=$(go run "$dir/apply.go" "$tmp" "$dir/$m.mut" 2>&1); then
+	if ! err=$(go run "$apply" "$tmp" "$dir/$m.mut" 2>&1); then
 		stale=$((stale + 1))
 		printf '%-34s %-8s %-14s %6s  %s\n' "$m" STALE - 0 "$(echo "$err" | head -1 | cut -c1-120)" | tee -a "$table"
 		continue
