@@ -25,8 +25,9 @@ import (
 
 // snapRec is a snapshot as the model recorded it.
 type snapRec struct {
-	files map[string]bool
-	ts    int64
+	files  map[string]bool
+	ts     int64
+	parent int64 // 0: none
 	// rows the snapshot holds, when the model knew them for sure when it
 	// was made (nil: unknown).
 	rows map[int64]string
@@ -86,7 +87,7 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 	}
 	for id, files := range r.snapFiles {
 		if h.snaps[id] == nil {
-			h.snaps[id] = &snapRec{files: maps.Clone(files), ts: r.snapTS[id]}
+			h.snaps[id] = &snapRec{files: maps.Clone(files), ts: r.snapTS[id], parent: r.snapParent[id]}
 		}
 	}
 	for k := range r.keys {
@@ -283,4 +284,50 @@ func (s *Sim) checkRefRows(g *Gen) error {
 		}
 	}
 	return nil
+}
+
+// mustExpire lists the snapshots of g's record that an expiry at now must
+// remove, by Iceberg's rules applied to the model's own record (the
+// refs it holds, each snapshot's timestamp and parent as first recorded),
+// with the default history.expire.* properties (the simulation sets
+// none): a ref past its max-ref-age keeps nothing; any other keeps its
+// snapshot, a branch its min-snapshots-to-keep newest ancestors; every
+// snapshot younger than max-snapshot-age stays. drop: main's head after
+// the sweep's partition drop committed (its parent is main's head
+// before), or 0.
+func (g *Gen) mustExpire(now time.Time, drop int64) []int64 {
+	if g.h == nil {
+		return nil
+	}
+	nowMs := now.UnixMilli()
+	keep := map[int64]bool{}
+	for name, ref := range g.h.refs {
+		head := g.h.snaps[ref.snapshot]
+		if head == nil {
+			continue
+		}
+		if name != "main" && ref.maxRefAge != nil && nowMs-head.ts > *ref.maxRefAge {
+			continue // the sweep removes the ref
+		}
+		chain := []int64{ref.snapshot}
+		if ref.kind == "branch" {
+			for sn := head; sn.parent != 0 && g.h.snaps[sn.parent] != nil && !slices.Contains(chain, sn.parent); sn = g.h.snaps[sn.parent] {
+				chain = append(chain, sn.parent)
+			}
+		}
+		if name == "main" && drop != 0 {
+			chain = append([]int64{drop}, chain...)
+		}
+		for _, id := range chain[:min(len(chain), table.MinSnapshotsToKeepDefault)] {
+			keep[id] = true
+		}
+	}
+	var out []int64
+	for id, sn := range g.h.snaps {
+		if !keep[id] && nowMs-sn.ts > table.MaxSnapshotAgeMsDefault {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -304,6 +304,8 @@ type reach struct {
 	// and delete files; snapTS its timestamp (ms).
 	snapFiles map[int64]map[string]bool
 	snapTS    map[int64]int64
+	// snapParent: each snapshot's parent (absent: none).
+	snapParent map[int64]int64
 	// sizes: data and delete files' file_size_in_bytes, manifests' length.
 	sizes map[string]int64
 	// planned: what a purge of this metadata deletes and counts (the
@@ -361,7 +363,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		return nil, fmt.Errorf("parse %s: %w", meta, err)
 	}
 	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties()),
-		refs: map[string]refInfo{}, snapFiles: map[int64]map[string]bool{}, snapTS: map[int64]int64{},
+		refs: map[string]refInfo{}, snapFiles: map[int64]map[string]bool{}, snapTS: map[int64]int64{}, snapParent: map[int64]int64{},
 		sizes: map[string]int64{}, planned: map[string]bool{}}
 	if cur := md.CurrentSnapshot(); cur != nil {
 		out.current = cur.SnapshotID
@@ -400,6 +402,9 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		files := map[string]bool{}
 		out.snaps = append(out.snaps, sn.SnapshotID)
 		out.snapFiles[sn.SnapshotID], out.snapTS[sn.SnapshotID] = files, sn.TimestampMs
+		if sn.ParentSnapshotID != nil {
+			out.snapParent[sn.SnapshotID] = *sn.ParentSnapshotID
+		}
 		add(sn.ManifestList, files, out.planned)
 		mfs, err := sn.Manifests(fs)
 		if errors.Is(err, iofs.ErrNotExist) {

@@ -460,7 +460,12 @@ func (s *Sim) appendOp(ns, name string, g *Gen, p string) *Op {
 		s.m.nextRow++
 		rows[s.m.nextRow] = s.day()
 	}
-	op := &Op{desc: fmt.Sprintf("%s appends %d rows to %s.%s", p, n, ns, name), keys: tableKeys(ns, name), tolerateErr: true}
+	return s.appendRowsOp(ns, name, g, p, rows)
+}
+
+// appendRowsOp appends rows (id → day) to ns.name (g: the table there).
+func (s *Sim) appendRowsOp(ns, name string, g *Gen, p string, rows map[int64]string) *Op {
+	op := &Op{desc: fmt.Sprintf("%s appends %d rows to %s.%s", p, len(rows), ns, name), keys: tableKeys(ns, name), tolerateErr: true}
 	if g != nil {
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{200}

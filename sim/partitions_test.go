@@ -3,9 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/apache/iceberg-go/table"
 )
 
 // Partition drop, retention (and the snapshot expiry its sweep runs),
@@ -175,9 +178,13 @@ func (s *Sim) opRetention() *Op {
 func (s *Sim) sweepRetention() error {
 	now := s.w.clock.Now()
 	s.sweeping = true
+	heads := map[*Gen]int64{} // main's head before, of the tables whose expiry the model predicts
 	for _, g := range s.m.inState(live) {
 		if names := s.refsExpirable(g, now); len(names) > 0 {
 			s.expirable[g] = names
+		}
+		if s.expiryPredictable(g) {
+			heads[g] = g.h.refs["main"].snapshot
 		}
 	}
 	rep, err := s.w.srv.Partitions.SweepRetention(s.ctx, now, 0)
@@ -193,6 +200,9 @@ func (s *Sim) sweepRetention() error {
 			continue // a forgery whose lender's files are gone (see opPartitionDrop)
 		}
 		return s.violatef("retention sweep failed for %v", rep.Failed)
+	}
+	if err := s.checkExpired(now, heads); err != nil {
+		return err
 	}
 	for _, g := range s.m.inState(live) {
 		pol, ok := s.m.policies[g.ident()]
@@ -214,6 +224,77 @@ func (s *Sim) sweepRetention() error {
 		if len(expired) > 0 {
 			s.logf("   %s: days %v are past its retention (%s)", g, expired, pol.keep)
 			removeDays(g, expired, g.legalHold)
+		}
+	}
+	return nil
+}
+
+// expiryPredictable: the sweep expires g's snapshots (its own policy, no
+// legal hold, gc on), and the model can tell which: its record holds
+// exactly the refs g's metadata has (a ref the model does not hold would
+// keep what the model expects to go), and no history.expire.* property
+// changes Iceberg's defaults.
+func (s *Sim) expiryPredictable(g *Gen) bool {
+	pol, ok := s.m.policies[g.ident()]
+	if !ok || pol.uuid != g.uuid || g.h == nil || g.forged || g.legalHold || g.holdUnsure {
+		return false
+	}
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+	if err != nil || r.props["icehold.legal-hold"] == "true" || r.props["gc.enabled"] == "false" || len(r.refs) != len(g.h.refs) {
+		return false
+	}
+	for k := range r.props {
+		if strings.HasPrefix(k, "history.expire.") {
+			return false
+		}
+	}
+	for name, ref := range r.refs {
+		if m, ok := g.h.refs[name]; !ok || m.snapshot != ref.snapshot || m.kind != ref.kind {
+			return false
+		}
+	}
+	_, ok = g.h.refs["main"]
+	return ok
+}
+
+// checkExpired: after a sweep at now, no snapshot the model says must
+// expire (mustExpire, from its own record) is left in the metadata of the
+// tables it predicts (heads: main's head before the sweep).
+func (s *Sim) checkExpired(now time.Time, heads map[*Gen]int64) error {
+	for _, g := range s.m.inState(live) {
+		head, ok := heads[g]
+		if !ok {
+			continue
+		}
+		lo := s.w.call(s.ctx, admin, "GET", tablePath(g.ns, g.name), nil)
+		if lo.Status != 200 {
+			return s.violatef("%s after the retention sweep: load: %s", g, lo)
+		}
+		var t createResult
+		if err := json.Unmarshal(lo.Body, &t); err != nil {
+			return err
+		}
+		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, t.MetadataLocation)
+		if err != nil {
+			return s.violatef("%s: its metadata %s cannot be read: %v", g, t.MetadataLocation, err)
+		}
+		drop := int64(0)
+		if m := r.refs["main"]; m.snapshot != head {
+			drop = m.snapshot // the sweep's partition drop committed on main
+		}
+		var left []int64
+		for _, id := range g.mustExpire(now, drop) {
+			if slices.Contains(r.snaps, id) {
+				left = append(left, id)
+			}
+		}
+		if len(left) > 0 {
+			var refs []string
+			for _, name := range slices.Sorted(maps.Keys(g.h.refs)) {
+				refs = append(refs, fmt.Sprintf("%s %s@%d", g.h.refs[name].kind, name, g.h.refs[name].snapshot))
+			}
+			return s.violatef("%s: the retention sweep at %s left snapshots %v, which by the model's record no ref keeps (%v; main's head after its drop %d; min-snapshots-to-keep %d) and which are older than max-snapshot-age (%d ms)",
+				g, now.Format(time.RFC3339), left, refs, drop, table.MinSnapshotsToKeepDefault, table.MaxSnapshotAgeMsDefault)
 		}
 	}
 	return nil

@@ -132,6 +132,11 @@ var templates = []template{
 
 const holdTmpl = "legal-hold-transaction"
 
+// firstTemplates run first in every seed, in this order (then the turn):
+// each places sequences that several bugs need, and a template in eleven
+// came once in three seeds, often late.
+var firstTemplates = []string{holdTmpl, "refs-retention-expiry"}
+
 // maybeTemplate starts a template now and then (none while one runs).
 func (s *Sim) maybeTemplate() {
 	if len(s.script) > 0 || s.without["templates"] || s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
@@ -140,15 +145,16 @@ func (s *Sim) maybeTemplate() {
 	// In turn, from a place the seed picks (five apart from one seed to
 	// the next, so that three seeds of a few templates each reach all of
 	// them): every template runs within a few seeds, whatever the seed.
-	// The legal-hold template comes first in every seed: a legal hold
-	// goes wrong in many small ways, each reached only by its own
-	// sequence, and one template in eleven came once in three seeds.
+	// firstTemplates come first in every seed (and not again): a legal
+	// hold goes wrong in many small ways, each reached only by its own
+	// sequence; expiry and retention meet refs only in theirs; and one
+	// template in eleven came once in three seeds.
 	for range templates {
 		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
-		if s.m.tmplRuns == 0 && !s.without[holdTmpl] {
-			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == holdTmpl })]
-		} else {
-			s.m.nextTmpl++
+		if s.m.tmplRuns < len(firstTemplates) && !s.without[firstTemplates[s.m.tmplRuns]] {
+			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == firstTemplates[s.m.tmplRuns] })]
+		} else if s.m.nextTmpl++; slices.Contains(firstTemplates, t.name) {
+			continue // it ran first: the turn goes on to the next
 		}
 		if s.without[t.name] {
 			continue
@@ -304,15 +310,30 @@ func tmplNestedSibling(s *Sim, t *tmplRun) []step {
 // 18 days; the clock jumps 8 days; the sweep drops the old days on main and
 // expires what no ref keeps. The tag and the branch keep their snapshots
 // and rows (checked at rest on every ref).
+//
+// The rows' days are fixed: after the clock's 8 days the cutoff is the day
+// of rows 10 days old when written. The first and third appends have a row
+// before the cutoff (11 or more days old: dropped), one on the cutoff's
+// day (kept: a cutoff rounded up drops it) and one after it, so the drop
+// rewrites their manifests, and the third snapshot (its tag expired, no
+// longer main's head) expires with a manifest whose kept files only
+// main's rewritten manifest names. The second append is one dropped day:
+// its manifest's bounds are that day (a drop that skips a manifest whose
+// upper bound is the value keeps it).
 func tmplRefs(s *Sim, t *tmplRun) []step {
 	var ns string
-	appendOld := func(days int) step {
+	appendOld := func(ages ...int) step {
 		return func() *plan {
 			g := t.live("a")
 			if g == nil {
 				return nil
 			}
-			op := s.opAppendTo(g, admin)
+			rows := map[int64]string{}
+			for _, a := range ages {
+				s.m.nextRow++
+				rows[s.m.nextRow] = s.w.clock.Now().AddDate(0, 0, -a).Format("2006-01-02")
+			}
+			op := s.appendRowsOp(g.ns, g.name, g, admin, rows)
 			after := op.after
 			op.after = func(o Outcome, c bool) error {
 				if err := after(o, c); err != nil {
@@ -341,7 +362,7 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			ns, mk = s.ensureNS()
 			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
 		},
-		appendOld(20), appendOld(10), appendOld(5),
+		appendOld(20, 10, 3), appendOld(12), appendOld(11, 10, 5),
 		ref("t1", "tag", 0, 0), ref("b1", "branch", 1, 0), ref("tmp", "tag", 2, int64(time.Hour/time.Millisecond)),
 		func() *plan {
 			g := t.live("a")

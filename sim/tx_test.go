@@ -177,7 +177,9 @@ func (s *Sim) opRegisterOverwrite() *Op {
 	}
 	meta := src.meta
 	if len(src.metas) > 1 && s.chance(0.6) {
-		meta = pick(s, src.metas)
+		if m := pick(s, src.metas); s.intact(m) {
+			meta = m
+		}
 	}
 	p := pick(s, []string{admin, admin, writer})
 	ns, name := t.ns, t.name
@@ -280,6 +282,23 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		return s.record(g, g.meta, true)
 	}
 	return op
+}
+
+// intact: every file meta reaches is in the bucket (by the last check's
+// listing). An older metadata file whose files a sweep's expiry deleted
+// would be registered as it is (Iceberg's register reads no manifest), and
+// the model cannot say what such a table holds: the generator leaves it.
+func (s *Sim) intact(meta string) bool {
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta)
+	if err != nil || s.fresh == nil {
+		return err != nil // unreadable: refused either way
+	}
+	for k := range r.keys {
+		if _, ok := s.fresh[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // --- unregister ---
