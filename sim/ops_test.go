@@ -251,7 +251,25 @@ func (s *Sim) privileged(op *Op, p string, privs ...string) {
 
 // --- namespaces ---
 
-func (s *Sim) opNSCreate(int) *Op { return s.opNSCreateAt(s.pickNS()) }
+func (s *Sim) opNSCreate(int) *Op {
+	// Mostly one of the pool's namespaces that does not exist: once all
+	// do, every create is a 409 and a seed may never create one again.
+	var missing []string
+	for _, ns := range s.sw.nss {
+		if _, ok := s.m.namespaces[ns]; !ok {
+			missing = append(missing, ns)
+		}
+	}
+	switch {
+	case len(missing) > 0 && s.chance(0.7):
+		return s.opNSCreateAt(pick(s, missing))
+	case len(missing) == 0 && s.chance(0.3):
+		// Every one exists (tables keep them): a namespace of its own,
+		// which no other operation picks.
+		return s.opNSCreateAt(fmt.Sprintf("n%d", len(s.m.namespaces)))
+	}
+	return s.opNSCreateAt(s.pickNS())
+}
 
 func (s *Sim) opNSCreateAt(ns string) *Op {
 	_, exists := s.m.namespaces[ns]

@@ -34,6 +34,19 @@ func (s *Sim) opRead(kind string) *Op {
 			return nil
 		}
 		g := pick(s, lives)
+		if kind == "read-retention" {
+			// Mostly a table with a policy: a 404 reads nothing (and
+			// a read never answered 200 is a kind never covered).
+			var held []*Gen
+			for _, l := range lives {
+				if p, ok := s.m.policies[l.ident()]; ok && p.uuid == l.uuid {
+					held = append(held, l)
+				}
+			}
+			if len(held) > 0 && s.chance(0.8) {
+				g = pick(s, held)
+			}
+		}
 		path = lifecyclePath(g.ns, g.name) + "/verify"
 		if kind == "read-retention" {
 			path = lifecyclePath(g.ns, g.name) + "/partition-retention"
