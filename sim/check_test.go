@@ -625,6 +625,11 @@ func (s *Sim) quiesce(final bool) error {
 	if err := s.checkPurges(true, nil); err != nil {
 		return err
 	}
+	if !s.skip["versions"] {
+		if err := s.checkNothingDeletedLeft(); err != nil {
+			return err
+		}
+	}
 	for _, g := range s.m.inState(live) {
 		if s.skip["rows"] {
 			break
