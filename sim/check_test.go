@@ -466,7 +466,7 @@ var barrierWeights = []struct {
 }{
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
-	{"retention-sweep", 4}, {"fault", 3},
+	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -567,6 +567,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.staleUndrop()
 	case "stale-hold":
 		return s.staleLegalHold()
+	case "overwrite-repair":
+		return s.overwriteRepair()
 	}
 	return nil
 }

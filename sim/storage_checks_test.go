@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,4 +94,95 @@ func (s *Sim) checkNothingDeletedLeft() error {
 	}
 	return s.violatef("%d deleted keys keep versions or delete markers at rest (every icehold delete leaves nothing, SPEC §2), e.g. %s\n%s",
 		len(left), strings.Join(left[:min(3, len(left))], ", "), strings.Join(whose, "\n"))
+}
+
+// overwriteRepair: an engine overwrites a committed file of a live table
+// (a data file or manifest of its current snapshot) with other bytes, as
+// the static engine policy allows. The model knows the file changed: the
+// table's verify must name it (ok false), its repair must restore it, and
+// the table must then scan the rows it had (every committed byte is current
+// or restored by repair: SPEC §2, the bucket enforces the lifecycle).
+func (s *Sim) overwriteRepair() *barrier {
+	var gs []*Gen
+	for _, g := range s.m.inState(live) {
+		if !g.forged && !g.bulk && !g.legalHold && !g.holdUnsure && g.meta != "" {
+			gs = append(gs, g)
+		}
+	}
+	if len(gs) == 0 {
+		return &barrier{desc: "overwrite and repair: no live table", run: func() error { return nil }}
+	}
+	g := pick(s, gs)
+	return &barrier{desc: "an engine overwrites a committed file of " + g.String() + ", then verify and repair", run: func() error {
+		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+		if err != nil {
+			return s.violatef("%s: %v", g, err)
+		}
+		var files []string
+		for f := range r.snapFiles[r.current] {
+			if _, sized := r.sizes[f]; sized {
+				files = append(files, f)
+			}
+		}
+		if len(files) == 0 {
+			s.logf("   %s: no committed file to overwrite", g)
+			return nil
+		}
+		slices.Sort(files)
+		// The model's files are keys of the warehouse bucket; verify and
+		// repair name them by path (s3://bucket/key): a key matches both.
+		f := pick(s, files)
+		k := f
+		body := []byte("PAR1 overwritten by an engine")
+		for int64(len(body)) == r.sizes[f] {
+			body = append(body, '!')
+		}
+		if _, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(body)}); err != nil {
+			return fmt.Errorf("overwrite %s: %w", k, err)
+		}
+		s.fresh = nil
+		s.acted = true
+		s.logf("   overwrote %s (%d bytes recorded, %d written)", f, r.sizes[f], len(body))
+		path := lifecyclePath(g.ns, g.name)
+		o := s.w.call(s.ctx, admin, "GET", path+"/verify", nil)
+		if o.Status != 200 {
+			return s.violatef("%s: verify after an overwrite: %s", g, o)
+		}
+		if ok, named := verifyNames(o.Body, f); ok || !named {
+			return s.violatef("%s: %s was overwritten with other bytes, yet verify answers ok %v and names it %v: %s", g, f, ok, named, o.Body)
+		}
+		o = s.w.call(s.ctx, writer, "POST", path+"/repair", map[string]any{})
+		if o.Status != 200 {
+			return s.violatef("%s: repair of the overwritten %s: %s", g, f, o)
+		}
+		if !strings.Contains(string(o.Body), f) {
+			return s.violatef("%s: repair does not restore the overwritten %s: %s", g, f, o.Body)
+		}
+		o = s.w.call(s.ctx, admin, "GET", path+"/verify", nil)
+		if _, named := verifyNames(o.Body, f); o.Status != 200 || named {
+			return s.violatef("%s: verify after the repair still names %s: %s", g, f, o)
+		}
+		return s.checkRows(g, "after an overwrite and its repair")
+	}}
+}
+
+// verifyNames: a verify report's ok, and whether a failed check names f.
+func verifyNames(body []byte, f string) (ok, named bool) {
+	var rep struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			OK       bool     `json:"ok"`
+			Detail   string   `json:"detail"`
+			Examples []string `json:"examples"`
+		} `json:"checks"`
+	}
+	if json.Unmarshal(body, &rep) != nil {
+		return false, false
+	}
+	for _, c := range rep.Checks {
+		if !c.OK && (strings.Contains(c.Detail, f) || slices.ContainsFunc(c.Examples, func(e string) bool { return strings.Contains(e, f) })) {
+			named = true
+		}
+	}
+	return rep.OK, named
 }
