@@ -137,6 +137,9 @@ func (s *Sim) check() error {
 	if err := s.checkHistory(objs); err != nil {
 		return err
 	}
+	if err := s.checkHeldFiles(objs); err != nil {
+		return err
+	}
 	if err := s.checkPurges(false, objs); err != nil {
 		return err
 	}

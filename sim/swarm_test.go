@@ -147,6 +147,8 @@ func (s *Sim) maybeTemplate() {
 		t := templates[(int(s.seed)*5+s.m.nextTmpl)%len(templates)]
 		if s.m.tmplRuns == 0 && !s.without[holdTmpl] {
 			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == holdTmpl })]
+		} else if s.m.tmplRuns == 1 && !s.without[heldTmpl] {
+			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == heldTmpl })] // storage_checks_test.go
 		} else {
 			s.m.nextTmpl++
 		}
