@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -268,4 +269,93 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, false) }),
 		func() *plan { return &plan{b: s.makeBarrier("retention-sweep")} },
 	}
+}
+
+// scopeHold: a legal hold on a namespace or on the whole catalog
+// (icehold.legal-hold in its properties), set and lifted within the step
+// (the rest of the model knows only table holds). Under it every table of
+// the scope is held: a session vended to a principal who may write is
+// read-only (its PutObject is refused), and only a principal holding
+// TABLE_LEGAL_HOLD besides the scope's own privilege may lift it, whether
+// by setting it false or by removing it (SPEC §4).
+func (s *Sim) scopeHold() *barrier {
+	var gs []*Gen
+	for _, g := range s.m.inState(live) {
+		if _, ok := s.m.namespaces[g.ns]; ok && !g.forged && !g.bulk {
+			gs = append(gs, g)
+		}
+	}
+	if len(gs) == 0 {
+		return &barrier{desc: "scope legal hold: no live table", run: func() error { return nil }}
+	}
+	g := pick(s, gs)
+	catalogWide := s.chance(0.5)
+	scope, path, priv := "namespace "+g.ns, "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/properties", "NAMESPACE_CREATE"
+	if catalogWide {
+		scope, path, priv = "the catalog", "/lifecycle/v1/catalogs/"+catalogName+"/properties", "CATALOG_MANAGE"
+	}
+	return &barrier{desc: fmt.Sprintf("legal hold on %s, then a vended write to %s and lifts by every principal", scope, g), run: func() error {
+		set := func(p string, body map[string]any) Outcome { return s.w.call(s.ctx, p, "POST", path, body) }
+		on := map[string]any{"updates": map[string]string{"icehold.legal-hold": "true"}}
+		if o := set(admin, on); o.Status != 200 {
+			return s.violatef("admin sets the legal hold of %s: %s", scope, o)
+		}
+		s.acted = true
+		lifted := false
+		defer func() {
+			if !lifted {
+				set(admin, map[string]any{"removals": []string{"icehold.legal-hold"}})
+			}
+		}()
+		if err := s.heldSessionReadOnly(g, scope); err != nil {
+			return err
+		}
+		lifts := []map[string]any{{"removals": []string{"icehold.legal-hold"}}, {"updates": map[string]string{"icehold.legal-hold": "false"}}}
+		for _, p := range []string{writer, holder, reader} {
+			if s.may(p, priv) && s.m.canLegalHold(p) {
+				continue // may lift it: admin does below
+			}
+			body := pick(s, lifts)
+			if o := set(p, body); o.Status != 403 {
+				return s.violatef("%s (without %s and TABLE_LEGAL_HOLD both) lifts the legal hold of %s with %v: %s, want 403", p, priv, scope, body, o)
+			}
+		}
+		o := set(admin, pick(s, lifts))
+		if o.Status != 200 {
+			return s.violatef("admin lifts the legal hold of %s: %s", scope, o)
+		}
+		lifted = true
+		s.logf("   %s held and released", scope)
+		return nil
+	}}
+}
+
+// heldSessionReadOnly: a session vended for g while its scope is held does
+// not write, whoever asks.
+func (s *Sim) heldSessionReadOnly(g *Gen, scope string) error {
+	p := writer
+	if !s.may(p, "TABLE_WRITE") || !s.may(p, "TABLE_READ") {
+		return nil
+	}
+	o := s.w.call(s.ctx, p, "GET", tablePath(g.ns, g.name), nil, delegation, "vended-credentials")
+	if o.Status != 200 {
+		return s.violatef("%s loads %s with vended credentials under the legal hold of %s: %s", p, g, scope, o)
+	}
+	var res struct {
+		Creds []struct {
+			Config map[string]string `json:"config"`
+		} `json:"storage-credentials"`
+	}
+	if err := json.Unmarshal(o.Body, &res); err != nil || len(res.Creds) != 1 {
+		return nil // no session to hold to it (a location no policy covers)
+	}
+	b, k := bucketKey(g.location)
+	s.m.nextRow++
+	key := fmt.Sprintf("%s/data/held-probe-%d.parquet", k, s.m.nextRow)
+	se := &session{g: g, principal: p, cfg: res.Creds[0].Config}
+	_, err := s.sessionS3(se).PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: bytes.NewReader([]byte("PAR1 under a hold"))})
+	if st := s3Status(err); st.Status != 403 {
+		return s.violatef("%s's session vended under the legal hold of %s writes %s: %s, want 403 (a held table's sessions are read-only)", p, scope, key, st)
+	}
+	return nil
 }
