@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -238,12 +239,24 @@ const heldTmpl = "held-retention-expiry"
 // tmplHeldRetention: a legal-held table with older snapshots gets a
 // retention policy, then the retention sweep runs before and after a clock
 // jump (its snapshot expiry must leave a held table alone: checkHeldFiles),
-// then the hold is lifted and the sweep may expire it.
+// then the hold is lifted and the sweep may expire it. Then it is
+// soft-dropped, held and released on its record, and must expire at its
+// purge-at (the hold-expiry sweep past it).
 func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 	do := func(f func(g *Gen) *Op) step {
 		return func() *plan {
 			if g := t.live("a"); g != nil {
 				return ops(f(g))
+			}
+			return nil
+		}
+	}
+	// record: admin sets (or clears) the legal hold of a's soft-deleted
+	// record.
+	record := func(on bool) step {
+		return func() *plan {
+			if sg := t.gens["soft"]; sg != nil && sg.state == soft {
+				return ops(s.legalHoldRecordOf(sg, sg.uuid, admin, on))
 			}
 			return nil
 		}
@@ -268,6 +281,32 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		sweep,
 		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, false) }),
 		func() *plan { return &plan{b: s.makeBarrier("retention-sweep")} },
+		// Soft-dropped, held on its record, the hold cleared: it expires
+		// at its purge-at as if it had never been held.
+		func() *plan { return ops(s.catalogSetOp("soft-delete.enabled", "true")) },
+		do(func(g *Gen) *Op {
+			t.gens["soft"] = g
+			return s.dropOp(g.ns, g.name, g, admin, false)
+		}),
+		record(true), record(false),
+		func() *plan {
+			sg := t.gens["soft"]
+			if sg == nil || sg.state != soft || sg.legalHold || sg.holdUnsure {
+				return nil
+			}
+			// Past its purge-at in whole half hours (see jumps), unless
+			// its hold period is too long for the clock.
+			d := (sg.purgeAt.Sub(s.w.clock.Now())/(30*time.Minute) + 2) * 30 * time.Minute
+			if d <= 0 || d > 2*365*24*time.Hour {
+				return nil
+			}
+			return &plan{b: &barrier{kind: "clock", desc: fmt.Sprintf("clock +%v (past the purge-at of %s)", d, sg), run: func() error {
+				s.w.clock.Advance(d)
+				s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+				return nil
+			}}}
+		},
+		func() *plan { return &plan{b: s.makeBarrier("hold-expiry")} },
 	}
 }
 
@@ -358,4 +397,20 @@ func (s *Sim) heldSessionReadOnly(g *Gen, scope string) error {
 		return s.violatef("%s's session vended under the legal hold of %s writes %s: %s, want 403 (a held table's sessions are read-only)", p, scope, key, st)
 	}
 	return nil
+}
+
+// catalogSetOp: admin sets one of the catalog's properties.
+func (s *Sim) catalogSetOp(key, v string) *Op {
+	body := map[string]any{"updates": map[string]string{key: v}}
+	op := &Op{desc: fmt.Sprintf("admin sets the catalog's %s=%s", key, v), keys: []string{"props"}, want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status == 200 {
+			s.m.catProps[key] = v
+		}
+		return nil
+	}
+	return op
 }
