@@ -328,7 +328,7 @@ func (s *Sim) scopeHold() *barrier {
 		return &barrier{desc: "scope legal hold: no live table", run: func() error { return nil }}
 	}
 	g := pick(s, gs)
-	catalogWide := s.chance(0.5)
+	catalogWide := s.chance(0.4)
 	scope, path, priv := "namespace "+g.ns, "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/properties", "NAMESPACE_CREATE"
 	if catalogWide {
 		scope, path, priv = "the catalog", "/lifecycle/v1/catalogs/"+catalogName+"/properties", "CATALOG_MANAGE"
@@ -354,9 +354,10 @@ func (s *Sim) scopeHold() *barrier {
 			if s.may(p, priv) && s.m.canLegalHold(p) {
 				continue // may lift it: admin does below
 			}
-			body := pick(s, lifts)
-			if o := set(p, body); o.Status != 403 {
-				return s.violatef("%s (without %s and TABLE_LEGAL_HOLD both) lifts the legal hold of %s with %v: %s, want 403", p, priv, scope, body, o)
+			for _, body := range lifts {
+				if o := set(p, body); o.Status != 403 {
+					return s.violatef("%s (without %s and TABLE_LEGAL_HOLD both) lifts the legal hold of %s with %v: %s, want 403", p, priv, scope, body, o)
+				}
 			}
 		}
 		o := set(admin, pick(s, lifts))
