@@ -237,11 +237,10 @@ func init() {
 const heldTmpl = "held-retention-expiry"
 
 // tmplHeldRetention: a legal-held table with older snapshots gets a
-// retention policy, then the retention sweep runs before and after a clock
-// jump (its snapshot expiry must leave a held table alone: checkHeldFiles),
-// then the hold is lifted and the sweep may expire it. Then it is
-// soft-dropped, held and released on its record, and must expire at its
-// purge-at (the hold-expiry sweep past it).
+// retention policy, then the retention sweep runs (its snapshot expiry
+// must leave a held table alone: checkHeldFiles), then the hold is lifted. Before the hold, its namespace is held and
+// released (scopeHold). Then it is soft-dropped, held and released on its
+// record, and must expire at its purge-at (the hold-expiry sweep past it).
 func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 	do := func(f func(g *Gen) *Op) step {
 		return func() *plan {
@@ -274,16 +273,24 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		},
 		do(func(g *Gen) *Op { return s.opAppendTo(g, admin) }),
 		do(func(g *Gen) *Op { return s.opAppendTo(g, admin) }),
+		// Its namespace held (and released) before its own hold.
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return &plan{b: s.scopeHoldOf(g, false)}
+			}
+			return nil
+		},
 		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, true) }),
 		do(func(g *Gen) *Op { return s.retentionOp(g, "P1D") }),
 		sweep,
-		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
-		sweep,
-		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, false) }),
-		func() *plan { return &plan{b: s.makeBarrier("retention-sweep")} },
 		// Soft-dropped, held on its record, the hold cleared: it expires
 		// at its purge-at as if it had never been held.
-		func() *plan { return ops(s.catalogSetOp("soft-delete.enabled", "true")) },
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.opSetLegalHoldProp(g, admin, false), s.catalogSetOp("soft-delete.enabled", "true"))
+			}
+			return nil
+		},
 		do(func(g *Gen) *Op {
 			t.gens["soft"] = g
 			return s.dropOp(g.ns, g.name, g, admin, false)
@@ -327,13 +334,16 @@ func (s *Sim) scopeHold() *barrier {
 	if len(gs) == 0 {
 		return &barrier{desc: "scope legal hold: no live table", run: func() error { return nil }}
 	}
-	g := pick(s, gs)
-	catalogWide := s.chance(0.4)
+	return s.scopeHoldOf(pick(s, gs), s.chance(0.4))
+}
+
+// scopeHoldOf: the legal hold of g's namespace (or of the catalog).
+func (s *Sim) scopeHoldOf(g *Gen, catalogWide bool) *barrier {
 	scope, path, priv := "namespace "+g.ns, "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/properties", "NAMESPACE_CREATE"
 	if catalogWide {
 		scope, path, priv = "the catalog", "/lifecycle/v1/catalogs/"+catalogName+"/properties", "CATALOG_MANAGE"
 	}
-	return &barrier{desc: fmt.Sprintf("legal hold on %s, then a vended write to %s and lifts by every principal", scope, g), run: func() error {
+	return &barrier{kind: "scope-hold", desc: fmt.Sprintf("legal hold on %s, then a vended write to %s and lifts by every principal", scope, g), run: func() error {
 		set := func(p string, body map[string]any) Outcome { return s.w.call(s.ctx, p, "POST", path, body) }
 		on := map[string]any{"updates": map[string]string{"icehold.legal-hold": "true"}}
 		if o := set(admin, on); o.Status != 200 {
