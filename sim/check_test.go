@@ -473,6 +473,13 @@ var barrierWeights = []struct {
 }
 
 func (s *Sim) pickBarrier() *barrier {
+	// One backfill early in every seed, once a soft-deleted table is
+	// there to claim again and before views and unregistered tables
+	// (which no state from before the index holds) make it skip.
+	if !s.backfilled && !s.without["backfill"] && s.step >= 8 && len(s.m.inState(soft)) > 0 {
+		s.backfilled = true
+		return s.makeBarrier("backfill")
+	}
 	if !s.chance(0.2) {
 		return nil
 	}

@@ -369,4 +369,46 @@ func (s *Sim) staleLegalHoldOf(g *Gen) *barrier {
 	}}
 }
 
+// purgeNowHeldMeanwhile: a purge-now of g reads its record, and before its
+// conditional delete the holder sets the record's legal hold: the purge is
+// refused (409) and the record stays, held (SPEC §2: the transaction
+// checks the hold, not the read before it).
+func (s *Sim) purgeNowHeldMeanwhile(g *Gen) *barrier {
+	return &barrier{kind: "purge-held", desc: fmt.Sprintf("purge-now of %s pausing after it reads the record, its legal hold set meanwhile", g), run: func() error {
+		sec := s.w.second()
+		s.touched = map[string]int{} // alone: nothing contends
+		ns, name := g.ns, g.name
+		body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)
+		o, fired, err := s.paused(func(then func()) {
+			if then == nil {
+				sec.db.arm(nil, nil)
+				return
+			}
+			// The purge-now's read of the name's records (a query).
+			sec.db.arm(func(_, _ string, values []string) bool {
+				for _, v := range values {
+					if strings.HasPrefix(v, "N#"+ns) && strings.Contains(v, name) {
+						return true
+					}
+				}
+				return false
+			}, then)
+		}, func() Outcome {
+			return s.w.callAt(s.ctx, sec.url, admin, "POST", lifecyclePath(ns, name)+"/purge-now", body)
+		}, func() error { return s.runNow(s.legalHoldRecordOf(g, g.uuid, holder, true)) })
+		if err != nil {
+			return err
+		}
+		// Judged as the model stands after the intruder: held, a 409.
+		op := s.purgeNowOf(g)
+		op.desc += " (second instance)"
+		s.logf("   paused: %v; %s -> %s", fired, op.desc, o)
+		s.acted = fired && g.legalHold
+		if err := s.judge(op, o); err != nil {
+			return err
+		}
+		return op.after(o, false)
+	}}
+}
+
 var _ = fmt.Sprint

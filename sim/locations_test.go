@@ -342,8 +342,12 @@ func (s *Sim) backfill() error {
 		return nil
 	}
 	var del, put []item
+	claimed := map[string]bool{} // records that held a claim (claimedRecords)
 	err := s.w.scan(s.ctx, func(it item) error {
 		pk, sk := str(it, "pk"), str(it, "sk")
+		if claimedRecord(it) {
+			claimed[pk+"|"+sk] = true
+		}
 		switch {
 		case strings.HasPrefix(pk, "LOC#"), pk == "MIGRATION" && sk == catalog.OwnershipMigration:
 			del = append(del, it)
@@ -380,5 +384,33 @@ func (s *Sim) backfill() error {
 	s.logf("   %d claim items and the marker deleted, %d records stripped of their claim; restarting", len(del), len(put))
 	s.acted = len(put) > 0
 	s.sinceBackfill = 10
-	return s.w.restart(s.ctx)
+	if err := s.w.restart(s.ctx); err != nil {
+		return err
+	}
+	// Every table and soft-deleted record that held its location's claim
+	// before holds one again (the state was one the index had made: no
+	// two of them overlap, so none is a conflict to leave unclaimed).
+	return s.w.scan(s.ctx, func(it item) error {
+		k := str(it, "pk") + "|" + str(it, "sk")
+		if claimed[k] && !claimedRecord(it) {
+			delete(claimed, k)
+			return s.violatef("the ownership backfill left %s (%s) without the claim on its location it held before", k, str(entryOf(it), "metadata_location")+str(it, "metadata_location"))
+		}
+		return nil
+	})
+}
+
+// claimedRecord: a table entry (TBL#) or a soft-deleted record (its U#
+// item) that holds a claim on its location.
+func claimedRecord(it map[string]ddbtypes.AttributeValue) bool {
+	pk, sk := str(it, "pk"), str(it, "sk")
+	switch {
+	case strings.HasPrefix(pk, "TBL#") && strings.HasPrefix(sk, "T#"):
+		_, ok := it["hold"]
+		return ok
+	case strings.HasPrefix(pk, "SOFT#") && strings.HasPrefix(sk, "U#"):
+		_, ok := entryOf(it)["hold"]
+		return ok
+	}
+	return false
 }

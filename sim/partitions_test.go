@@ -273,6 +273,11 @@ func (s *Sim) opSetLocation() *Op {
 	if loc == "" {
 		loc, plain = s.spell(warehouse+"/L/"+s.pickLoc()), false
 	}
+	return s.setLocationOf(g, loc, plain, outside)
+}
+
+// setLocationOf moves g to loc by a commit (set-location).
+func (s *Sim) setLocationOf(g *Gen, loc string, plain, outside bool) *Op {
 	ns, name := g.ns, g.name
 	op := &Op{desc: fmt.Sprintf("admin sets the location of %s to %s", g, loc), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "loc")}
 	other := s.ownerBesides(loc, g)

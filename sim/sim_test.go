@@ -131,6 +131,7 @@ type Sim struct {
 	// sinceBackfill: rounds left in which creates aim at the locations a
 	// backfill should have claimed.
 	sinceBackfill int
+	backfilled    bool // the early backfill ran (pickBarrier)
 	// free: -sim.free (no token passing, no settling: sched_test.go).
 	free bool
 	// crash: the injected pipeline crash; startCrashed: it lost a job's

@@ -287,7 +287,13 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		// at its purge-at as if it had never been held.
 		func() *plan {
 			if g := t.live("a"); g != nil {
-				return ops(s.opSetLegalHoldProp(g, admin, false), s.catalogSetOp("soft-delete.enabled", "true"))
+				// Its policy read back (the random reads seldom find a
+				// table with one: coverage).
+				read := &Op{kind: "read-retention", desc: "admin reads the retention policy of " + g.String(), want: []int{200, 404},
+					keys: append(tableKeys(g.ns, g.name), "policy:"+g.ns+"."+g.name)}
+				path := lifecyclePath(g.ns, g.name) + "/partition-retention"
+				read.run = func() Outcome { return s.w.call(s.ctx, admin, "GET", path, nil) }
+				return ops(s.opSetLegalHoldProp(g, admin, false), s.catalogSetOp("soft-delete.enabled", "true"), read)
 			}
 			return nil
 		},

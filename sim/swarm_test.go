@@ -454,6 +454,11 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 			return ops(s.legalHoldRecordOf(sg, sg.uuid, p, on))
 		}
 	}
+	// b moved to a location spelt with its trailing slash (a create trims
+	// it; a commit's set-location keeps the metadata's text), then a
+	// create inside it refused (a claim keyed on the raw text "x/" would
+	// not cover "x/y"): early in every seed.
+	base := fmt.Sprintf("%s/L/h%d", warehouse, t.n)
 	return []step{
 		func() *plan {
 			var mk *Op
@@ -466,7 +471,18 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
+		// Alone (ops of one namespace in a round may land in any order).
+		func() *plan {
+			if g := t.live("b"); g != nil {
+				return ops(s.setLocationOf(g, base+"/x/", true, false))
+			}
+			return nil
+		},
+		func() *plan { return ops(s.createAt(t, "c", ns, t.tbl(2), base+"/x/y")) },
 		tx(writer, true, true), tx(writer, true, false), tx(holder, true, s.chance(0.5)),
+		// The writer names the hold already on, in the second change: the
+		// route refuses it (the catalog's own check sees no change).
+		tx(writer, true, false),
 		dropA(true),
 		tx(writer, false, false), tx(holder, false, s.chance(0.5)),
 		// A table's own hold period beside its namespace's: the table's
@@ -483,6 +499,22 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 		func() *plan {
 			sg = t.live("a")
 			return dropA(false)()
+		},
+		// The ownership backfill with a soft-deleted table to claim again
+		// (it skips a state that holds views or unregistered tables).
+		func() *plan {
+			if sg == nil || sg.state != soft || s.without["backfill"] {
+				return nil
+			}
+			return &plan{b: s.makeBarrier("backfill")}
+		},
+		// A purge now that read the record unheld, held before its write:
+		// refused.
+		func() *plan {
+			if sg == nil || sg.state != soft || sg.legalHold {
+				return nil
+			}
+			return &plan{b: s.purgeNowHeldMeanwhile(sg)}
 		},
 		record(writer, true), record(holder, true),
 		func() *plan {
@@ -858,6 +890,16 @@ func tmplViewsStale(s *Sim, t *tmplRun) []step {
 				o = append(o, s.viewUndropOf(t.copy))
 			}
 			return ops(o...)
+		},
+		func() *plan {
+			// The copy renamed to a name nobody holds (alone: one
+			// namespace), counted as the kind it is.
+			if t.copy == nil || t.copy.state != live {
+				return nil
+			}
+			op := s.viewRenameOf(t.copy, t.copy.ns, t.tbl(3))
+			op.kind = "view-rename"
+			return ops(op)
 		},
 		func() *plan {
 			if g := t.gens["a"]; g != nil && g.state == soft && !g.legalHold {

@@ -296,6 +296,13 @@ func (s *Sim) unregisterOp(ns, name string, g *Gen, p string) *Op {
 	switch {
 	case g == nil:
 		op.want = []int{404}
+	case g.legalHold && !s.m.canLegalHold(p):
+		// It would leave every listing: only who may lift the hold may.
+		op.want, op.why = []int{403}, p+" unregisters a legal-held table without TABLE_LEGAL_HOLD"
+		if g.holdUnsure {
+			op.want = append(op.want, 200, 409)
+		}
+		op.keys = append(op.keys, "uuid:"+g.uuid, "grants")
 	case s.unregisteredUUID(g.uuid):
 		op.want, op.why = []int{409}, "a table of its uuid is unregistered already"
 	default:

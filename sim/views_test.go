@@ -217,6 +217,11 @@ func (s *Sim) opViewRename() *Op {
 	if s.chance(0.2) {
 		toNS, toName = v.ns, v.name
 	}
+	return s.viewRenameOf(v, toNS, toName)
+}
+
+// viewRenameOf renames v to toNS.toName.
+func (s *Sim) viewRenameOf(v *View, toNS, toName string) *Op {
 	op := &Op{desc: fmt.Sprintf("admin renames %s to %s.%s", v, toNS, toName), keys: append(append(tableKeys(v.ns, v.name), tableKeys(toNS, toName)...), "uuid:"+v.uuid)}
 	_, nsOK := s.m.namespaces[toNS]
 	switch {

@@ -337,6 +337,11 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if n := roundedNumber(body); n != "" {
+		ae := roundedNumberError(n)
+		writeAWSError(w, ae.code, ae.msg)
+		return
+	}
 	journaled := d.dir != "" && mutating[op]
 	if journaled {
 		d.mu.Lock()

@@ -29,7 +29,7 @@ type Intent struct {
 	ID      string   `dynamodbav:"id"`
 	Catalog string   `dynamodbav:"catalog"`
 	Files   []string `dynamodbav:"files"`
-	Created int64    `dynamodbav:"created"` // unix nanoseconds
+	Created int64    `dynamodbav:"created,string"` // unix nanoseconds, a string: past 2^53 (docs/design/local.md)
 }
 
 func intentKey(in Intent) (string, string) {

@@ -111,10 +111,10 @@ type Job struct {
 	// strings: the local DynamoDB's update expressions round numbers past
 	// 2^53 (a snapshot id is any int64).
 	ExpiredWriters []string `dynamodbav:"expired_writers,omitempty"`
-	Location       string  `dynamodbav:"location"`
-	Scope          string  `dynamodbav:"scope"` // objects outside it are skipped
-	GCEnabled      bool    `dynamodbav:"gc_enabled"`
-	BatchesTotal   int     `dynamodbav:"batches_total"`
+	Location       string   `dynamodbav:"location"`
+	Scope          string   `dynamodbav:"scope"` // objects outside it are skipped
+	GCEnabled      bool     `dynamodbav:"gc_enabled"`
+	BatchesTotal   int      `dynamodbav:"batches_total"`
 	// Counters, incremented in the same transaction as the checkpoint they
 	// follow, so duplicate deliveries never double-count.
 	BatchesDone  int   `dynamodbav:"batches_done"`
@@ -160,7 +160,7 @@ type ManifestRef struct {
 	Path            string `dynamodbav:"p"`
 	Length          int64  `dynamodbav:"l"`
 	SpecID          int32  `dynamodbav:"s"`
-	AddedSnapshotID int64  `dynamodbav:"a"`
+	AddedSnapshotID int64  `dynamodbav:"a,string"` // a string: the local DynamoDB refuses numbers past 2^53 (docs/design/local.md)
 	SequenceNum     int64  `dynamodbav:"q"`
 	MinSequenceNum  int64  `dynamodbav:"m"`
 	Content         int    `dynamodbav:"c"`

@@ -24,7 +24,7 @@ type OutboxEvent struct {
 	ID      string `dynamodbav:"id"`
 	Type    string `dynamodbav:"type"`
 	Payload string `dynamodbav:"payload"`
-	Created int64  `dynamodbav:"created"` // unix nanoseconds
+	Created int64  `dynamodbav:"created,string"` // unix nanoseconds, a string: past 2^53 (docs/design/local.md)
 }
 
 // OutboxPK is the partition of pending events (the stream filter names it).

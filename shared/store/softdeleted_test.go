@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,5 +133,50 @@ func TestOneUUIDTwoGenerations(t *testing.T) {
 	}
 	if _, err := s.Undrop(ctx, b[0], b[0].Entry); err != nil {
 		t.Fatalf("undrop b: %v", err)
+	}
+}
+
+// A permanent delete never ends a legal-held record, whatever its caller
+// read: a hold set between the read and the transaction (the hold moved
+// the record's version), or a record passed as read, held (the transaction
+// checks the hold itself: SPEC §2). Refused as held, with or without a
+// job; the record stays, held.
+func TestPermanentDeleteKeepsAHeldRecord(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		withJob, readAfterHold bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("job=%v,read-after-hold=%v", tc.withJob, tc.readAfterHold), func(t *testing.T) {
+			s := newStore(t)
+			if err := s.CreateNamespace(ctx, "c", store.Namespace{Levels: []string{"ns"}}); err != nil {
+				t.Fatal(err)
+			}
+			claim := tableClaim("wh/ns/t")
+			e := store.TableEntry{Namespace: []string{"ns"}, Name: "t", MetadataLocation: "s3://bkt/wh/ns/t/m0.json", TableUUID: "u1", Hold: &claim.Hold}
+			if _, err := s.WriteTables(ctx, "c", []store.TableWrite{{Entry: e, Claim: &claim}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SoftDelete(ctx, "c", e, store.SoftDeleted{PurgeAt: store.ExpiryTime(time.Now().Add(time.Hour))}); err != nil {
+				t.Fatal(err)
+			}
+			read := onlyRecord(t, s)
+			held, err := s.SetLegalHold(ctx, read, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.readAfterHold {
+				read = held
+			}
+			var job *store.Job
+			if tc.withJob {
+				job = &store.Job{ID: "pj-held", Catalog: "c", Namespace: e.Namespace, Table: e.Name, TableUUID: e.TableUUID, MetadataLocation: e.MetadataLocation, State: store.JobPending}
+			}
+			if err := s.PermanentlyDelete(ctx, read, job); !errors.Is(err, store.ErrLegalHold) {
+				t.Errorf("permanent delete of a held record: %v, want ErrLegalHold", err)
+			}
+			if r := onlyRecord(t, s); !r.LegalHold {
+				t.Errorf("the record is %+v, want it held", r)
+			}
+		})
 	}
 }
