@@ -667,6 +667,9 @@ func tmplRaces(s *Sim, t *tmplRun) []step {
 				return nil
 			}
 			if g.state == soft {
+				// An undrop and a drop of the name in one round: a race of
+				// the same kind (the round before left it soft).
+				t.reached = true
 				return ops(s.undropOf(g), s.dropOp(g.ns, g.name, nil, admin, false))
 			}
 			if g.state == live {
