@@ -137,6 +137,9 @@ func (s *Sim) check() error {
 	if err := s.checkHistory(objs); err != nil {
 		return err
 	}
+	if err := s.checkHeldFiles(objs); err != nil {
+		return err
+	}
 	if err := s.checkPurges(false, objs); err != nil {
 		return err
 	}
@@ -466,7 +469,7 @@ var barrierWeights = []struct {
 }{
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
-	{"retention-sweep", 4}, {"fault", 3},
+	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -574,6 +577,10 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.staleUndrop()
 	case "stale-hold":
 		return s.staleLegalHold()
+	case "overwrite-repair":
+		return s.overwriteRepair()
+	case "scope-hold":
+		return s.scopeHold()
 	}
 	return nil
 }
@@ -631,6 +638,11 @@ func (s *Sim) quiesce(final bool) error {
 	}
 	if err := s.checkPurges(true, nil); err != nil {
 		return err
+	}
+	if !s.skip["versions"] {
+		if err := s.checkNothingDeletedLeft(); err != nil {
+			return err
+		}
 	}
 	for _, g := range s.m.inState(live) {
 		if s.skip["rows"] {

@@ -95,6 +95,9 @@ type Gen struct {
 	// h: what its snapshots reached, by the model's own record
 	// (history_test.go).
 	h *history
+	// heldKeep: the files its retained snapshots reached while it was
+	// legal-held (storage_checks_test.go).
+	heldKeep map[string]bool
 }
 
 func (g *Gen) ident() string { return g.ns + "." + g.name }

@@ -151,6 +151,9 @@ func (w *World) start(ctx context.Context) error {
 
 // setup grants the principals their privileges (once, on the first start).
 func (w *World) setup(ctx context.Context) error {
+	if err := w.versionBucket(ctx); err != nil {
+		return err
+	}
 	if o := w.call(ctx, admin, "PUT", "/lifecycle/v1/catalogs/"+catalogName+"/grants/"+writer, map[string]any{"privileges": writerPrivileges}); o.Status != 200 {
 		return fmt.Errorf("grant writer: %s", o)
 	}
