@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/icehold/icehold/shared/store"
 )
@@ -166,7 +169,8 @@ func (s *sched) order() string {
 	return b.String()
 }
 
-// gated is an actor's transport: each request waits for the token.
+// gated is an actor's transport: each request waits for the token, and
+// names its actor (actorHeader) so the server's handler plays it too.
 type gated struct {
 	next  http.RoundTripper
 	sched func() *sched
@@ -176,9 +180,104 @@ func (g gated) RoundTrip(r *http.Request) (*http.Response, error) {
 	if s := g.sched(); s != nil {
 		if a := s.actor(); a >= 0 {
 			s.park(a)
+			r = r.Clone(r.Context())
+			r.Header.Set(actorHeader, strconv.Itoa(a))
 		}
 	}
 	return g.next.RoundTrip(r)
+}
+
+// --- interleaving inside a request ---
+//
+// A request does not run atomically: the goroutine serving an actor's REST
+// request plays that actor until it starts its answer, and parks before
+// each AWS call that writes (DynamoDB, S3, SQS, Step Functions), so the
+// seeded choice may run the other actor between a request's check and its
+// conditional write, or between a partition drop's read of the table and
+// its commit. Reads do not park: how many the authorizer's and caches'
+// wall-clock TTLs make varies between runs (the order would not replay),
+// and a race needs another's write between a check and an act, which a
+// park before each write gives. Goroutines a handler spawns, and the
+// pipeline, are nobody: their calls pass through.
+
+// actorHeader names the actor a REST request is sent for.
+const actorHeader = "X-Sim-Actor"
+
+// serveAs is the REST handler's wrap (server.Options.Wrap): the goroutine
+// plays the request's actor until it writes its answer.
+func serveAs(sched func() *sched) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s := sched()
+			a, err := strconv.Atoi(r.Header.Get(actorHeader))
+			if s == nil || err != nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			id := goid()
+			s.mu.Lock()
+			s.actorOf[id] = a
+			s.mu.Unlock()
+			// Unmapped before a byte of the answer goes back: the actor's
+			// own goroutine may then send its next request, and only one
+			// goroutine may play an actor at a time.
+			var once sync.Once
+			leave := func() {
+				once.Do(func() {
+					s.mu.Lock()
+					delete(s.actorOf, id)
+					s.mu.Unlock()
+				})
+			}
+			defer leave()
+			next.ServeHTTP(&leavingWriter{ResponseWriter: w, leave: leave}, r)
+		})
+	}
+}
+
+// leavingWriter calls leave before the answer starts.
+type leavingWriter struct {
+	http.ResponseWriter
+	leave func()
+}
+
+func (w *leavingWriter) WriteHeader(code int) { w.leave(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *leavingWriter) Write(b []byte) (int, error) { w.leave(); return w.ResponseWriter.Write(b) }
+
+func (w *leavingWriter) Flush() {
+	w.leave()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *leavingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// parkBeforeWrites is a middleware of the server's AWS clients
+// (server.Options.APIOptions): an actor's goroutine gives the token up
+// before each call that is not a read.
+func parkBeforeWrites(sched func() *sched) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("SimPark", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if s := sched(); s != nil && !isRead(middleware.GetOperationName(ctx)) {
+				if a := s.actor(); a >= 0 {
+					s.park(a)
+				}
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+	}
+}
+
+// isRead: an AWS operation that changes nothing.
+func isRead(op string) bool {
+	for _, p := range []string{"Get", "Head", "List", "Query", "Scan", "Describe", "BatchGet", "TransactGet", "Receive"} {
+		if strings.HasPrefix(op, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // --- the pipeline's gate ---

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
@@ -105,6 +106,10 @@ func (w *World) options() server.Options {
 		// The sweeps and reconcile run when the generator says (with the
 		// clock it set), never on their own.
 		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
+		// An actor's request interleaves with the other's at its AWS
+		// writes (sched_test.go).
+		Wrap:       serveAs(w.curSched),
+		APIOptions: []func(*middleware.Stack) error{parkBeforeWrites(w.curSched)},
 	}
 }
 
@@ -188,8 +193,10 @@ func (w *World) restart(ctx context.Context) error {
 
 // transport gates an actor's requests on the round's token (sched_test.go).
 func (w *World) transport(next http.RoundTripper) http.RoundTripper {
-	return gated{next: next, sched: func() *sched { return w.sched }}
+	return gated{next: next, sched: w.curSched}
 }
+
+func (w *World) curSched() *sched { return w.sched }
 
 func (w *World) closeSecond() {
 	if w.sec != nil {
