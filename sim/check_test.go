@@ -122,6 +122,9 @@ func (s *Sim) check() error {
 	if err := s.reconcile(lives, softs); err != nil {
 		return err
 	}
+	if err := s.checkOwnersApart(); err != nil {
+		return err
+	}
 	// One listing serves every check of the round, and the next round's
 	// "before" (nothing changes the bucket between them).
 	objs, err := s.w.objects(s.ctx)
@@ -1114,4 +1117,25 @@ var _ = fmt.Sprint
 func metaKey(path string) string {
 	k, _ := keyOf(path)
 	return k
+}
+
+// checkOwnersApart: no two tables own overlapping locations (SPEC §3,
+// location ownership), however the requests that made them interleaved
+// (two creates at L/x and L/x/y in one round: at most one may succeed).
+// Checked at rest, so the order the model applied the round in does not
+// matter. Forged registrations own nothing (the model's owner skips them).
+func (s *Sim) checkOwnersApart() error {
+	var owners []*Gen
+	for _, g := range s.m.inState(live, soft, unregistered) {
+		if g.forged {
+			continue
+		}
+		for _, o := range owners {
+			if overlaps(o.location, g.location) {
+				return s.violatef("%s (at %s) and %s (at %s) both own overlapping locations", o, o.location, g, g.location)
+			}
+		}
+		owners = append(owners, g)
+	}
+	return nil
 }

@@ -56,7 +56,6 @@ func (s *Sim) opPartitionDrop() *Op {
 	if g != nil {
 		days = daysOf(g)
 	}
-	var tuples []map[string]any
 	dropped := []string{}
 	for range 1 + s.rng.IntN(2) {
 		d := s.day()
@@ -65,8 +64,17 @@ func (s *Sim) opPartitionDrop() *Op {
 		}
 		if !slices.Contains(dropped, d) {
 			dropped = append(dropped, d)
-			tuples = append(tuples, map[string]any{"d": d})
 		}
+	}
+	return s.partitionDropOf(ns, name, g, dropped)
+}
+
+// partitionDropOf drops the partitions of days (dropped) of ns.name (g:
+// the table there).
+func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
+	var tuples []map[string]any
+	for _, d := range dropped {
+		tuples = append(tuples, map[string]any{"d": d})
 	}
 	fields := map[string]any{"partitions": tuples}
 	if g != nil && s.chance(0.3) {

@@ -657,9 +657,12 @@ func tmplUnregister(s *Sim, t *tmplRun) []step {
 	}
 }
 
-// tmplRaces: one name dropped and undropped in one round; a drop without
-// purge and a register of the table's older metadata in one round; a
-// namespace created and dropped in one round (the model's own hard cases).
+// tmplRaces: two creates at nested explicit locations in one round; a
+// partition drop and an append on one table in one round (requests
+// interleave at their AWS writes: sched_test.go); one name dropped and
+// undropped in one round; a drop without purge and a register of the
+// table's older metadata in one round; a namespace created and dropped in
+// one round (the model's own hard cases).
 func tmplRaces(s *Sim, t *tmplRun) []step {
 	var ns string
 	return []step{
@@ -673,6 +676,36 @@ func tmplRaces(s *Sim, t *tmplRun) []step {
 				return ops(s.opAppendTo(g, admin))
 			}
 			return nil
+		},
+		func() *plan {
+			// Two creates at nested explicit locations: at most one may own
+			// (checkOwnersApart), whichever checks and claims first.
+			base := fmt.Sprintf("%s/L/r%d", warehouse, t.n)
+			return ops(s.createAt(t, "x", ns, t.tbl(1), s.spell(base+"/x")), s.createAt(t, "y", ns, t.tbl(2), s.spell(base+"/x/y")))
+		},
+		func() *plan {
+			// A partition drop racing an append: the append's rows fall on
+			// days the drop leaves, so they stay whichever commits first
+			// (the model expects them back, not maybe: a drop committed on
+			// the head it read before the append loses them).
+			g := t.live("a")
+			if g == nil || len(g.rows) == 0 {
+				return nil
+			}
+			d := pick(s, daysOf(g))
+			rows := map[int64]string{}
+			for range 3 {
+				day := s.day()
+				for day == d {
+					day = s.day()
+				}
+				s.m.nextRow++
+				rows[s.m.nextRow] = day
+			}
+			ap := s.appendRowsOp(g.ns, g.name, g, admin, rows)
+			after := ap.after
+			ap.after = func(o Outcome, _ bool) error { return after(o, false) }
+			return ops(s.partitionDropOf(g.ns, g.name, g, []string{d}), ap)
 		},
 		func() *plan {
 			g := t.live("a")
