@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/icehold/icehold/shared/store"
@@ -191,14 +193,15 @@ func (g gated) RoundTrip(r *http.Request) (*http.Response, error) {
 //
 // A request does not run atomically: the goroutine serving an actor's REST
 // request plays that actor until it starts its answer, and parks before
-// each AWS call that writes (DynamoDB, S3, SQS, Step Functions), so the
-// seeded choice may run the other actor between a request's check and its
-// conditional write, or between a partition drop's read of the table and
-// its commit. Reads do not park: how many the authorizer's and caches'
-// wall-clock TTLs make varies between runs (the order would not replay),
-// and a race needs another's write between a check and an act, which a
-// park before each write gives. Goroutines a handler spawns, and the
-// pipeline, are nobody: their calls pass through.
+// each AWS call the server's SDK clients make (DynamoDB, S3, SQS, Step
+// Functions), so the seeded choice may run the other actor between a
+// request's check and its conditional write, or between a partition drop's
+// read of the table and its commit. Two reads pass through: the
+// authorizer's of grants and the purge service's of a bucket's versioning,
+// which caches on the wall clock make or skip (parking on them, the order
+// would not replay). Goroutines a handler spawns, the pipeline, and the
+// FileIO iceberg-go builds (manifests a partition drop writes) are nobody:
+// their calls pass through.
 
 // actorHeader names the actor a REST request is sent for.
 const actorHeader = "X-Sim-Actor"
@@ -254,13 +257,13 @@ func (w *leavingWriter) Flush() {
 
 func (w *leavingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// parkBeforeWrites is a middleware of the server's AWS clients
+// parkBeforeCalls is a middleware of the server's AWS clients
 // (server.Options.APIOptions): an actor's goroutine gives the token up
-// before each call that is not a read.
-func parkBeforeWrites(sched func() *sched) func(*middleware.Stack) error {
+// before each call (once per call, not per retry).
+func parkBeforeCalls(sched func() *sched) func(*middleware.Stack) error {
 	return func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("SimPark", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			if s := sched(); s != nil && !isRead(middleware.GetOperationName(ctx)) {
+			if s := sched(); s != nil && !cached(middleware.GetOperationName(ctx), in.Parameters) {
 				if a := s.actor(); a >= 0 {
 					s.park(a)
 				}
@@ -270,12 +273,15 @@ func parkBeforeWrites(sched func() *sched) func(*middleware.Stack) error {
 	}
 }
 
-// isRead: an AWS operation that changes nothing.
-func isRead(op string) bool {
-	for _, p := range []string{"Get", "Head", "List", "Query", "Scan", "Describe", "BatchGet", "TransactGet", "Receive"} {
-		if strings.HasPrefix(op, p) {
-			return true
-		}
+// cached: a read whose count a wall-clock cache decides (a grant, a
+// bucket's versioning).
+func cached(op string, params any) bool {
+	if op == "GetBucketVersioning" {
+		return true
+	}
+	if in, ok := params.(*dynamodb.GetItemInput); ok {
+		pk, _ := in.Key["pk"].(*ddbtypes.AttributeValueMemberS)
+		return pk != nil && strings.HasPrefix(pk.Value, "GRANT#")
 	}
 	return false
 }

@@ -107,9 +107,9 @@ func (w *World) options() server.Options {
 		// clock it set), never on their own.
 		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
 		// An actor's request interleaves with the other's at its AWS
-		// writes (sched_test.go).
+		// calls (sched_test.go).
 		Wrap:       serveAs(w.curSched),
-		APIOptions: []func(*middleware.Stack) error{parkBeforeWrites(w.curSched)},
+		APIOptions: []func(*middleware.Stack) error{parkBeforeCalls(w.curSched)},
 	}
 }
 
