@@ -484,11 +484,11 @@ func (s *Sim) killAt(point string) error {
 
 // --- the replay check ---
 
-var idLike = regexp.MustCompile(`[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|pj-[0-9a-f]+-[0-9a-f]+|\b[0-9a-f]{8}\b`)
+var idLike = regexp.MustCompile(`[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|pj-[0-9a-f]+-[0-9a-f]+|\b[0-9a-f]{8}\b|\b[0-9]{12,}\b`)
 
 // scheduleLine is what a replay must repeat of a round: the ops, the order
 // their requests were sent in and the answers' statuses (ids masked: the
-// catalog makes new uuids each run).
+// catalog makes new uuids, and iceberg-go new snapshot ids, each run).
 func scheduleLine(step int, parts ...string) string {
 	return fmt.Sprintf("%d %s", step, idLike.ReplaceAllString(strings.Join(parts, " | "), "#"))
 }
