@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +27,10 @@ import (
 //
 //   - the actors of a round run under token passing: exactly one holds the
 //     token; it gives it up when it sends its next request (REST, or an
-//     engine's S3 call) or ends, and a seeded choice among the actors
-//     waiting picks who sends next. Requests interleave at request
-//     granularity, in an order the seed fixes;
+//     engine's S3 call), when the server's handler of its request makes
+//     an AWS call, or when it ends; a seeded schedule (one preemption a
+//     round, see dispatch) picks who goes on. Requests interleave at the
+//     server's AWS calls, in an order the seed fixes;
 //   - the purge pipeline (workflow executions, delete batches) does not
 //     run during a round: its first step waits at a gate, and after every
 //     round the simulation settles it (opens the gate, redrives, waits
@@ -64,6 +64,10 @@ type sched struct {
 	live    map[int]bool   // actors not finished
 	pending int            // actors not yet entered
 	grants  []int          // the round's order of requests (by actor)
+	// prio: the actors, first first; at grant switchAt the first goes
+	// last (one preemption a round, see dispatch).
+	prio     []int
+	switchAt int
 }
 
 func newSched(seed uint64) *sched {
@@ -77,6 +81,8 @@ func (s *sched) begin(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live, s.parked, s.running, s.pending, s.grants = map[int]bool{}, map[int]bool{}, -1, n, nil
+	s.prio = s.rng.Perm(n)
+	s.switchAt = s.rng.IntN(switchSpan)
 	for i := range n {
 		s.live[i] = true
 	}
@@ -119,16 +125,30 @@ func (s *sched) park(a int) {
 	}
 }
 
+// switchSpan: the grants a round's preemption point falls among.
+const switchSpan = 10
+
+// dispatch hands the token to the first actor in prio that waits, once
+// every actor waits. A round's schedule is one preemption (as PCT, depth
+// one): the first actor runs until its switchAt-th call, then the others
+// run to their end before it goes on. A coin at every call would rarely
+// let the other actor's whole request (an append: its files, then its
+// commit) land in one window of a request (a partition drop between
+// reading the table and committing).
 func (s *sched) dispatch() {
 	if s.running != -1 || s.pending > 0 || len(s.parked) == 0 || len(s.parked) < len(s.live) {
 		return
 	}
-	ids := make([]int, 0, len(s.parked))
-	for a := range s.parked {
-		ids = append(ids, a)
+	if len(s.grants) == s.switchAt {
+		s.prio = append(s.prio[1:], s.prio[0])
 	}
-	slices.Sort(ids)
-	a := ids[s.rng.IntN(len(ids))]
+	a := -1
+	for _, p := range s.prio {
+		if s.parked[p] {
+			a = p
+			break
+		}
+	}
 	delete(s.parked, a)
 	s.running = a
 	s.grants = append(s.grants, a)
