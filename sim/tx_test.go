@@ -370,15 +370,19 @@ func (s *Sim) opViewReplace() *Op {
 	if len(lives) == 0 {
 		return nil
 	}
-	v := pick(s, lives)
-	p := s.principal()
+	return s.viewReplaceOf(pick(s, lives), s.principal())
+}
+
+// viewReplaceOf: p replaces v's properties (a comment; now and then its
+// legal hold).
+func (s *Sim) viewReplaceOf(v *View, p string) *Op {
 	set := map[string]string{"comment": fmt.Sprint(s.rng.IntN(1000))}
 	on := v.legalHold
 	if s.chance(0.4) {
 		on = s.chance(0.5)
 		set["icehold.legal-hold"] = fmt.Sprint(on)
 	}
-	op := &Op{desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
+	op := &Op{kind: "view-replace", desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
 	if _, writes := set["icehold.legal-hold"]; writes && !s.m.canLegalHold(p) {
 		// Any write of the property needs TABLE_LEGAL_HOLD (the route
 		// decides from the body), a change of it all the more.
