@@ -441,6 +441,9 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		s.logf("   %s created at %s", g, g.location)
 		return s.record(g, g.meta, true)
 	}
+	if s.allow("staged-create") && s.chance(0.3) {
+		s.staged(op, p, ns, name, body)
+	}
 	return op
 }
 

@@ -135,8 +135,9 @@ const holdTmpl = "legal-hold-transaction"
 // firstTemplates run first in every seed, in this order (then the turn):
 // each places sequences that several bugs need, and a template in eleven
 // came once in three seeds, often late. The views' template places the
-// rarest kinds (a view's undrop, replace and rename, two listings, a
-// restart), which make sim's coverage gate needs in every run.
+// rarest kinds (a view's undrop, replace and rename, a snapshot update, a
+// verify, two listings, a restart), which make sim's coverage gate needs
+// in every run.
 var firstTemplates = []string{holdTmpl, "refs-retention-expiry", heldTmpl, "views-stale-records"} // heldTmpl: storage_checks_test.go
 
 // maybeTemplate starts a template now and then (none while one runs).
@@ -890,6 +891,22 @@ func tmplViewsStale(s *Sim, t *tmplRun) []step {
 			}
 			if t.view = s.m.viewAt(ns, t.tbl(1)); t.view != nil {
 				o = append(o, s.viewRegisterCopy(ns, t.tbl(2), t.view))
+			}
+			return ops(o...)
+		},
+		// A snapshot update and a verify of the table (rare kinds too).
+		func() *plan {
+			g := t.live("a")
+			if g == nil {
+				return nil
+			}
+			o := []*Op{s.snapshotsOf(g)}
+			if o[0] != nil {
+				o[0].kind = "snapshots"
+			}
+			if v := s.opRead("read-verify"); v != nil {
+				v.kind = "read-verify"
+				o = append(o, v)
 			}
 			return ops(o...)
 		},
