@@ -478,6 +478,7 @@ var barrierWeights = []struct {
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
+	{"storage-sweep", 2},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -577,6 +578,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.faultBarrier()
 	case "retention-sweep":
 		return &barrier{desc: "retention sweep (partition drops, snapshot expiry)", run: s.sweepRetention}
+	case "storage-sweep":
+		return &barrier{desc: "storage sweep on an inventory report written now", run: func() error { return s.storageSweep(nil) }}
 	case "backfill":
 		return &barrier{desc: "the ownership backfill on a state from before the index", run: s.backfill}
 	case "stale-sweep":
@@ -673,6 +676,11 @@ func (s *Sim) quiesce(final bool) error {
 	}
 	if !s.skip["index"] {
 		if err := s.checkIndex(); err != nil {
+			return err
+		}
+	}
+	if !s.skip["events"] {
+		if err := s.checkEvents(); err != nil {
 			return err
 		}
 	}

@@ -234,11 +234,7 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		if old != nil && old.uuid == res.Metadata.UUID {
 			// The same table, moved to the metadata registered (an older
 			// one brings back rows it deleted since).
-			for _, m := range old.metas {
-				if k, ok := keyOf(m); ok {
-					s.m.abandoned[k] = true
-				}
-			}
+			s.abandon(old)
 			old.meta = res.MetadataLocation
 			if !slices.Contains(old.metas, old.meta) {
 				old.metas = append(old.metas, old.meta)
@@ -265,11 +261,7 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		}
 		if old != nil {
 			old.state = released
-			for _, m := range old.metas {
-				if k, ok := keyOf(m); ok {
-					s.m.abandoned[k] = true
-				}
-			}
+			s.abandon(old)
 			s.logf("   %s replaced by another table's metadata: its files stay", old)
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
@@ -651,5 +643,23 @@ func createUpdates(id, loc string, props map[string]string) []any {
 		map[string]any{"action": "set-default-sort-order", "sort-order-id": -1},
 		map[string]any{"action": "set-location", "location": loc},
 		map[string]any{"action": "set-properties", "updates": props},
+	}
+}
+
+// abandon: the metadata files g had, which a register with overwrite left
+// behind: every pointer the model saw, and the metadata log of its last
+// (a sweep commits twice in one barrier: the model sees only the second).
+func (s *Sim) abandon(g *Gen) {
+	for _, m := range g.metas {
+		if k, ok := keyOf(m); ok {
+			s.m.abandoned[k] = true
+		}
+	}
+	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta); err == nil {
+		for k := range r.keys {
+			if strings.HasSuffix(k, ".metadata.json") {
+				s.m.abandoned[k] = true
+			}
+		}
 	}
 }
