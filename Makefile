@@ -64,7 +64,7 @@ sim:
 SEEDS ?= 1000+100
 STEPS ?= 300
 
-## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, one process
+## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, two processes
 ## per core, then names each failing seed with its replay command)
 soak:
 	GO=$(GO) bash sim/soak.sh $(SEEDS) $(STEPS)

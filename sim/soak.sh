@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make soak: the simulation's seeds START+COUNT at STEPS steps, in one
-# process per core (each a contiguous share of the seeds; a seed's run does
-# not depend on which process runs it), every seed run to its end. Prints
+# make soak: the simulation's seeds START+COUNT at STEPS steps, in two
+# processes per core (each a contiguous share of the seeds; a seed's run does
+# not depend on which process runs it; a seed waits on its pipeline about
+# two thirds of its time), every seed run to its end. Prints
 # each process's summary: the seeds that failed, each with its replay
 # command; exits non-zero when any failed.
 #
@@ -9,7 +10,7 @@
 set -uo pipefail
 seeds=${1:?START+COUNT}
 steps=${2:?STEPS}
-procs=${3:-$(nproc)}
+procs=${3:-$((2 * $(nproc)))}
 start=${seeds%+*}
 count=${seeds#*+}
 root=$(git rev-parse --show-toplevel)
