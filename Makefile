@@ -64,10 +64,10 @@ sim:
 SEEDS ?= 1000+100
 STEPS ?= 300
 
-## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, then names
-## each failing seed with its replay command)
+## soak: the simulation for longer: make soak SEEDS=1000+20 STEPS=400 (runs every seed, two processes
+## per core, then names each failing seed with its replay command)
 soak:
-	$(GO) test -count=1 -timeout 0 -run TestLifecycleSimulation ./sim/ -sim.seeds=$(SEEDS) -sim.steps=$(STEPS)
+	GO=$(GO) bash sim/soak.sh $(SEEDS) $(STEPS)
 
 ## mutate: the mutation suite (sim/mutations/*.mut, realistic bugs) applied one at a time to a
 ## temporary worktree of the committed tree, each run at make sim's budget; prints the kill table.

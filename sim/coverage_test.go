@@ -57,6 +57,8 @@ func expectedKinds() []string {
 	for _, k := range opWeights {
 		out = append(out, "op "+k.kind)
 	}
+	// Variants counted apart from their kind (a create's staged ways).
+	out = append(out, "op staged-create", "op staged-create-tx")
 	for _, b := range barrierWeights {
 		out = append(out, "barrier "+b.kind)
 	}

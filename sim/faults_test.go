@@ -22,7 +22,7 @@ var crashPoints = []string{"drop.before-start", "start", "plan.start", "plan.bat
 	"delete.before-checkpoint", "finalize.start", "finalize.before-checkpoint", "finalize.metadata-deleted"}
 
 func (s *Sim) faultBarrier() *barrier {
-	switch s.rng.IntN(4) {
+	switch s.rng.IntN(6) {
 	case 0:
 		code := pick(s, []struct {
 			status int
@@ -41,6 +41,21 @@ func (s *Sim) faultBarrier() *barrier {
 	case 1:
 		return &barrier{desc: "fault: every delete-queue message delivered twice", run: func() error {
 			s.w.srv.Queues.SetDuplicates(true)
+			s.faulty = true
+			s.healIn = 1 + s.rng.IntN(8)
+			return nil
+		}}
+	case 4:
+		// Calls that succeed while part of what they carried failed: SQS
+		// refuses some entries of a batch, S3 some keys of a
+		// DeleteObjects (retryable codes; the pipeline must resend or
+		// retry exactly those, and count only what it deleted).
+		n := pick(s, []int32{1, 3, 12})
+		code := pick(s, []string{"InternalError", "SlowDown"})
+		return &barrier{desc: fmt.Sprintf("fault: the next %d SendMessageBatch entries refused, the next %d keys DeleteObjects names answered %s", n, n, code), run: func() error {
+			s.w.srv.Queues.SetRefuse(n)
+			var keys atomic.Int32
+			s.w.srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Code: code, Match: func(string) bool { return keys.Add(1) <= n }})
 			s.faulty = true
 			s.healIn = 1 + s.rng.IntN(8)
 			return nil
@@ -70,7 +85,9 @@ func (s *Sim) setDeleteFault(n int32, status int, code string) {
 // heal clears every fault and redrives the DLQ (an operator's console).
 func (s *Sim) heal() {
 	s.w.srv.S3Emulator.SetFault(nil)
+	s.w.srv.S3Emulator.SetKeyFault(nil)
 	s.w.srv.Queues.SetDuplicates(false)
+	s.w.srv.Queues.SetRefuse(0)
 	s.crash.Store(nil)
 	s.faulty = false
 	_ = s.w.srv.Redrive(s.ctx)

@@ -92,6 +92,8 @@ type Gen struct {
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
+	// everSoft: it was soft-deleted at least once (its events say so).
+	everSoft bool
 	// h: what its snapshots reached, by the model's own record
 	// (history_test.go).
 	h *history

@@ -441,6 +441,9 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		s.logf("   %s created at %s", g, g.location)
 		return s.record(g, g.meta, true)
 	}
+	if s.allow("staged-create") && s.chance(0.3) {
+		s.staged(op, p, ns, name, body)
+	}
 	return op
 }
 
@@ -800,7 +803,7 @@ func cloneMap(m map[string]string) map[string]string {
 // softDropped moves g into the soft-deleted state at the clock's time.
 func (s *Sim) softDropped(g *Gen, props, nsProps map[string]string) {
 	now := s.w.clock.Now()
-	g.state, g.droppedAt = soft, now
+	g.state, g.droppedAt, g.everSoft = soft, now, true
 	poe := func(m map[string]string) bool { return !strings.EqualFold(m["soft-delete.purge-on-expiry"], "false") }
 	g.purgeOnExpiry, g.poeUnsure = poe(s.m.catProps), props == nil || poe(props) != poe(s.m.catProps)
 	g.purgeAt = now.Add(s.m.holdFor(g))

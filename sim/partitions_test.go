@@ -315,7 +315,15 @@ func (s *Sim) opSnapshots() *Op {
 	if len(lives) == 0 {
 		return nil
 	}
-	g := pick(s, lives)
+	return s.snapshotsOf(pick(s, lives))
+}
+
+// snapshotsOf: admin commits a snapshot update to g (removes one, or sets
+// or removes the tag or branch "keep"); nil when g has no snapshot.
+func (s *Sim) snapshotsOf(g *Gen) *Op {
+	if g == nil {
+		return nil
+	}
 	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 	if err != nil || len(r.snaps) == 0 {
 		return nil

@@ -24,7 +24,7 @@ var (
 	actorsFlag  = flag.Int("sim.actors", 2, "concurrent actors")
 	withoutFlag = flag.String("sim.without", "", "what not to generate (comma-separated operation or barrier kinds, or bad-duration, bad-body, unprivileged), to bisect a failure")
 	verboseFlag = flag.Bool("sim.v", false, "log every step")
-	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, versions, counters, orphans, index, rows), to look past a known failure")
+	skipFlag    = flag.String("sim.skip", "", "checks not to make (comma-separated: leftovers, versions, counters, orphans, index, rows, events), to look past a known failure")
 	freeFlag    = flag.Bool("sim.free", false, "run a round's actors at once (goroutine timing decides: a failure may not replay exactly)")
 	expectFlag  = flag.String("sim.expect", "", "a failed run's schedule file: the replay stops where it does not repeat it")
 	swarmFlag   = flag.Bool("sim.swarm", true, "each seed's swarm configuration (kinds off, weights, pools); false: every kind over every name")

@@ -266,6 +266,8 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		}
 		return &plan{b: s.makeBarrier("retention-sweep")}
 	}
+	// storage: a storage sweep (while a is held, soft-deleted or free).
+	storage := func() *plan { return &plan{b: s.makeBarrier("storage-sweep")} }
 	return []step{
 		func() *plan {
 			ns, mk := s.ensureNS()
@@ -273,14 +275,24 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 		},
 		do(func(g *Gen) *Op { return s.opAppendTo(g, admin) }),
 		do(func(g *Gen) *Op { return s.opAppendTo(g, admin) }),
-		// Its namespace held (and released) before its own hold.
+		// A file an engine wrote under it and never committed: an orphan
+		// only the storage sweep deletes, and only while nothing holds a.
 		func() *plan {
 			if g := t.live("a"); g != nil {
-				return &plan{b: s.scopeHoldOf(g, false)}
+				return &plan{b: s.strayWrite(g)}
+			}
+			return nil
+		},
+		// Its namespace held (and released) before its own hold, a
+		// storage sweep under the namespace's hold.
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return &plan{b: s.scopeHoldOf(g, false, true)}
 			}
 			return nil
 		},
 		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, true) }),
+		storage,
 		do(func(g *Gen) *Op { return s.retentionOp(g, "P1D") }),
 		sweep,
 		// Soft-dropped, held on its record, the hold cleared: it expires
@@ -297,10 +309,20 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
+		// Free now: the orphan must go; another, then the soft drop: it
+		// must stay.
+		storage,
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return &plan{b: s.strayWrite(g)}
+			}
+			return nil
+		},
 		do(func(g *Gen) *Op {
 			t.gens["soft"] = g
 			return s.dropOp(g.ns, g.name, g, admin, false)
 		}),
+		storage,
 		record(true), record(false),
 		func() *plan {
 			sg := t.gens["soft"]
@@ -340,11 +362,13 @@ func (s *Sim) scopeHold() *barrier {
 	if len(gs) == 0 {
 		return &barrier{desc: "scope legal hold: no live table", run: func() error { return nil }}
 	}
-	return s.scopeHoldOf(pick(s, gs), s.chance(0.4))
+	return s.scopeHoldOf(pick(s, gs), s.chance(0.4), s.chance(0.3))
 }
 
-// scopeHoldOf: the legal hold of g's namespace (or of the catalog).
-func (s *Sim) scopeHoldOf(g *Gen, catalogWide bool) *barrier {
+// scopeHoldOf: the legal hold of g's namespace (or of the catalog); with
+// sweep, a storage sweep runs under it (every table of the scope keeps
+// every file).
+func (s *Sim) scopeHoldOf(g *Gen, catalogWide, sweep bool) *barrier {
 	scope, path, priv := "namespace "+g.ns, "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/properties", "NAMESPACE_CREATE"
 	if catalogWide {
 		scope, path, priv = "the catalog", "/lifecycle/v1/catalogs/"+catalogName+"/properties", "CATALOG_MANAGE"
@@ -364,6 +388,15 @@ func (s *Sim) scopeHoldOf(g *Gen, catalogWide bool) *barrier {
 		}()
 		if err := s.heldSessionReadOnly(g, scope); err != nil {
 			return err
+		}
+		if sweep {
+			held := map[*Gen]bool{}
+			for _, o := range s.m.inState(live) {
+				held[o] = catalogWide || o.ns == g.ns
+			}
+			if err := s.storageSweep(held); err != nil {
+				return err
+			}
 		}
 		lifts := []map[string]any{{"removals": []string{"icehold.legal-hold"}}, {"updates": map[string]string{"icehold.legal-hold": "false"}}}
 		for _, p := range []string{writer, holder, reader} {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -232,11 +234,7 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		if old != nil && old.uuid == res.Metadata.UUID {
 			// The same table, moved to the metadata registered (an older
 			// one brings back rows it deleted since).
-			for _, m := range old.metas {
-				if k, ok := keyOf(m); ok {
-					s.m.abandoned[k] = true
-				}
-			}
+			s.abandon(old)
 			old.meta = res.MetadataLocation
 			if !slices.Contains(old.metas, old.meta) {
 				old.metas = append(old.metas, old.meta)
@@ -263,11 +261,7 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		}
 		if old != nil {
 			old.state = released
-			for _, m := range old.metas {
-				if k, ok := keyOf(m); ok {
-					s.m.abandoned[k] = true
-				}
-			}
+			s.abandon(old)
 			s.logf("   %s replaced by another table's metadata: its files stay", old)
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
@@ -370,15 +364,19 @@ func (s *Sim) opViewReplace() *Op {
 	if len(lives) == 0 {
 		return nil
 	}
-	v := pick(s, lives)
-	p := s.principal()
+	return s.viewReplaceOf(pick(s, lives), s.principal())
+}
+
+// viewReplaceOf: p replaces v's properties (a comment; now and then its
+// legal hold).
+func (s *Sim) viewReplaceOf(v *View, p string) *Op {
 	set := map[string]string{"comment": fmt.Sprint(s.rng.IntN(1000))}
 	on := v.legalHold
 	if s.chance(0.4) {
 		on = s.chance(0.5)
 		set["icehold.legal-hold"] = fmt.Sprint(on)
 	}
-	op := &Op{desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
+	op := &Op{kind: "view-replace", desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
 	if _, writes := set["icehold.legal-hold"]; writes && !s.m.canLegalHold(p) {
 		// Any write of the property needs TABLE_LEGAL_HOLD (the route
 		// decides from the body), a change of it all the more.
@@ -534,5 +532,134 @@ func (s *Sim) viewRegistered(ns, name string, src *View) func(o Outcome, _ bool)
 		s.m.views[v.uuid] = v
 		s.logf("   %s registered at %s", v, v.location)
 		return nil
+	}
+}
+
+// --- staged creates ---
+
+// staged turns a create into the Iceberg REST client's other way to make a
+// table: a stage-create answers metadata and writes nothing, then a commit
+// with assert-create makes the table, on the table's route, or through
+// transactions/commit beside a second new table of the namespace (each
+// must count as a child of the namespace, own its location and be
+// purgeable as any other). The model's outcome is the create's: the
+// transaction's 204 is read back as the table's load.
+func (s *Sim) staged(op *Op, p, ns, name string, body map[string]any) {
+	tx := s.chance(0.5)
+	also := ""
+	if tx && s.chance(0.7) {
+		also = name + "_tx"
+		op.keys = append(op.keys, tableKeys(ns, also)...)
+		if s.m.liveAt(ns, also) != nil && !slices.Contains(op.want, 409) && !op.invalid {
+			op.want = append(op.want, 409)
+		}
+	}
+	ids := map[string]string{} // the uuid each stage-create answered
+	kind := map[bool]string{false: "staged-create", true: "staged-create-tx"}[tx]
+	op.desc = strings.Replace(op.desc, " creates ", fmt.Sprintf(" stage-creates and commits (%s) ", kind), 1)
+	if also != "" {
+		op.desc += " with " + ns + "." + also + " in the same transaction"
+	}
+	base := "/v1/" + catalogName + "/namespaces/" + ns + "/tables"
+	op.run = func() Outcome {
+		var changes []any
+		var locs []string
+		for _, n := range []string{name, also} {
+			if n == "" {
+				continue
+			}
+			sb := maps.Clone(body)
+			sb["name"], sb["stage-create"] = n, true
+			if n == also {
+				delete(sb, "location")
+				sb["properties"] = map[string]string{"format-version": "2"}
+			}
+			o := s.w.call(s.ctx, p, "POST", base, sb)
+			if o.Status != 200 {
+				return o
+			}
+			var res createResult
+			if err := json.Unmarshal(o.Body, &res); err != nil {
+				return Outcome{Err: fmt.Errorf("stage-create answer: %w", err)}
+			}
+			props, _ := sb["properties"].(map[string]string)
+			ids[n] = res.Metadata.UUID // a client assigns the staged uuid
+			locs = append(locs, res.Metadata.Location)
+			changes = append(changes, map[string]any{"identifier": map[string]any{"namespace": []string{ns}, "name": n},
+				"requirements": []any{map[string]any{"type": "assert-create"}}, "updates": createUpdates(ids[n], res.Metadata.Location, props)})
+		}
+		if !tx {
+			ch := changes[0].(map[string]any)
+			o := s.w.call(s.ctx, p, "POST", base+"/"+url.PathEscape(name), map[string]any{"requirements": ch["requirements"], "updates": ch["updates"]})
+			cover.add("op "+kind, o.ok())
+			return o
+		}
+		o := s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/transactions/commit", map[string]any{"table-changes": changes})
+		cover.add("op "+kind, o.ok())
+		if o.Status != 204 {
+			return o
+		}
+		// Read back what the model needs; a table dropped again within
+		// the round reads as the create's answer without its pointer.
+		if got := s.w.call(s.ctx, p, "GET", base+"/"+url.PathEscape(name), nil); got.Status == 200 && strings.Contains(string(got.Body), ids[name]) {
+			return got
+		}
+		raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"table-uuid": ids[name], "location": locs[0]}})
+		return Outcome{Status: 200, Body: raw}
+	}
+	if also == "" {
+		return
+	}
+	after := op.after
+	op.after = func(o Outcome, contended bool) error {
+		if err := after(o, contended); err != nil || o.Status != 200 {
+			return err
+		}
+		got := s.w.call(s.ctx, admin, "GET", base+"/"+url.PathEscape(also), nil)
+		var res createResult
+		if got.Status != 200 || json.Unmarshal(got.Body, &res) != nil || res.Metadata.UUID != ids[also] {
+			return nil // dropped or replaced within the round: the observation settles it
+		}
+		g := s.m.add(&Gen{uuid: ids[also], ns: ns, name: also, location: res.Metadata.Location, state: live,
+			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}})
+		s.logf("   %s created at %s (in the transaction)", g, g.location)
+		return s.record(g, g.meta, true)
+	}
+}
+
+// createUpdates is what a client sends to finish a staged create (the
+// format version is an update of its own, not a property).
+func createUpdates(id, loc string, props map[string]string) []any {
+	props = maps.Clone(props)
+	delete(props, "format-version")
+	return []any{
+		map[string]any{"action": "assign-uuid", "uuid": id},
+		map[string]any{"action": "upgrade-format-version", "format-version": 2},
+		map[string]any{"action": "add-schema", "schema": json.RawMessage(schemaJSON), "last-column-id": 2},
+		map[string]any{"action": "set-current-schema", "schema-id": -1},
+		map[string]any{"action": "add-spec", "spec": json.RawMessage(specJSON)},
+		map[string]any{"action": "set-default-spec", "spec-id": -1},
+		map[string]any{"action": "add-sort-order", "sort-order": map[string]any{"order-id": 0, "fields": []any{}}},
+		map[string]any{"action": "set-default-sort-order", "sort-order-id": -1},
+		map[string]any{"action": "set-location", "location": loc},
+		map[string]any{"action": "set-properties", "updates": props},
+	}
+}
+
+// abandon: the metadata files g had, which a register with overwrite left
+// behind: every pointer the model saw, and the metadata log of its last
+// (a sweep commits twice in one barrier: the model sees only the second).
+func (s *Sim) abandon(g *Gen) {
+	for _, m := range g.metas {
+		if k, ok := keyOf(m); ok {
+			s.m.abandoned[k] = true
+		}
+	}
+	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta); err == nil {
+		for k := range r.keys {
+			if strings.HasSuffix(k, ".metadata.json") {
+				s.m.abandoned[k] = true
+			}
+		}
 	}
 }

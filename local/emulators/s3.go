@@ -19,6 +19,7 @@ type S3 struct {
 	Store    *S3Store
 	policies *bucketPolicies
 	fault    atomic.Pointer[Fault]
+	keyFault atomic.Pointer[KeyFault]
 	observe  atomic.Pointer[func(*http.Request)]
 	iam      atomic.Pointer[IAM]
 	// Requests counts every request served (benchmarks: requests per file).
@@ -35,6 +36,17 @@ type Fault struct {
 
 // SetFault installs a fault; nil clears it.
 func (s *S3) SetFault(f *Fault) { s.fault.Store(f) }
+
+// KeyFault makes DeleteObjects answer the keys it matches with a per-key
+// error and leave them, while the call succeeds (tests: S3 answers 200
+// with an <Error> per key it could not delete, e.g. InternalError).
+type KeyFault struct {
+	Match func(key string) bool
+	Code  string
+}
+
+// SetKeyFault installs a per-key delete fault; nil clears it.
+func (s *S3) SetKeyFault(f *KeyFault) { s.keyFault.Store(f) }
 
 // SetObserver installs a function that sees every request before it is
 // served (tests: requests counted by object kind); nil clears it.

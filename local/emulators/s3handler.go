@@ -333,6 +333,7 @@ func (s *S3) deleteObjects(w http.ResponseWriter, r *http.Request, c s3Call, den
 	}
 	out := xmlDeleteResult{Xmlns: s3NS}
 	var ids []ObjectID
+	kf := s.keyFault.Load()
 	for _, o := range in.Objects {
 		action := "s3:DeleteObject"
 		if o.VersionID != "" {
@@ -343,6 +344,8 @@ func (s *S3) deleteObjects(w http.ResponseWriter, r *http.Request, c s3Call, den
 			out.Errors = append(out.Errors, xmlDeleteError{Key: o.Key, VersionID: o.VersionID, Code: "InvalidArgument", Message: "Invalid key"})
 		case denied(access{action: action, resource: "arn:aws:s3:::" + c.bucket + "/" + o.Key}):
 			out.Errors = append(out.Errors, xmlDeleteError{Key: o.Key, VersionID: o.VersionID, Code: "AccessDenied", Message: "Access Denied"})
+		case kf != nil && kf.Match(o.Key):
+			out.Errors = append(out.Errors, xmlDeleteError{Key: o.Key, VersionID: o.VersionID, Code: kf.Code, Message: "injected fault"})
 		default:
 			ids = append(ids, ObjectID{o.Key, o.VersionID})
 		}

@@ -36,10 +36,30 @@ type SQS struct {
 	tasks map[string][]moveTask
 	// duplicates: every send is delivered twice (at-least-once, tests).
 	duplicates atomic.Bool
+	// refuse: the next entries of SendMessageBatch calls to refuse.
+	refuse atomic.Int32
 }
 
 // SetDuplicates makes every message sent from now on arrive twice.
 func (s *SQS) SetDuplicates(on bool) { s.duplicates.Store(on) }
+
+// SetRefuse makes SendMessageBatch refuse the next n entries it is sent
+// (tests): each is answered in Failed, not sent, while the call succeeds,
+// as SQS answers a batch part of which failed on its side.
+func (s *SQS) SetRefuse(n int32) { s.refuse.Store(n) }
+
+// refused takes one refusal, if any is left.
+func (s *SQS) refused() bool {
+	for {
+		n := s.refuse.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refuse.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
 
 type queue struct {
 	name       string
@@ -384,9 +404,13 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 			}
 			seen[id] = true
 		}
-		var ok []map[string]any
+		ok, failed := []map[string]any{}, []map[string]any{}
 		for _, e := range entries {
 			m, _ := e.(map[string]any)
+			if s.refused() {
+				failed = append(failed, map[string]any{"Id": m["Id"], "SenderFault": false, "Code": "InternalError", "Message": "injected fault"})
+				continue
+			}
 			body, _ := m["MessageBody"].(string)
 			id, err := s.sendLocked(q, body)
 			if err != nil {
@@ -394,7 +418,7 @@ func (s *SQS) call(ctx context.Context, op string, req map[string]any) (map[stri
 			}
 			ok = append(ok, map[string]any{"Id": m["Id"], "MessageId": id, "MD5OfMessageBody": md5hex(body)})
 		}
-		return map[string]any{"Successful": ok, "Failed": []any{}}, nil
+		return map[string]any{"Successful": ok, "Failed": failed}, nil
 	case "DeleteMessage":
 		q, err := s.queueOf(str("QueueUrl"))
 		if err != nil {

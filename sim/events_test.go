@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/icehold/icehold/shared/outbox"
+)
+
+// The lifecycle events (docs/spec.md §5: EventBridge; locally events.log):
+// what operators and pipelines downstream act on. At rest, with the outbox
+// relayed, the model holds them to what it saw happen:
+//   - every job that SUCCEEDED announced it once, with the counters the
+//     job reports (PurgeCompleted), and every job started once
+//     (PurgeStarted);
+//   - a table the model says was soft-deleted was announced
+//     (TableSoftDeleted), and one announced was soft-deleted;
+//   - a table the model says is permanently deleted was announced
+//     (TablePermanentlyDeleted), and none the model holds live, soft-deleted
+//     or unregistered (and no other generation shares its uuid with) was.
+
+type eventLine struct {
+	Type   string `json:"detail-type"`
+	Detail struct {
+		ID     string         `json:"event-id"`
+		UUID   string         `json:"table-uuid"`
+		JobID  string         `json:"job-id"`
+		Detail map[string]any `json:"detail"`
+	} `json:"detail"`
+}
+
+// events relays what is pending and reads the local bus's log.
+func (s *Sim) events() ([]eventLine, error) {
+	if _, err := outbox.Drain(s.ctx, s.w.srv.Catalog.Store(), s.w.srv.Events); err != nil {
+		return nil, s.violatef("outbox relay: %v", err)
+	}
+	f, err := os.Open(filepath.Join(s.w.dir, "events.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []eventLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e eventLine
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, s.violatef("events.log: a line is not an event: %v: %s", err, trunc(sc.Text(), 200))
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// checkEvents: the events at rest against the model and the jobs.
+func (s *Sim) checkEvents() error {
+	evs, err := s.events()
+	if err != nil {
+		return err
+	}
+	jobs, err := s.allJobs()
+	if err != nil {
+		return err
+	}
+	started, completed := map[string]int{}, map[string]eventLine{}
+	byType := map[string]map[string]bool{} // type → table uuids
+	for _, e := range evs {
+		if byType[e.Type] == nil {
+			byType[e.Type] = map[string]bool{}
+		}
+		byType[e.Type][e.Detail.UUID] = true
+		switch e.Type {
+		case "PurgeStarted":
+			started[e.Detail.JobID]++
+		case "PurgeCompleted":
+			if _, twice := completed[e.Detail.JobID]; twice {
+				return s.violatef("job %s announced PurgeCompleted twice (distinct event ids)", e.Detail.JobID)
+			}
+			completed[e.Detail.JobID] = e
+		}
+	}
+	for _, j := range jobs {
+		if j.Kind != "" && j.Kind != "purge" && j.Kind != "view" {
+			continue // expire, orphan and sweep jobs: not a table's purge
+		}
+		if started[j.ID] != 1 {
+			return s.violatef("job %s (%s %s.%s) announced PurgeStarted %d times, want once", j.ID, j.State, strings.Join(j.Namespace, "."), j.Table, started[j.ID])
+		}
+		e, ok := completed[j.ID]
+		switch {
+		case j.State == "SUCCEEDED" && !ok:
+			return s.violatef("job %s SUCCEEDED without a PurgeCompleted event", j.ID)
+		case j.State != "SUCCEEDED" && ok:
+			return s.violatef("job %s is %s, yet PurgeCompleted was announced", j.ID, j.State)
+		case ok:
+			for _, c := range []string{"files-deleted", "files-unreferenced", "bytes"} {
+				if fmt.Sprint(e.Detail.Detail[c]) != fmt.Sprint(j.Raw[c]) {
+					return s.violatef("job %s: PurgeCompleted says %s %v, the job %v", j.ID, c, e.Detail.Detail[c], j.Raw[c])
+				}
+			}
+		}
+	}
+	for _, g := range s.m.gens {
+		switch {
+		case g.everSoft && !byType["TableSoftDeleted"][g.uuid]:
+			return s.violatef("%s was soft-deleted, and no TableSoftDeleted event says so", g)
+		case g.state == gone && !byType["TablePermanentlyDeleted"][g.uuid]:
+			return s.violatef("%s was permanently deleted, and no TablePermanentlyDeleted event says so", g)
+		}
+	}
+	for _, typ := range []string{"TableSoftDeleted", "TablePermanentlyDeleted"} {
+		for uuid := range byType[typ] {
+			if !s.explains(typ, uuid) {
+				return s.violatef("a %s event names table %s, which the model never %s", typ, uuid,
+					map[string]string{"TableSoftDeleted": "soft-deleted", "TablePermanentlyDeleted": "deleted for good"}[typ])
+			}
+		}
+	}
+	s.logf("   %d events agree with the model and %d jobs", len(evs), len(jobs))
+	return nil
+}
+
+// explains: a generation of uuid went through what an event of typ says.
+func (s *Sim) explains(typ, uuid string) bool {
+	for _, g := range s.m.gens {
+		if g.uuid != uuid {
+			continue
+		}
+		switch {
+		case typ == "TableSoftDeleted" && (g.everSoft || g.mayRelease):
+			return true
+		case typ == "TablePermanentlyDeleted" && g.state != live && g.state != soft && g.state != unregistered:
+			return true
+		}
+	}
+	return false
+}
