@@ -78,11 +78,24 @@ func newSched(seed uint64) *sched {
 
 // begin starts a round of n actors.
 func (s *sched) begin(n int) {
+	s.beginAt(n, 0)
+}
+
+// beginAt starts a round of n actors; at > 0 places its preemption: actor
+// 0 first, preempted at grant at (a template's race, swept over the
+// windows of its first request), else both drawn from the seed.
+func (s *sched) beginAt(n, at int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live, s.parked, s.running, s.pending, s.grants = map[int]bool{}, map[int]bool{}, -1, n, nil
 	s.prio = s.rng.Perm(n)
 	s.switchAt = s.rng.IntN(switchSpan)
+	if at > 0 {
+		s.prio, s.switchAt = make([]int, n), at
+		for i := range n {
+			s.prio[i] = i
+		}
+	}
 	for i := range n {
 		s.live[i] = true
 	}

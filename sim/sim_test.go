@@ -416,7 +416,11 @@ func (s *Sim) round() error {
 	outs := make([]Outcome, len(ops))
 	var wg sync.WaitGroup
 	if s.w.sched != nil {
-		s.w.sched.begin(len(ops))
+		at := 0
+		if scripted != nil {
+			at = scripted.preempt
+		}
+		s.w.sched.beginAt(len(ops), at)
 	}
 	for i, op := range ops {
 		wg.Add(1)

@@ -89,6 +89,9 @@ func (s *Sim) weight(kind string, w int) int {
 type plan struct {
 	b   *barrier
 	ops []*Op
+	// preempt > 0: the first op runs first and is preempted at the
+	// round's preempt-th AWS call (a race placed in one window).
+	preempt int
 }
 
 // step builds a scripted round from the model when it runs (nil: skip).
@@ -668,13 +671,14 @@ func tmplUnregister(s *Sim, t *tmplRun) []step {
 
 // tmplRaces: two creates at nested explicit locations in one round; a
 // partition drop and an append on one table in one round (requests
-// interleave at their AWS writes: sched_test.go); one name dropped and
-// undropped in one round; a drop without purge and a register of the
-// table's older metadata in one round; a namespace created and dropped in
-// one round (the model's own hard cases).
+// interleave at the server's AWS calls: sched_test.go), each placed in
+// several windows of the first request; one name dropped and undropped in
+// one round; a drop without purge and a register of the table's older
+// metadata in one round; a namespace created and dropped in one round (the
+// model's own hard cases).
 func tmplRaces(s *Sim, t *tmplRun) []step {
 	var ns string
-	return []step{
+	steps := []step{
 		func() *plan {
 			var mk *Op
 			ns, mk = s.ensureNS()
@@ -686,17 +690,29 @@ func tmplRaces(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
-		func() *plan {
-			// Two creates at nested explicit locations: at most one may own
-			// (checkOwnersApart), whichever checks and claims first.
-			base := fmt.Sprintf("%s/L/r%d", warehouse, t.n)
-			return ops(s.createAt(t, "x", ns, t.tbl(1), s.spell(base+"/x")), s.createAt(t, "y", ns, t.tbl(2), s.spell(base+"/x/y")))
-		},
-		func() *plan {
-			// A partition drop racing an append: the append's rows fall on
-			// days the drop leaves, so they stay whichever commits first
-			// (the model expects them back, not maybe: a drop committed on
-			// the head it read before the append loses them).
+	}
+	// Two creates at nested explicit locations: at most one may own
+	// (checkOwnersApart), whichever checks and claims first. The outer
+	// first, then the inner, preempted at each of its first AWS calls (a
+	// check, then a claim: the window between them is a few calls wide).
+	for i, at := range raceWindows {
+		steps = append(steps, func() *plan {
+			base := fmt.Sprintf("%s/L/r%d-%d", warehouse, t.n, i)
+			x := s.createAt(t, fmt.Sprintf("x%d", i), ns, t.tbl(10+2*i), s.spell(base+"/x"))
+			y := s.createAt(t, fmt.Sprintf("y%d", i), ns, t.tbl(11+2*i), s.spell(base+"/x/y"))
+			if i%2 == 1 {
+				x, y = y, x
+			}
+			return preempted(at, x, y)
+		})
+	}
+	// A partition drop racing an append, the drop preempted in each window
+	// from reading the table to committing: the append's rows fall on days
+	// the drop leaves, so they stay whichever commits first (the model
+	// expects them back, not maybe: a drop committed on the head it read
+	// before the append loses them).
+	for _, at := range raceWindows {
+		steps = append(steps, func() *plan {
 			g := t.live("a")
 			if g == nil || len(g.rows) == 0 {
 				return nil
@@ -718,8 +734,10 @@ func tmplRaces(s *Sim, t *tmplRun) []step {
 			for i := 0; i < 5 && (drop.invalid || !slices.Contains(drop.want, 200)); i++ {
 				drop = s.partitionDropOf(g.ns, g.name, g, []string{d}) // a well-formed body, a privileged caller
 			}
-			return ops(drop, ap)
-		},
+			return preempted(at, drop, ap)
+		})
+	}
+	return append(steps,
 		func() *plan {
 			g := t.live("a")
 			if g == nil {
@@ -751,7 +769,21 @@ func tmplRaces(s *Sim, t *tmplRun) []step {
 			}
 			return ops(s.opNSCreateAt(other), s.opNSDropAt(other))
 		},
+	)
+}
+
+// raceWindows: the AWS calls of a race's first request at which it is
+// preempted, one round each (its reads come first, its write last).
+var raceWindows = []int{1, 2, 3, 4, 5, 6}
+
+// preempted: a and b in one round, a first and preempted at its at-th
+// AWS call (both present; else an ordinary round of what there is).
+func preempted(at int, a, b *Op) *plan {
+	p := ops(a, b)
+	if p != nil && len(p.ops) == 2 {
+		p.preempt = at
 	}
+	return p
 }
 
 // tmplBigPurge: a table past a listing page (committed files and strays)
