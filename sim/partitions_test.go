@@ -139,12 +139,13 @@ func (s *Sim) opRetention() *Op {
 	}
 	body, bad := s.lifecycleBody(map[string]any{"field": field, "keep": v}, "keep")
 	op := &Op{keys: append(tableKeys(ns, name), "policy:"+ns+"."+name)}
+	p := s.principal()
 	method := "PUT"
 	if remove {
 		method, body, bad = "DELETE", "", ""
-		op.desc = fmt.Sprintf("admin removes the retention policy of %s.%s", ns, name)
+		op.desc = fmt.Sprintf("%s removes the retention policy of %s.%s", p, ns, name)
 	} else {
-		op.desc = fmt.Sprintf("admin sets the retention policy of %s.%s: %s", ns, name, trunc(body, 100))
+		op.desc = fmt.Sprintf("%s sets the retention policy of %s.%s: %s", p, ns, name, trunc(body, 100))
 	}
 	switch {
 	case bad != "":
@@ -158,12 +159,15 @@ func (s *Sim) opRetention() *Op {
 	default:
 		op.want = []int{200}
 	}
+	// A policy drops partitions: it needs PARTITION_DROP (TABLE_WRITE is
+	// not enough).
+	s.privileged(op, p, "PARTITION_DROP")
 	op.run = func() Outcome {
 		var b any
 		if body != "" {
 			b = body
 		}
-		return s.w.call(s.ctx, admin, method, lifecyclePath(ns, name)+"/partition-retention", b)
+		return s.w.call(s.ctx, p, method, lifecyclePath(ns, name)+"/partition-retention", b)
 	}
 	op.after = func(o Outcome, _ bool) error {
 		switch {

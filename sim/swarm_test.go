@@ -515,6 +515,15 @@ func tmplHoldTx(s *Sim, t *tmplRun) []step {
 		// The writer names the hold already on, in the second change: the
 		// route refuses it (the catalog's own check sees no change).
 		tx(writer, true, false),
+		// The writer registers its first metadata (from before the hold)
+		// over it with overwrite: that lifts the hold, a 403.
+		func() *plan {
+			a := t.live("a")
+			if a == nil || !a.legalHold || len(a.metas) == 0 || !s.intact(a.metas[0]) {
+				return nil
+			}
+			return ops(s.registerOverwriteOf(a, a, a.metas[0], writer))
+		},
 		dropA(true),
 		tx(writer, false, false), tx(holder, false, s.chance(0.5)),
 		// A table's own hold period beside its namespace's: the table's

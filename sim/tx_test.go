@@ -183,7 +183,12 @@ func (s *Sim) opRegisterOverwrite() *Op {
 			meta = m
 		}
 	}
-	p := pick(s, []string{admin, admin, writer})
+	return s.registerOverwriteOf(t, src, meta, pick(s, []string{admin, admin, writer}))
+}
+
+// registerOverwriteOf: p registers t's identifier with overwrite from meta
+// (one of src's metadata files).
+func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 	ns, name := t.ns, t.name
 	op := &Op{desc: fmt.Sprintf("%s registers %s.%s with overwrite from %s's %s", p, ns, name, src, meta),
 		keys: append(tableKeys(ns, name), "uuid:"+t.uuid, "uuid:"+src.uuid, "loc")}
