@@ -481,7 +481,7 @@ var barrierWeights = []struct {
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
-	{"storage-sweep", 2},
+	{"storage-sweep", 2}, {"nested-namespaces", 1},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -581,6 +581,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.faultBarrier()
 	case "retention-sweep":
 		return &barrier{desc: "retention sweep (partition drops, snapshot expiry)", run: s.sweepRetention}
+	case "nested-namespaces":
+		return s.nestedNamespaces()
 	case "storage-sweep":
 		return &barrier{desc: "storage sweep on an inventory report written now", run: func() error { return s.storageSweep(nil) }}
 	case "backfill":

@@ -291,6 +291,9 @@ func tmplHeldRetention(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
+		// Namespaces below its own: a parent with a child is not
+		// dropped; a table two levels down is held by the parent's hold.
+		func() *plan { return &plan{b: s.nestedNamespaces()} },
 		do(func(g *Gen) *Op { return s.opSetLegalHoldProp(g, admin, true) }),
 		storage,
 		do(func(g *Gen) *Op { return s.retentionOp(g, "P1D") }),

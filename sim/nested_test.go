@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// nestedNamespaces: namespaces below a top-level one, each a child of the
+// one above (the model's own namespaces are top-level: this barrier
+// checks what it makes, and leaves nothing). A parent with a child
+// namespace cannot be dropped; a table two levels down is held by its
+// grandparent's legal hold (its vended session is read-only, its drop
+// with purge refused); once the table and the child are gone the parent
+// drops.
+func (s *Sim) nestedNamespaces() *barrier {
+	var top string
+	for ns := range s.m.namespaces {
+		if top == "" || ns < top {
+			top = ns
+		}
+	}
+	if top == "" {
+		return &barrier{kind: "nested-namespaces", desc: "nested namespaces: no namespace", run: func() error { return nil }}
+	}
+	s.m.nextID++
+	parent := []string{top, fmt.Sprintf("n%d", s.m.nextID)}
+	child := append(append([]string{}, parent...), "c")
+	path := func(ns []string) string {
+		return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(strings.Join(ns, "\x1f"))
+	}
+	return &barrier{kind: "nested-namespaces", desc: fmt.Sprintf("nested namespaces %v and %v, a table in the child, the parent held", parent, child), run: func() error {
+		call := func(want int, method, p string, body any) (Outcome, error) {
+			o := s.w.call(s.ctx, admin, method, p, body)
+			if o.Status != want {
+				return o, s.violatef("nested namespaces: %s %s: %s, want %d", method, p, o, want)
+			}
+			return o, nil
+		}
+		steps := []struct {
+			want         int
+			method, path string
+			body         any
+		}{
+			{200, "POST", "/v1/" + catalogName + "/namespaces", map[string]any{"namespace": parent}},
+			{200, "POST", "/v1/" + catalogName + "/namespaces", map[string]any{"namespace": child}},
+			{409, "DELETE", path(parent), nil}, // a child namespace
+		}
+		for _, st := range steps {
+			if _, err := call(st.want, st.method, st.path, st.body); err != nil {
+				return err
+			}
+		}
+		o, err := call(200, "POST", path(child)+"/tables", map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON)})
+		if err != nil {
+			return err
+		}
+		var res createResult
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return s.violatef("nested namespaces: create answer: %v", err)
+		}
+		g := &Gen{ns: strings.Join(child, "\x1f"), name: "t", uuid: res.Metadata.UUID, location: res.Metadata.Location}
+		if _, err := call(200, "POST", path(parent)+"/properties", map[string]any{"updates": map[string]string{"icehold.legal-hold": "true"}}); err != nil {
+			return err
+		}
+		if err := s.heldSessionReadOnly(g, "namespace "+strings.Join(parent, ".")); err != nil {
+			return err
+		}
+		if _, err := call(409, "DELETE", path(child)+"/tables/t?purgeRequested=true", nil); err != nil {
+			return err
+		}
+		if _, err := call(200, "POST", path(parent)+"/properties", map[string]any{"removals": []string{"icehold.legal-hold"}}); err != nil {
+			return err
+		}
+		if _, err := call(204, "DELETE", path(child)+"/tables/t?purgeRequested=true", nil); err != nil {
+			return err
+		}
+		if err := s.drain(); err != nil {
+			return err
+		}
+		for _, ns := range [][]string{child, parent} {
+			if _, err := call(204, "DELETE", path(ns), nil); err != nil {
+				return err
+			}
+		}
+		s.logf("   %v and %v created, held, emptied and dropped", parent, child)
+		return nil
+	}}
+}
