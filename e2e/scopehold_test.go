@@ -10,6 +10,7 @@ import (
 	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icehold/icehold/local/emulators"
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/softdelete"
 )
@@ -120,4 +121,41 @@ func TestScopeLegalHoldStopsEveryDelete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A DeleteObjects call that deletes most of its keys and refuses one with
+// an unexpected per-key error (not a throttle, not a missing key) fails
+// the batch, which is retried from its checkpoint once the fault clears:
+// the keys the failed call deleted are then reported deleted again (S3,
+// and the emulator, report a missing key as deleted), so the job counts
+// every file deleted once and none missing.
+func TestPartlyRefusedDeleteCountsEveryFileOnce(t *testing.T) {
+	embeddedAWS(t)
+	srv := localOnly(t)
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "refused")
+	tbl := writtenTable(t, cat, ns, "t", nil, false)
+	data, meta := reachable(t, tbl)
+	var refused string
+	for p := range data {
+		refused = p[strings.Index(p[len("s3://"):], "/")+len("s3://")+1:]
+		break
+	}
+	srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Match: func(k string) bool { return k == refused }, Code: "AccessDenied"})
+	defer srv.S3Emulator.SetKeyFault(nil)
+	job := dropPurge(t, ns, "t")
+	dead := waitJob(t, job.ID, "DEAD_LETTERED", time.Minute)
+	if dead.LastError == nil || !strings.Contains(*dead.LastError, "AccessDenied") {
+		t.Fatalf("the refused batch: %+v", dead)
+	}
+	waitFor(t, "the refused batch in the DLQ", time.Minute, func() bool { return dlqDepth(t) >= dead.BatchesDead })
+	srv.S3Emulator.SetKeyFault(nil)
+	if err := srv.Redrive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := waitJob(t, job.ID, "SUCCEEDED", time.Minute)
+	if want := int64(len(data) + len(meta)); done.FilesDeleted != want || done.FilesMissing != 0 {
+		t.Errorf("after the redrive: %d deleted, %d missing; want %d deleted, none missing", done.FilesDeleted, done.FilesMissing, want)
+	}
+	assertGone(t, data, meta)
 }
