@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,20 @@ func TestScopeLegalHoldStopsEveryDelete(t *testing.T) {
 				t.Errorf("snapshots under a %s hold: %v, want 2", scope, err)
 			}
 
+			// The teardown check lists the records apart, as it does
+			// records held by their own hold: they must stay.
+			rep, err := srv.Catalog.Teardown(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tbl := range []string{"now", "swept"} {
+				id := name + ": table " + parent + ".sub." + tbl + " "
+				held := slices.ContainsFunc(rep.Held, func(l string) bool { return strings.HasPrefix(l, id) })
+				stranded := slices.ContainsFunc(rep.SoftDeleted, func(l string) bool { return strings.HasPrefix(l, id) })
+				if !held || stranded {
+					t.Errorf("teardown check under a %s hold: %s legal-held %v, soft-deleted %v", scope, tbl, held, stranded)
+				}
+			}
 			if t.Failed() {
 				return
 			}
