@@ -2,10 +2,13 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/icehold/icehold/shared/authz"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // Authorizer is the check the catalog makes itself where the route cannot
@@ -25,10 +28,6 @@ func legalHoldOf(props map[string]string) bool {
 	on, _ := strconv.ParseBool(props[PropLegalHold])
 	return on
 }
-
-// LegalHeld reports whether properties (a table's, a namespace's or a
-// catalog's) set a legal hold.
-func LegalHeld(props map[string]string) bool { return legalHoldOf(props) }
 
 // checkLegalHoldChange lets a request set or clear a table's legal hold only
 // with TABLE_LEGAL_HOLD (SPEC §2): a hold the table's writers could lift
@@ -53,4 +52,64 @@ func (s *Service) requireLegalHold(ctx context.Context, cat, what string) error 
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// Holds answers whether a legal hold covers a table: its own, one of its
+// namespaces' (every prefix of its namespace) or its catalog's, whose
+// holds hold every table under them (SPEC §2: nothing of a legal-held
+// table is deleted by any path, and its vended sessions are read-only).
+// Every path that deletes a table's files, or vends it write sessions,
+// asks here. A Holds remembers each scope it read, so a sweep reads each
+// catalog and namespace once; Service.Held reads afresh.
+type Holds struct {
+	s    *Service
+	read map[string]bool
+}
+
+// Holds returns an empty cache of scope holds (one per sweep run).
+func (s *Service) Holds() *Holds { return &Holds{s: s, read: map[string]bool{}} }
+
+// Held reports whether a legal hold covers a table of catalog cat in
+// namespace ns (a soft-deleted record's too: the namespace it was dropped
+// from); own is the table's (or the record's) own hold. A catalog or
+// namespace that does not exist holds nothing (a soft-deleted table's
+// namespace may be gone); one that cannot be read counts as held, with the
+// error: the answer errs on the side of keeping.
+func (h *Holds) Held(ctx context.Context, cat string, ns []string, own bool) (bool, error) {
+	if own {
+		return true, nil
+	}
+	on, ok := h.read[cat]
+	if !ok {
+		c, err := h.s.store.GetCatalog(ctx, cat)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return true, fmt.Errorf("legal hold of catalog %s: %w", cat, err)
+		}
+		on = legalHoldOf(c.Properties)
+		h.read[cat] = on
+	}
+	if on {
+		return true, nil
+	}
+	for i := 1; i <= len(ns); i++ {
+		k := cat + "\x00" + strings.Join(ns[:i], "\x1f")
+		on, ok := h.read[k]
+		if !ok {
+			n, err := h.s.store.GetNamespace(ctx, cat, ns[:i])
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return true, fmt.Errorf("legal hold of namespace %s: %w", strings.Join(ns[:i], "."), err)
+			}
+			on = legalHoldOf(n.Properties)
+			h.read[k] = on
+		}
+		if on {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Held is Holds().Held: one answer, read now.
+func (s *Service) Held(ctx context.Context, cat string, ns []string, own bool) (bool, error) {
+	return s.Holds().Held(ctx, cat, ns, own)
 }

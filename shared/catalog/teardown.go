@@ -76,6 +76,7 @@ func (s *Service) Teardown(ctx context.Context) (TeardownReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("list catalogs: %w", err)
 	}
+	holds := s.Holds()
 	for _, c := range cats {
 		for token := ""; ; {
 			page, next, err := s.store.ListSoftDeleted(ctx, c.Name, nil, token, 100)
@@ -89,7 +90,11 @@ func (s *Service) Teardown(ctx context.Context) (TeardownReport, error) {
 				}
 				line := fmt.Sprintf("%s: %s %s (uuid %s), purge at %s", c.Name, kind,
 					strings.Join(append(r.Entry.Namespace, r.Entry.Name), "."), r.Entry.TableUUID, r.PurgeAt)
-				if r.LegalHold {
+				held, err := holds.Held(ctx, c.Name, r.Entry.Namespace, r.LegalHold)
+				if err != nil {
+					return rep, err
+				}
+				if held {
 					rep.Held = append(rep.Held, line)
 					continue
 				}

@@ -256,7 +256,7 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 // and hands the files only they referenced to the delete pipeline. uuid
 // guards the generation (a table dropped and created again is left alone).
 // Nothing happens without a pipeline, with gc.enabled=false, or under a
-// legal hold.
+// legal hold (the table's own, a namespace's of it or its catalog's).
 func (s *Service) ExpireSnapshots(ctx context.Context, cat string, id catalog.Ident, uuid string, now time.Time) (ExpireResult, error) {
 	if s.Pipeline == nil {
 		return ExpireResult{}, nil
@@ -266,8 +266,11 @@ func (s *Service) ExpireSnapshots(ctx context.Context, cat string, id catalog.Id
 		if err != nil {
 			return ExpireResult{}, err
 		}
-		if e.TableUUID != uuid || e.LegalHold {
+		if e.TableUUID != uuid {
 			return ExpireResult{}, nil
+		}
+		if held, err := s.Catalog.Held(ctx, cat, id.Namespace, e.LegalHold); err != nil || held {
+			return ExpireResult{}, err
 		}
 		meta, err := s.Catalog.ReadMetadata(ctx, e.MetadataLocation)
 		if err != nil {

@@ -177,6 +177,12 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 		return true
 	}
 	fields := specFields(meta, spec)
+	dropped := false // any chunk committed: the table counts once
+	defer func() {
+		if dropped {
+			res.Dropped++
+		}
+	}()
 	for start := 0; start < len(tuples); start += MaxTuples {
 		chunk := tuples[start:min(start+MaxTuples, len(tuples))]
 		req := DropRequest{Partitions: make([]map[string]json.RawMessage, len(chunk)), ExpectedTableUUID: r.TableUUID}
@@ -195,9 +201,7 @@ func (s *Service) applyRetention(ctx context.Context, r store.Retention, now tim
 		if d.Committed {
 			res.DataFilesEnded += d.DataFilesEnded
 			res.DeleteFilesEnded += d.DeleteFilesEnded
-			if start == 0 {
-				res.Dropped++
-			}
+			dropped = true
 		}
 	}
 	applied()

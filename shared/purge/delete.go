@@ -450,6 +450,10 @@ func (s *Service) deleteKeys(ctx context.Context, bucket, scope string, objs []o
 				retry = append(retry, s3types.ObjectIdentifier{Key: e.Key, VersionId: e.VersionId})
 				failed[k] = true
 			default:
+				// The keys this call deleted go uncounted: the batch is
+				// retried from its checkpoint, where S3 reports them
+				// deleted again and they count once
+				// (TestPartlyRefusedDeleteCountsEveryFileOnce).
 				return t, fmt.Errorf("delete %s: %s: %s", o.key, code, aws.ToString(e.Message))
 			}
 		}

@@ -176,8 +176,11 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		if err != nil {
 			return store.Job{}, err
 		}
-		if e.LegalHold {
-			return store.Job{}, fmt.Errorf("drop %s with purge: %s is set: %w", id, catalog.PropLegalHold, ErrLegalHold)
+		switch held, err := s.Catalog.Held(ctx, cat, id.Namespace, e.LegalHold); {
+		case err != nil:
+			return store.Job{}, fmt.Errorf("drop %s with purge: %w", id, err)
+		case held:
+			return store.Job{}, fmt.Errorf("drop %s with purge: %s is set on it, one of its namespaces or its catalog: %w", id, catalog.PropLegalHold, ErrLegalHold)
 		}
 		j = store.Job{
 			ID: NewJobID(), Kind: store.KindPurge, Catalog: cat, Namespace: id.Namespace, Table: id.Name, TableUUID: e.TableUUID,

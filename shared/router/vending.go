@@ -74,17 +74,11 @@ func (s *server) mayWrite(r *http.Request) bool {
 // table's sessions are read-only, whoever asks). A namespace that cannot
 // be read counts as held: the answer errs on the side of reading.
 func (s *server) writes(r *http.Request, e store.TableEntry) bool {
-	cat := catalogInfo(r)
-	if e.LegalHold || catalog.LegalHeld(cat.Properties) || !s.mayWrite(r) {
+	if !s.mayWrite(r) {
 		return false
 	}
-	for i := range e.Namespace {
-		ns, err := s.Catalog.LoadNamespace(r.Context(), cat.Name, e.Namespace[:i+1])
-		if err != nil || catalog.LegalHeld(ns.Properties) {
-			return false
-		}
-	}
-	return true
+	held, _ := s.Catalog.Held(r.Context(), catalogInfo(r).Name, e.Namespace, e.LegalHold)
+	return !held
 }
 
 // vendsWrite: credentials vended now for the table would write (a location

@@ -19,6 +19,12 @@ type ExpiryReport struct {
 	// towards the run's bound: however many there are, due records behind
 	// them are reached.
 	Stale int `json:"stale"`
+	// Held: due records a namespace's or the catalog's legal hold covers,
+	// left soft-deleted (their index entries stay: the first run after the
+	// hold is lifted ends them). They do not count towards the bound
+	// either: however many a held scope has, due records behind them are
+	// reached (each scope's hold is read once a run).
+	Held int `json:"held"`
 	// More: the run stopped at its bound with records still due.
 	More bool `json:"more"`
 }
@@ -34,13 +40,15 @@ const DefaultSweepLimit = 500
 // gone, held, or of another generation's purge time) is removed, guarded
 // by what was read, and does not count towards the bound. Bounded: it stops
 // after limit records or when ctx's deadline is near, and leaves the rest to
-// the next run.
+// the next run. A record a namespace's or the catalog's legal hold covers
+// is skipped and stays due (its own hold is the guarded transaction's).
 func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 	var rep ExpiryReport
 	if limit <= 0 {
 		limit = DefaultSweepLimit
 	}
 	now := s.now()
+	holds := s.Catalog.Holds()
 	start := ""
 	for {
 		page, next, err := s.store().ExpiredBefore(ctx, now, start, 100)
@@ -61,6 +69,13 @@ func (s *Service) Expire(ctx context.Context, limit int) (ExpiryReport, error) {
 				return rep, err
 			case !due.Of(r):
 				s.removeStale(ctx, due, &r, &rep)
+				continue
+			}
+			if held, err := holds.Held(ctx, r.Catalog, r.Entry.Namespace, false); held {
+				if err != nil {
+					slog.Warn("expire soft-deleted table: read its legal holds", "table", r.Entry.Name, "uuid", r.Entry.TableUUID, "error", err)
+				}
+				rep.Held++
 				continue
 			}
 			_, err = s.permanentlyDelete(ctx, r, r.PurgeOnExpiry)

@@ -389,6 +389,12 @@ func (s *Service) PurgeNow(ctx context.Context, cat string, id catalog.Ident, p 
 		if r.LegalHold {
 			return store.Job{}, fmt.Errorf("purge-now %s: %w: clear it first", id, ErrLegalHold)
 		}
+		switch held, err := s.Catalog.Held(ctx, cat, r.Entry.Namespace, false); {
+		case err != nil:
+			return store.Job{}, fmt.Errorf("purge-now %s: %w", id, err)
+		case held:
+			return store.Job{}, fmt.Errorf("purge-now %s: %w: %s is set on one of its namespaces or its catalog", id, ErrLegalHold, catalog.PropLegalHold)
+		}
 		j, err := s.permanentlyDelete(ctx, r, true)
 		switch {
 		case errors.Is(err, store.ErrLegalHold):

@@ -84,8 +84,7 @@ func (s *Service) checkOwner(ctx context.Context, want store.SweepOwner, obj obj
 	if err != nil {
 		return nil, err
 	}
-	held := &holds{st: st, cats: map[string]bool{}, nss: map[string]bool{}}
-	if on, err := held.on(ctx, o.Catalog, e); err != nil || on {
+	if on, err := s.Catalog.Held(ctx, o.Catalog, e.Namespace, e.LegalHold); err != nil || on {
 		return kept, err
 	}
 	oc := &ownerCheck{alive: true, reached: map[string]bool{}}

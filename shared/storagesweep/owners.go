@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -76,7 +75,7 @@ func (s *Service) listTables(ctx context.Context, buckets []string, skip string)
 	if err != nil {
 		return nil, err
 	}
-	held := &holds{st: st, cats: map[string]bool{}, nss: map[string]bool{}}
+	held := s.Catalog.Holds()
 	seen := map[string]bool{}
 	var out []store.SweepTable
 	for _, b := range buckets {
@@ -113,7 +112,7 @@ func (s *Service) listTables(ctx context.Context, buckets []string, skip string)
 				return nil, err
 			}
 			why := ""
-			switch on, err := held.on(ctx, o.Catalog, e); {
+			switch on, err := held.Held(ctx, o.Catalog, e.Namespace, e.LegalHold); {
 			case err != nil:
 				return nil, err
 			case on:
@@ -169,54 +168,6 @@ func tablesWithJobs(ctx context.Context, st *store.Store, skip string) (map[stri
 		}
 		token = next
 	}
-}
-
-// holds reads legal holds above a table: its namespaces' and its
-// catalog's icehold.legal-hold (each read once).
-type holds struct {
-	st   *store.Store
-	cats map[string]bool
-	nss  map[string]bool
-}
-
-func (h *holds) on(ctx context.Context, cat string, e store.TableEntry) (bool, error) {
-	if e.LegalHold {
-		return true, nil
-	}
-	on, ok := h.cats[cat]
-	if !ok {
-		c, err := h.st.GetCatalog(ctx, cat)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return false, err
-		}
-		on = heldBy(c.Properties)
-		h.cats[cat] = on
-	}
-	if on {
-		return true, nil
-	}
-	for i := 1; i <= len(e.Namespace); i++ {
-		levels := e.Namespace[:i]
-		k := cat + "\x00" + strings.Join(levels, "\x1f")
-		on, ok := h.nss[k]
-		if !ok {
-			ns, err := h.st.GetNamespace(ctx, cat, levels)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return false, err
-			}
-			on = heldBy(ns.Properties)
-			h.nss[k] = on
-		}
-		if on {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-func heldBy(props map[string]string) bool {
-	on, _ := strconv.ParseBool(props[catalog.PropLegalHold])
-	return on
 }
 
 // isMetadataFile: metadata files (and Hadoop tables' version hints) are
