@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -296,10 +297,31 @@ func (s *Sim) checkRefRows(g *Gen) error {
 // the sweep's partition drop committed (its parent is main's head
 // before), or 0.
 func (g *Gen) mustExpire(now time.Time, drop int64) []int64 {
+	keep := g.mustKeep(now, drop)
+	if keep == nil {
+		return nil
+	}
+	nowMs := now.UnixMilli()
+	var out []int64
+	for id, sn := range g.h.snaps {
+		if !keep[id] && nowMs-sn.ts > table.MaxSnapshotAgeMsDefault {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// mustKeep: the snapshots of g's record a ref keeps at now (its head, a
+// branch's min-snapshots-to-keep newest ancestors: the table's own
+// history.expire.min-snapshots-to-keep when the model set one); an
+// expiry must leave every one of them, whatever its age.
+func (g *Gen) mustKeep(now time.Time, drop int64) map[int64]bool {
 	if g.h == nil {
 		return nil
 	}
 	nowMs := now.UnixMilli()
+	minKeep := cmp.Or(g.minKeep, table.MinSnapshotsToKeepDefault)
 	keep := map[int64]bool{}
 	for name, ref := range g.h.refs {
 		head := g.h.snaps[ref.snapshot]
@@ -318,16 +340,13 @@ func (g *Gen) mustExpire(now time.Time, drop int64) []int64 {
 		if name == "main" && drop != 0 {
 			chain = append([]int64{drop}, chain...)
 		}
-		for _, id := range chain[:min(len(chain), table.MinSnapshotsToKeepDefault)] {
+		n := 1
+		if ref.kind == "branch" {
+			n = minKeep
+		}
+		for _, id := range chain[:min(len(chain), n)] {
 			keep[id] = true
 		}
 	}
-	var out []int64
-	for id, sn := range g.h.snaps {
-		if !keep[id] && nowMs-sn.ts > table.MaxSnapshotAgeMsDefault {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return keep
 }

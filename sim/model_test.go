@@ -94,6 +94,8 @@ type Gen struct {
 	mayRelease bool
 	// everSoft: it was soft-deleted at least once (its events say so).
 	everSoft bool
+	// minKeep: its history.expire.min-snapshots-to-keep (0: the default).
+	minKeep int
 	// h: what its snapshots reached, by the model's own record
 	// (history_test.go).
 	h *history
@@ -130,7 +132,10 @@ type Model struct {
 	// abandoned: metadata files a register with overwrite left behind.
 	abandoned map[string]bool
 	// strays: objects engines wrote under a table no longer live.
-	strays      map[string]bool
+	strays map[string]bool
+	// purgedApart: uuids of tables a barrier made and purged itself (no
+	// generation of the model's).
+	purgedApart map[string]bool
 	nextSession int
 	nextTmpl    int
 	tmplRuns    int // templates started (their instances' numbers)
@@ -142,7 +147,7 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}, purgedApart: map[string]bool{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {

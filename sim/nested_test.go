@@ -76,6 +76,7 @@ func (s *Sim) nestedNamespaces() *barrier {
 		if _, err := call(204, "DELETE", path(child)+"/tables/t?purgeRequested=true", nil); err != nil {
 			return err
 		}
+		s.m.purgedApart[g.uuid] = true
 		if err := s.drain(); err != nil {
 			return err
 		}

@@ -1300,6 +1300,22 @@ func (s *Sim) holdPropOf(ns, name string, g *Gen, v string, ok bool) *Op {
 	return op
 }
 
+// minKeepOf: admin sets g's history.expire.min-snapshots-to-keep to n.
+func (s *Sim) minKeepOf(g *Gen, n int) *Op {
+	ns, name := g.ns, g.name
+	op := &Op{desc: fmt.Sprintf("admin sets history.expire.min-snapshots-to-keep=%d on %s", n, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200}}
+	op.run = func() Outcome {
+		return s.commitProps(admin, ns, name, map[string]string{"history.expire.min-snapshots-to-keep": fmt.Sprint(n)}, nil)
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.propsCommitted(o, ns, name, func(g *Gen) { g.minKeep = n })
+	}
+	return op
+}
+
 func (s *Sim) opCatalogHold() *Op {
 	v, ok := s.duration()
 	fields := map[string]any{"updates": map[string]string{"soft-delete.hold-period": v}}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -294,11 +295,21 @@ func (s *Sim) checkExpired(now time.Time, heads map[*Gen]int64) error {
 		if m := r.refs["main"]; m.snapshot != head {
 			drop = m.snapshot // the sweep's partition drop committed on main
 		}
-		var left []int64
+		var left, lost []int64
 		for _, id := range g.mustExpire(now, drop) {
 			if slices.Contains(r.snaps, id) {
 				left = append(left, id)
 			}
+		}
+		for id := range g.mustKeep(now, drop) {
+			if g.h.snaps[id] != nil && id != drop && !slices.Contains(r.snaps, id) {
+				lost = append(lost, id)
+			}
+		}
+		if len(lost) > 0 {
+			slices.Sort(lost)
+			return s.violatef("%s: the retention sweep at %s expired snapshots %v, which a ref keeps by the model's record (min-snapshots-to-keep %d)",
+				g, now.Format(time.RFC3339), lost, cmp.Or(g.minKeep, table.MinSnapshotsToKeepDefault))
 		}
 		if len(left) > 0 {
 			var refs []string
