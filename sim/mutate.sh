@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mutation suite (docs/design/simulation.md, "Mutations"): each
+# The mutation suite (docs/design/mutations.md): each
 # sim/mutations/<name>.mut is a realistic bug (a one-to-twenty-line change a
 # developer could commit). Each is applied in turn to a temporary worktree
 # of the committed tree, and the simulation runs there at make sim's budget

@@ -937,11 +937,15 @@ func (s *Sim) setRefOp(g *Gen, name, kind string, snap int64, maxAge int64) *Op 
 }
 
 // retentionOp sets g's retention policy (field d, keep).
-func (s *Sim) retentionOp(g *Gen, keep string) *Op {
+func (s *Sim) retentionOp(g *Gen, keep string) *Op { return s.retentionOpBy(g, keep, admin) }
+
+// retentionOpBy: p sets g's retention policy (PARTITION_DROP).
+func (s *Sim) retentionOpBy(g *Gen, keep, p string) *Op {
 	ns, name := g.ns, g.name
-	op := &Op{desc: fmt.Sprintf("admin sets the retention policy of %s: keep %s", g, keep), keys: append(tableKeys(ns, name), "policy:"+ns+"."+name), want: []int{200}}
+	op := &Op{desc: fmt.Sprintf("%s sets the retention policy of %s: keep %s", p, g, keep), keys: append(tableKeys(ns, name), "policy:"+ns+"."+name), want: []int{200}}
+	s.privileged(op, p, "PARTITION_DROP")
 	op.run = func() Outcome {
-		return s.w.call(s.ctx, admin, "PUT", lifecyclePath(ns, name)+"/partition-retention", map[string]any{"field": "d", "keep": keep})
+		return s.w.call(s.ctx, p, "PUT", lifecyclePath(ns, name)+"/partition-retention", map[string]any{"field": "d", "keep": keep})
 	}
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status == 200 {
@@ -1123,6 +1127,7 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 		{"TABLE_DROP", func(g *Gen) *Op { return s.unregisterOf(g, writer) }},
 		{"TABLE_DROP", func(g *Gen) *Op { return s.opDropOf(g, writer, false) }},
 		{"TABLE_WRITE", func(g *Gen) *Op { return s.opAppendTo(g, writer) }},
+		{"PARTITION_DROP", func(g *Gen) *Op { return s.retentionOpBy(g, "P3650D", writer) }},
 		{"TABLE_CREATE", func(g *Gen) *Op {
 			return s.createOp(g.ns, t.tbl(1), writer, "", map[string]string{"format-version": "2"})
 		}},
