@@ -7,26 +7,18 @@ import (
 	"strings"
 )
 
-// nestedNamespaces: namespaces below a top-level one, each a child of the
-// one above (the model's own namespaces are top-level: this barrier
+// nestedNamespaces: a top-level namespace of the barrier's own with two
+// levels below it (the model's namespaces are top-level: this barrier
 // checks what it makes, and leaves nothing). A parent with a child
 // namespace cannot be dropped; a table two levels down is held by its
 // grandparent's legal hold (its vended session is read-only, its drop
 // with purge refused); once the table and the child are gone the parent
-// drops.
+// drops, and then the root.
 func (s *Sim) nestedNamespaces() *barrier {
-	var top string
-	for ns := range s.m.namespaces {
-		if top == "" || ns < top {
-			top = ns
-		}
-	}
-	if top == "" {
-		return &barrier{kind: "nested-namespaces", desc: "nested namespaces: no namespace", run: func() error { return nil }}
-	}
 	s.m.nextID++
-	parent := []string{top, fmt.Sprintf("n%d", s.m.nextID)}
-	child := append(append([]string{}, parent...), "c")
+	root := []string{fmt.Sprintf("nest%d", s.m.nextID)}
+	parent := []string{root[0], "p"}
+	child := []string{root[0], "p", "c"}
 	path := func(ns []string) string {
 		return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(strings.Join(ns, "\x1f"))
 	}
@@ -43,6 +35,7 @@ func (s *Sim) nestedNamespaces() *barrier {
 			method, path string
 			body         any
 		}{
+			{200, "POST", "/v1/" + catalogName + "/namespaces", map[string]any{"namespace": root}},
 			{200, "POST", "/v1/" + catalogName + "/namespaces", map[string]any{"namespace": parent}},
 			{200, "POST", "/v1/" + catalogName + "/namespaces", map[string]any{"namespace": child}},
 			{409, "DELETE", path(parent), nil}, // a child namespace
@@ -80,12 +73,13 @@ func (s *Sim) nestedNamespaces() *barrier {
 		if err := s.drain(); err != nil {
 			return err
 		}
-		for _, ns := range [][]string{child, parent} {
+		// Each level's drop lets go of its parent: the root drops last.
+		for _, ns := range [][]string{child, parent, root} {
 			if _, err := call(204, "DELETE", path(ns), nil); err != nil {
 				return err
 			}
 		}
-		s.logf("   %v and %v created, held, emptied and dropped", parent, child)
+		s.logf("   %v, %v and %v created, held, emptied and dropped", root, parent, child)
 		return nil
 	}}
 }

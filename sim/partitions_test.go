@@ -192,12 +192,17 @@ func (s *Sim) sweepRetention() error {
 	now := s.w.clock.Now()
 	s.sweeping = true
 	heads := map[*Gen]int64{} // main's head before, of the tables whose expiry the model predicts
+	// kept: what refs keep by the record before the sweep (main's chain
+	// one shorter: the sweep's drop may take its first place).
+	kept := map[*Gen]map[int64]bool{}
 	for _, g := range s.m.inState(live) {
 		if names := s.refsExpirable(g, now); len(names) > 0 {
 			s.expirable[g] = names
 		}
 		if s.expiryPredictable(g) {
 			heads[g] = g.h.refs["main"].snapshot
+			kept[g] = g.mustKeep(now, -1)
+			delete(kept[g], -1)
 		}
 	}
 	rep, err := s.w.srv.Partitions.SweepRetention(s.ctx, now, 0)
@@ -214,7 +219,7 @@ func (s *Sim) sweepRetention() error {
 		}
 		return s.violatef("retention sweep failed for %v", rep.Failed)
 	}
-	if err := s.checkExpired(now, heads); err != nil {
+	if err := s.checkExpired(now, heads, kept); err != nil {
 		return err
 	}
 	for _, g := range s.m.inState(live) {
@@ -256,7 +261,10 @@ func (s *Sim) expiryPredictable(g *Gen) bool {
 	if err != nil || r.props["icehold.legal-hold"] == "true" || r.props["gc.enabled"] == "false" || len(r.refs) != len(g.h.refs) {
 		return false
 	}
-	for k := range r.props {
+	for k, v := range r.props {
+		if k == "history.expire.min-snapshots-to-keep" && v == fmt.Sprint(g.minKeep) {
+			continue // the model's own (minKeepOf)
+		}
 		if strings.HasPrefix(k, "history.expire.") {
 			return false
 		}
@@ -273,7 +281,7 @@ func (s *Sim) expiryPredictable(g *Gen) bool {
 // checkExpired: after a sweep at now, no snapshot the model says must
 // expire (mustExpire, from its own record) is left in the metadata of the
 // tables it predicts (heads: main's head before the sweep).
-func (s *Sim) checkExpired(now time.Time, heads map[*Gen]int64) error {
+func (s *Sim) checkExpired(now time.Time, heads map[*Gen]int64, kept map[*Gen]map[int64]bool) error {
 	for _, g := range s.m.inState(live) {
 		head, ok := heads[g]
 		if !ok {
@@ -301,8 +309,8 @@ func (s *Sim) checkExpired(now time.Time, heads map[*Gen]int64) error {
 				left = append(left, id)
 			}
 		}
-		for id := range g.mustKeep(now, drop) {
-			if g.h.snaps[id] != nil && id != drop && !slices.Contains(r.snaps, id) {
+		for id := range kept[g] {
+			if !slices.Contains(r.snaps, id) {
 				lost = append(lost, id)
 			}
 		}
