@@ -4,7 +4,9 @@
 # not depend on which process runs it; a seed waits on its pipeline about
 # two thirds of its time), every seed run to its end. Prints
 # each process's summary: the seeds that failed, each with its replay
-# command; exits non-zero when any failed.
+# command, and how many seeds passed; exits non-zero when any failed
+# (-test.v: each seed's PASS or FAIL line is in its process's output as it
+# ends).
 #
 #   sim/soak.sh START+COUNT STEPS [PROCS]
 set -uo pipefail
@@ -24,7 +26,7 @@ for ((i = 0; i < procs; i++)); do
 	n=$((count - i * per < per ? count - i * per : per))
 	[ "$n" -gt 0 ] || break
 	(
-		cd "$root/sim" && "$bin/sim.test" -test.count=1 -test.timeout 0 -test.run 'TestLifecycleSimulation$' \
+		cd "$root/sim" && "$bin/sim.test" -test.v -test.count=1 -test.timeout 0 -test.run 'TestLifecycleSimulation$' \
 			-sim.seeds="$from+$n" -sim.steps="$steps" -sim.cover=false >"$bin/shard$i.out" 2>&1
 		echo $? >"$bin/shard$i.rc"
 	) &
@@ -33,6 +35,7 @@ for ((i = 0; i < procs; i++)); do
 done
 wait "${pids[@]}"
 rc=0
+echo "passed: $(cat "$bin"/shard*.out | grep -c -- '--- PASS: TestLifecycleSimulation/seed=') of $count seeds"
 for ((i = 0; i < ${#pids[@]}; i++)); do
 	if [ "$(cat "$bin/shard$i.rc")" != 0 ]; then
 		rc=1
