@@ -38,7 +38,7 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 	// location's orphans: an old location is let go on its own terms).
 	may, must := map[string]bool{}, map[string]bool{}
 	for _, g := range s.m.inState(live) {
-		if g.legalHold || g.holdUnsure || held[g] || g.meta == "" {
+		if g.legalHold || held[g] || g.meta == "" {
 			continue
 		}
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
@@ -60,7 +60,13 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 			for k := range pre {
 				if strings.HasPrefix(k, p+"/") && !r.keys[k] && !metadataFile(k) {
 					may[k] = true
-					if i == 0 && !g.forged && !s.sharedPrefix(g, k) {
+					// A hold the model is unsure of (a raced change): the
+					// sweep may delete, need not.
+					// A file a snapshot once named may still be named by a
+					// DELETED entry of a retained manifest, which the sweep
+					// keeps (entries of any status): only files no commit
+					// ever named must go.
+					if i == 0 && !g.forged && !g.holdUnsure && (g.h == nil || !g.h.reached[k]) && !s.sharedPrefix(g, k) {
 						must[k] = true
 					}
 				}
