@@ -235,6 +235,27 @@ func TestPurgeOfAnS3ATable(t *testing.T) {
 	}
 }
 
+// Defect: verify called every file of an s3a:// table missing (it looked
+// the metadata's s3a:// paths up among listed s3:// URIs), so an intact
+// Hadoop-written table failed files-intact and repair had nothing to do
+// (soak seed 1031 step 244).
+func TestVerifyOfAnS3ATable(t *testing.T) {
+	localOnly(t)
+	ctx := context.Background()
+	cat := client(t, shared.Token)
+	ns := newNamespace(t, "hadoopv")
+	loc := "s3a://icehold-warehouse/" + shared.Catalog + "/" + ns + "/written_by_hadoop"
+	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "h"}, eventSchema, catalog.WithPartitionSpec(&eventSpec), catalog.WithLocation(loc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl = appendRows(t, tbl, rows(t, 0, 10, false))
+	appendRows(t, tbl, rows(t, 10, 10, false))
+	if c := verifyFiles(t, shared.Catalog, ns, "h"); !c.OK {
+		t.Errorf("verify of an intact s3a table: %+v", c)
+	}
+}
+
 // Defect: rename into a name held by a purge job overwrote the job's
 // tombstone (the first job could never finish).
 func TestRenameIntoAPurgingNameIsRefused(t *testing.T) {

@@ -200,6 +200,12 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 			}
 		case gone:
 			op.want = append(op.want, 400, 404, 409) // its files are gone
+			if i := strings.LastIndex(meta, "/metadata/"); i > 0 && !overlaps(meta[:i], from.location) && !refused {
+				// A metadata file from before a set-location that no
+				// retained snapshot reached: the move released it, so its
+				// purge left it (soak seed 1027 step 49).
+				op.want = append(op.want, 200)
+			}
 		case purging: // its files may be going; recovery while PENDING
 			op.want = append(op.want, 400, 409)
 			if !refused {
@@ -237,8 +243,14 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("register answer: %v", err)
 		}
-		if from != nil && from.state == unregistered && res.Metadata.UUID == from.uuid {
-			from.state = released // the new generation takes its claims (and its files)
+		for _, u := range s.m.inState(unregistered) {
+			// The record of its uuid gives the new generation its claims
+			// (and its files), whichever metadata file was registered and
+			// under whichever name it was unregistered (soak seed 1080
+			// step 160: a.t unregistered, a.u's older file registered).
+			if u.uuid == res.Metadata.UUID && overlaps(u.location, res.Metadata.Location) {
+				u.state = released
+			}
 		}
 		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
 			// Register as recovery of a PENDING purge: the table is back.

@@ -236,7 +236,12 @@ func (s *Service) damaged(ctx context.Context, entry store.TableEntry, meta tabl
 	}
 	var out []damage
 	for _, r := range refs {
-		got, ok := sizes[r.path]
+		// The listing names s3://; the metadata may say s3a:// or s3n://.
+		uri := r.path
+		if l, err := objects.Parse(r.path); err == nil {
+			uri = l.URI()
+		}
+		got, ok := sizes[uri]
 		if !ok {
 			if got, err = s.headSize(ctx, r.path, prefixes); err != nil {
 				return nil, err
