@@ -324,6 +324,10 @@ type reach struct {
 	// over from expired snapshots); the rest under its prefix is the
 	// final listing's (unreferenced).
 	planned map[string]bool
+	// named: every data and delete file an entry of a retained manifest
+	// names, whatever its status (a DELETED entry too: the storage sweep
+	// keeps what any entry names).
+	named map[string]bool
 	// gone: manifest lists or manifests it names that were missing.
 	gone bool
 }
@@ -374,7 +378,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 	}
 	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties()),
 		refs: map[string]refInfo{}, snapFiles: map[int64]map[string]bool{}, snapTS: map[int64]int64{}, snapParent: map[int64]int64{},
-		sizes: map[string]int64{}, planned: map[string]bool{}}
+		sizes: map[string]int64{}, planned: map[string]bool{}, named: map[string]bool{}}
 	if cur := md.CurrentSnapshot(); cur != nil {
 		out.current = cur.SnapshotID
 	}
@@ -448,6 +452,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 				if !ok {
 					continue
 				}
+				out.named[k] = true
 				if e.Status() == iceberg.EntryStatusADDED {
 					out.planned[k] = true
 				}

@@ -65,8 +65,11 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 					// A file a snapshot once named may still be named by a
 					// DELETED entry of a retained manifest, which the sweep
 					// keeps (entries of any status): only files no commit
-					// ever named must go.
-					if i == 0 && !g.forged && !g.holdUnsure && (g.h == nil || !g.h.reached[k]) && !s.sharedPrefix(g, k) {
+					// ever named, and no entry names now, must go (a
+					// client's remove-snapshots takes a file out of the
+					// history while a later manifest's DELETED entry still
+					// names it: soak seed 1025 step 112).
+					if i == 0 && !g.forged && !g.holdUnsure && (g.h == nil || !g.h.reached[k]) && !r.named[k] && !s.sharedPrefix(g, k) {
 						must[k] = true
 					}
 				}
