@@ -38,7 +38,29 @@ func (w *World) versionBucket(ctx context.Context) error {
 // versions lists every key of the warehouse with how many versions and
 // delete markers it keeps (page by page: a bulk table alone passes 1,000).
 func (w *World) versions(ctx context.Context) (map[string]int, error) {
+	all, err := w.allVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]int{}
+	for k, vs := range all {
+		out[k] = len(vs)
+	}
+	return out, nil
+}
+
+// objVersion is one version or delete marker of a key.
+type objVersion struct {
+	id       string
+	marker   bool
+	modified time.Time
+}
+
+// allVersions lists every version and delete marker of the warehouse, per
+// key: its versions newest first (the order S3 lists them in), then its
+// delete markers.
+func (w *World) allVersions(ctx context.Context) (map[string][]objVersion, error) {
+	out := map[string][]objVersion{}
 	in := &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)}
 	for {
 		page, err := w.s3.ListObjectVersions(ctx, in)
@@ -46,10 +68,12 @@ func (w *World) versions(ctx context.Context) (map[string]int, error) {
 			return nil, fmt.Errorf("list the warehouse's versions: %w", err)
 		}
 		for _, v := range page.Versions {
-			out[aws.ToString(v.Key)]++
+			k := aws.ToString(v.Key)
+			out[k] = append(out[k], objVersion{id: aws.ToString(v.VersionId), modified: aws.ToTime(v.LastModified)})
 		}
 		for _, m := range page.DeleteMarkers {
-			out[aws.ToString(m.Key)]++
+			k := aws.ToString(m.Key)
+			out[k] = append(out[k], objVersion{id: aws.ToString(m.VersionId), marker: true, modified: aws.ToTime(m.LastModified)})
 		}
 		if !aws.ToBool(page.IsTruncated) {
 			return out, nil

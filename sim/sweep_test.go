@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -16,11 +17,22 @@ import (
 // of the bucket, it deletes what no table needs. The model says what that
 // is without asking the sweep: under the location of a live table with no
 // legal hold, a latest version its current metadata does not reach (and
-// that is no metadata file) is an orphan: the sweep must delete it. Nothing
-// else may go: not a file a retained snapshot reaches, nor anything of a
-// held, soft-deleted or unregistered table, nor what lies under no
-// table's claim. (The simulated clock runs a month ahead of the stamps on
-// the objects, so every object is past the orphan window.)
+// that is no metadata file) older than the orphan window is an orphan: the
+// sweep must delete it, with every older version of its key; a version
+// noncurrent for longer than the version window (since the next newer one
+// was written) must go too. Nothing else may go: not a file a retained
+// snapshot reaches, nor a recent one (an engine may be about to commit
+// it), nor a version repair may still restore from, nor anything of a
+// held, soft-deleted or unregistered table, nor what lies under no table's
+// claim. The bucket stamps on the simulated clock (world_test.go); the
+// windows are the catalog's defaults (the simulation never sets them).
+const (
+	orphanWindow  = 72 * time.Hour  // storage-sweep.orphan-window P3D
+	versionWindow = 168 * time.Hour // storage.version-window P7D
+	// windowSlack: how near a window's end the model says nothing (the
+	// clock jumps by whole hours: an object can be exactly as old).
+	windowSlack = time.Minute
+)
 
 // storageSweep writes an inventory report now and runs the storage sweep on
 // it, then checks what it deleted against the model. held: tables under a
@@ -34,9 +46,29 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 	if err != nil {
 		return err
 	}
+	preV, err := s.w.allVersions(s.ctx)
+	if err != nil {
+		return err
+	}
+	cut := s.w.clock.Now()
+	// age: how long ago a key's i-th version was written (i 0: the latest)
+	// or, for an older one, became noncurrent; unknown for a key with
+	// delete markers (their order among its versions is not listed).
+	age := func(k string, i int) (time.Duration, bool) {
+		vs := preV[k]
+		if i >= len(vs) || slices.ContainsFunc(vs, func(v objVersion) bool { return v.marker }) {
+			return 0, false
+		}
+		if i == 0 {
+			return cut.Sub(vs[0].modified), true
+		}
+		return cut.Sub(vs[i-1].modified), true
+	}
 	// may: what the sweep may delete; must: what it must (the current
-	// location's orphans: an old location is let go on its own terms).
+	// location's orphans: an old location is let go on its own terms);
+	// vmay, vmust: the same for keys' noncurrent versions.
 	may, must := map[string]bool{}, map[string]bool{}
+	vmay, vmust := map[string]bool{}, map[string]bool{}
 	for _, g := range s.m.inState(live) {
 		if g.legalHold || held[g] || g.meta == "" {
 			continue
@@ -57,21 +89,32 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 			if !ok {
 				continue
 			}
-			for k := range pre {
-				if strings.HasPrefix(k, p+"/") && !r.keys[k] && !metadataFile(k) {
-					may[k] = true
-					// A hold the model is unsure of (a raced change): the
-					// sweep may delete, need not.
-					// A file a snapshot once named may still be named by a
-					// DELETED entry of a retained manifest, which the sweep
-					// keeps (entries of any status): only files no commit
-					// ever named, and no entry names now, must go (a
-					// client's remove-snapshots takes a file out of the
-					// history while a later manifest's DELETED entry still
-					// names it: soak seed 1025 step 112).
-					if i == 0 && !g.forged && !g.holdUnsure && (g.h == nil || !g.h.reached[k]) && !r.named[k] && !s.sharedPrefix(g, k) {
-						must[k] = true
-					}
+			for k := range preV {
+				if !strings.HasPrefix(k, p+"/") {
+					continue
+				}
+				// A hold the model is unsure of (a raced change): the
+				// sweep may delete, need not.
+				sure := i == 0 && !g.forged && !g.holdUnsure && !s.sharedPrefix(g, k)
+				vmay[k] = true
+				vmust[k] = vmust[k] || sure
+				if _, latest := pre[k]; !latest || r.keys[k] || metadataFile(k) {
+					continue
+				}
+				a, known := age(k, 0)
+				if known && a < orphanWindow-windowSlack {
+					continue // recent: kept
+				}
+				may[k] = true
+				// A file a snapshot once named may still be named by a
+				// DELETED entry of a retained manifest, which the sweep
+				// keeps (entries of any status): only files no commit
+				// ever named, and no entry names now, must go (a
+				// client's remove-snapshots takes a file out of the
+				// history while a later manifest's DELETED entry still
+				// names it: soak seed 1025 step 112).
+				if sure && known && a > orphanWindow+windowSlack && (g.h == nil || !g.h.reached[k]) && !r.named[k] {
+					must[k] = true
 				}
 			}
 		}
@@ -91,6 +134,10 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 	if err != nil {
 		return err
 	}
+	postV, err := s.w.allVersions(s.ctx)
+	if err != nil {
+		return err
+	}
 	var wrong, kept []string
 	for k := range pre {
 		_, there := post[k]
@@ -101,15 +148,35 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 			kept = append(kept, k+" ("+s.whose(k)+")")
 		}
 	}
+	for k, vs := range preV {
+		_, orphaned := pre[k]
+		orphaned = orphaned && may[k]
+		if _, there := post[k]; there {
+			orphaned = false
+		}
+		for i := 1; i < len(vs); i++ {
+			a, known := age(k, i)
+			if !known {
+				continue
+			}
+			there := slices.ContainsFunc(postV[k], func(v objVersion) bool { return v.id == vs[i].id })
+			switch {
+			case !there && !orphaned && (!vmay[k] || a < versionWindow-windowSlack):
+				wrong = append(wrong, fmt.Sprintf("%s version %s, noncurrent for %v (%s)", k, vs[i].id, a, s.whose(k)))
+			case there && vmust[k] && a > versionWindow+windowSlack:
+				kept = append(kept, fmt.Sprintf("%s version %s, noncurrent for %v (%s)", k, vs[i].id, a, s.whose(k)))
+			}
+		}
+	}
 	slices.Sort(wrong)
 	slices.Sort(kept)
 	s.acted = len(post) < len(pre)
 	switch {
 	case len(wrong) > 0:
-		return s.violatef("the storage sweep deleted %d objects the model says someone needs (reached by a retained snapshot, a metadata file, of a held, soft-deleted or unregistered table, or under no table's claim), e.g. %s",
+		return s.violatef("the storage sweep deleted %d objects or versions the model says someone needs (reached by a retained snapshot, a metadata file, within the orphan or version window, of a held, soft-deleted or unregistered table, or under no table's claim), e.g. %s",
 			len(wrong), strings.Join(wrong[:min(3, len(wrong))], ", "))
 	case len(kept) > 0:
-		return s.violatef("the storage sweep left %d orphans (under a live, unheld table, reached by no retained snapshot, past the orphan window), e.g. %s",
+		return s.violatef("the storage sweep left %d orphans or expired versions (under a live, unheld table, reached by no retained snapshot, past the orphan window; noncurrent past the version window), e.g. %s",
 			len(kept), strings.Join(kept[:min(3, len(kept))], ", "))
 	}
 	return nil
@@ -151,16 +218,26 @@ func metadataFile(k string) bool {
 }
 
 // strayWrite: an engine writes a data file under g and never commits it
-// (it crashed): no snapshot reaches it.
+// (it crashed): no snapshot reaches it. Two times in three it crashed ten
+// days ago (the bucket stamps the write then: an orphan), else just now (a
+// recent file the sweep must keep: the engine may still commit it).
 func (s *Sim) strayWrite(g *Gen) *barrier {
-	return &barrier{kind: "stray-write", desc: "an engine writes a file under " + g.String() + " and never commits it", run: func() error {
+	back := 10 * 24 * time.Hour
+	if s.chance(1.0 / 3) {
+		back = 0
+	}
+	return &barrier{kind: "stray-write", desc: fmt.Sprintf("an engine writes a file under %s %v ago and never commits it", g, back), run: func() error {
 		p, ok := keyOf(strings.TrimRight(g.location, "/"))
 		if !ok {
 			return nil
 		}
 		s.m.nextID++
-		key := fmt.Sprintf("%s/data/d=%s/stray-%d.parquet", p, s.w.clock.Now().Format("2006-01-02"), s.m.nextID)
+		at := s.w.clock.Now().Add(-back)
+		key := fmt.Sprintf("%s/data/d=%s/stray-%d.parquet", p, at.Format("2006-01-02"), s.m.nextID)
+		store := s.w.srv.S3Emulator.Store
+		store.SetClock(func() time.Time { return at })
 		_, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("PAR1 never committed"))})
+		store.SetClock(s.w.clock.Now)
 		if err != nil {
 			return s.violatef("stray write %s: %v", key, err)
 		}

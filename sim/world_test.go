@@ -123,6 +123,12 @@ func (w *World) start(ctx context.Context) error {
 	// the clients' are: iceberg-go refuses a snapshot more than a minute
 	// older than the last one, and the simulated clock runs ahead.
 	srv.Partitions.Now = nil
+	// The bucket stamps what it writes on the simulated clock, as AWS
+	// stamps on its own: the storage sweep's windows (an orphan's age, a
+	// noncurrent version's) count in the time the simulation moves.
+	if srv.S3Emulator != nil {
+		srv.S3Emulator.Store.SetClock(w.clock.Now)
+	}
 	srv.Purge.Backoff = 2 * time.Millisecond
 	w.srv = srv
 	w.gate = newPipeGate()
