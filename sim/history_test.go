@@ -34,12 +34,10 @@ type snapRec struct {
 	rows map[int64]string
 }
 
-// refRec is a ref the model holds.
-type refRec struct {
-	snapshot  int64
-	kind      string
-	maxRefAge *int64
-}
+// refRec is a ref the model holds: where it points and its own retention
+// settings as a client's commit set them (icehold's own commits, a
+// partition drop's or a sweep's, must leave them as they are).
+type refRec = refInfo
 
 // history is a generation's record.
 type history struct {
@@ -100,7 +98,12 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 		}
 	}
 	if m, ok := r.refs["main"]; ok {
-		h.refs["main"] = refRec{snapshot: m.snapshot, kind: m.kind}
+		if old, had := h.refs["main"]; had && !refsToo {
+			// main moved by an append or icehold's own commit: its
+			// retention is still what the last ref commit set.
+			m.maxRefAge, m.maxSnapAge, m.minKeep = old.maxRefAge, old.maxSnapAge, old.minKeep
+		}
+		h.refs["main"] = m
 	} else {
 		delete(h.refs, "main")
 	}
@@ -111,7 +114,7 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 			}
 		}
 		for name, ref := range r.refs {
-			h.refs[name] = refRec{snapshot: ref.snapshot, kind: ref.kind, maxRefAge: ref.maxRefAge}
+			h.refs[name] = ref
 		}
 	}
 	// Rows of main's head, when the model is sure of them.
@@ -200,6 +203,8 @@ func (s *Sim) checkHistory(objs map[string]int64) error {
 					return s.violatef("%s: its %s %q (snapshot %d, set by the model) is gone from its metadata %s", g, ref.kind, name, ref.snapshot, g.meta)
 				case got.snapshot != ref.snapshot:
 					return s.violatef("%s: its %s %q is at snapshot %d, the model says %d", g, ref.kind, name, got.snapshot, ref.snapshot)
+				case got.retention() != ref.retention():
+					return s.violatef("%s: its %s %q keeps %s; the last ref commit set %s (icehold's own commits must leave a ref's retention as it is)", g, ref.kind, name, got.retention(), ref.retention())
 				}
 				if !slices.Contains(r.snaps, ref.snapshot) {
 					return s.violatef("%s: snapshot %d, which its %s %q holds, is gone from its metadata", g, ref.snapshot, ref.kind, name)
@@ -342,11 +347,23 @@ func (g *Gen) mustKeep(now time.Time, drop int64) map[int64]bool {
 		}
 		n := 1
 		if ref.kind == "branch" {
-			n = minKeep
+			n = cmp.Or(deref(ref.minKeep), minKeep)
 		}
-		for _, id := range chain[:min(len(chain), n)] {
-			keep[id] = true
+		for i, id := range chain {
+			// A branch's own max snapshot age keeps every ancestor younger
+			// (the simulation sets one far from every snapshot's age).
+			if i < n || ref.kind == "branch" && ref.maxSnapAge != nil && g.h.snaps[id] != nil && nowMs-g.h.snaps[id].ts < *ref.maxSnapAge {
+				keep[id] = true
+			}
 		}
 	}
 	return keep
+}
+
+// deref: *p, or the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
 }

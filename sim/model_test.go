@@ -336,6 +336,25 @@ type refInfo struct {
 	snapshot  int64
 	kind      string
 	maxRefAge *int64
+	// A branch's own retention (nil: the table's): its max snapshot age
+	// and how many newest ancestors it keeps.
+	maxSnapAge *int64
+	minKeep    *int
+}
+
+// retention says a ref's own retention settings, for a violation.
+func (r refInfo) retention() string {
+	f := func(p *int64) string {
+		if p == nil {
+			return "unset"
+		}
+		return fmt.Sprint(*p)
+	}
+	mk := "unset"
+	if r.minKeep != nil {
+		mk = fmt.Sprint(*r.minKeep)
+	}
+	return fmt.Sprintf("max-ref-age-ms %s, max-snapshot-age-ms %s, min-snapshots-to-keep %s", f(r.maxRefAge), f(r.maxSnapAge), mk)
 }
 
 type reacher struct {
@@ -383,7 +402,8 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		out.current = cur.SnapshotID
 	}
 	for name, ref := range md.Refs() {
-		out.refs[name] = refInfo{snapshot: ref.SnapshotID, kind: string(ref.SnapshotRefType), maxRefAge: ref.MaxRefAgeMs}
+		out.refs[name] = refInfo{snapshot: ref.SnapshotID, kind: string(ref.SnapshotRefType), maxRefAge: ref.MaxRefAgeMs,
+			maxSnapAge: ref.MaxSnapshotAgeMs, minKeep: ref.MinSnapshotsToKeep}
 	}
 	add := func(p string, set ...map[string]bool) {
 		if k, ok := keyOf(p); ok {

@@ -351,6 +351,11 @@ func (s *Sim) snapshotsOf(g *Gen) *Op {
 	if err != nil || len(r.snaps) == 0 {
 		return nil
 	}
+	if s.chance(0.25) {
+		if op := s.mainRetentionOf(g, 0); op != nil {
+			return op
+		}
+	}
 	var update map[string]any
 	switch n := s.rng.IntN(3); {
 	case n == 0 && len(r.snaps) > 1:
@@ -371,6 +376,47 @@ func (s *Sim) snapshotsOf(g *Gen) *Op {
 	op := &Op{desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "refs:"+g.uuid), want: []int{200, 400, 409}}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{"requirements": []any{}, "updates": []any{update}})
+	}
+	op.after = func(o Outcome, _ bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.propsCommittedRefs(o, ns, name, true, func(*Gen) {})
+	}
+	return op
+}
+
+// mainRetentionOf: admin sets main's own retention at its head (asserted:
+// a raced append makes it a 409), one of: every ancestor kept ten years
+// (1), none kept past an hour beyond the two newest (2), or the three
+// newest (3); 0 picks one. Every value is far from any snapshot's age
+// (snapshots are stamped on the wall clock, a month behind the simulated
+// one), so the model's expiry is exact either way. A partition drop or a
+// sweep that commits must leave them as set.
+func (s *Sim) mainRetentionOf(g *Gen, which int) *Op {
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+	if err != nil || r.current == 0 {
+		return nil
+	}
+	if which == 0 {
+		which = 1 + s.rng.IntN(3)
+	}
+	update := map[string]any{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": r.current}
+	switch which {
+	case 1:
+		update["max-snapshot-age-ms"] = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
+	case 2:
+		update["max-snapshot-age-ms"], update["min-snapshots-to-keep"] = int64(time.Hour/time.Millisecond), 2
+	default:
+		update["min-snapshots-to-keep"] = 3
+	}
+	raw, _ := json.Marshal(update)
+	ns, name := g.ns, g.name
+	op := &Op{kind: "main-retention", desc: fmt.Sprintf("admin commits %s to %s", raw, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid, "refs:"+g.uuid), want: []int{200, 409}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", tablePath(ns, name), map[string]any{
+			"requirements": []any{map[string]any{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": r.current}},
+			"updates":      []any{update}})
 	}
 	op.after = func(o Outcome, _ bool) error {
 		if o.Status != 200 {

@@ -197,7 +197,16 @@ func (s *Sim) overwriteRepair() *barrier {
 		if _, named := verifyNames(o.Body, f); o.Status != 200 || named {
 			return s.violatef("%s: verify after the repair still names %s: %s", g, f, o)
 		}
-		return s.checkRows(g, "after an overwrite and its repair")
+		if err := s.checkRows(g, "after an overwrite and its repair"); err != nil {
+			return err
+		}
+		if s.chance(0.5) {
+			// A storage sweep at once: the versions the overwrite and the
+			// repair left are noncurrent since now, however old the file
+			// (the version window counts from the replacement).
+			return s.storageSweep(nil)
+		}
+		return nil
 	}}
 }
 

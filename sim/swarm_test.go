@@ -385,7 +385,18 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			}
 			return ops(s.minKeepOf(g, 3))
 		},
-		appendOld(20, 10, 3), appendOld(12), appendOld(11, 10, 5),
+		appendOld(20, 10, 3), appendOld(12),
+		// Seeds 1 and 2 (mod 4): main's own retention (its max snapshot
+		// age, its min-snapshots-to-keep), which the sweep's partition
+		// drop must carry over and its expiry honour.
+		func() *plan {
+			g := t.live("a")
+			if g == nil || s.seed%4 == 0 || s.seed%4 == 3 {
+				return nil
+			}
+			return ops(s.mainRetentionOf(g, int(s.seed%4)))
+		},
+		appendOld(11, 10, 5),
 		ref("t1", "tag", 0, 0), ref("b1", "branch", 1, 0), ref("tmp", "tag", 2, int64(time.Hour/time.Millisecond)),
 		func() *plan {
 			g := t.live("a")
