@@ -34,15 +34,31 @@ type softObs struct {
 
 func (o softObs) ident() string { return strings.Join(o.Namespace, ".") + "." + o.Name }
 
+// paged: a listing's path with the page token and the seed's page size.
+func (s *Sim) paged(path, token string) string {
+	var q []string
+	if s.pageSize > 0 {
+		q = append(q, "pageSize="+strconv.Itoa(s.pageSize))
+	}
+	if token != "" {
+		q = append(q, "pageToken="+url.QueryEscape(token))
+	}
+	if len(q) == 0 {
+		return path
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + strings.Join(q, "&")
+}
+
 func (s *Sim) observe() ([]liveObs, []softObs, error) {
 	var lives []liveObs
 	for _, ns := range namespaces {
 		token := ""
 		for {
-			path := "/v1/" + catalogName + "/namespaces/" + ns + "/tables"
-			if token != "" {
-				path += "?pageToken=" + url.QueryEscape(token)
-			}
+			path := s.paged("/v1/"+catalogName+"/namespaces/"+ns+"/tables", token)
 			o := s.w.call(s.ctx, admin, "GET", path, nil)
 			if o.Status == 404 {
 				break
@@ -83,10 +99,7 @@ func (s *Sim) observe() ([]liveObs, []softObs, error) {
 	var softs []softObs
 	token := ""
 	for {
-		path := "/lifecycle/v1/catalogs/" + catalogName + "/soft-deleted-tables?kind=table"
-		if token != "" {
-			path += "&pageToken=" + url.QueryEscape(token)
-		}
+		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables?kind=table", token)
 		o := s.w.call(s.ctx, admin, "GET", path, nil)
 		if o.Status != 200 {
 			return nil, nil, s.violatef("list soft-deleted tables: %s", o)
@@ -742,10 +755,7 @@ func (s *Sim) allJobs() ([]jobView, error) {
 	var out []jobView
 	token := ""
 	for {
-		path := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs"
-		if token != "" {
-			path += "?pageToken=" + url.QueryEscape(token)
-		}
+		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/purge-jobs", token)
 		o := s.w.call(s.ctx, admin, "GET", path, nil)
 		if o.Status != 200 {
 			return nil, s.violatef("list jobs: %s", o)

@@ -3,10 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/icehold/icehold/local/emulators"
 )
@@ -144,17 +146,28 @@ func (s *Sim) grantTo(p string, privs []string) *Op {
 	return op
 }
 
+// sweepWindows: the storage sweep's window values the simulation sets
+// (docs/design/storagesweep.md), each with its length; 0: out of range
+// (under an hour), refused.
+var sweepWindows = map[string]time.Duration{"P3D": 72 * time.Hour, "PT6H": 6 * time.Hour, "P10D": 240 * time.Hour, "PT30M": 0}
+
 func (s *Sim) opCatalogSetting() *Op {
-	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled"})
+	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled", "storage-sweep.orphan-window", "storage.version-window"})
 	v := pick(s, []string{"true", "false"})
 	if key == "soft-delete.enabled" && v == "false" && s.chance(0.5) {
 		v = "true" // mostly on: soft delete is what is under test
 	}
+	if strings.HasPrefix(key, "storage") {
+		v = pick(s, slices.Sorted(maps.Keys(sweepWindows)))
+	}
 	body, bad := s.lifecycleBody(map[string]any{"updates": map[string]string{key: v}}, "")
 	op := &Op{desc: "admin sets the catalog's properties " + trunc(body, 100), keys: []string{"props"}}
-	if bad != "" {
+	switch {
+	case bad != "":
 		op.invalid, op.why = true, bad
-	} else {
+	case strings.HasPrefix(key, "storage") && sweepWindows[v] == 0:
+		op.invalid, op.why = true, key+" "+v+" is shorter than an hour"
+	default:
 		op.want = []int{200}
 	}
 	op.run = func() Outcome {
@@ -167,6 +180,15 @@ func (s *Sim) opCatalogSetting() *Op {
 		return nil
 	}
 	return op
+}
+
+// window: the catalog's storage sweep window key (the model's view;
+// def when unset).
+func (s *Sim) window(key string, def time.Duration) time.Duration {
+	if d := sweepWindows[s.m.catProps[key]]; d > 0 {
+		return d
+	}
+	return def
 }
 
 // softOn: the catalog soft-deletes (in the model's view).

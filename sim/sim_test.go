@@ -99,18 +99,21 @@ func parseSeeds(s string) ([]uint64, error) {
 
 // Sim is one seeded run.
 type Sim struct {
-	t       testing.TB
-	ctx     context.Context
-	seed    uint64
-	rng     *rand.Rand
-	w       *World
-	m       *Model
-	reach   *reacher
-	actors  int
-	without map[string]bool
-	skip    map[string]bool
-	step    int
-	trace   []string
+	t    testing.TB
+	ctx  context.Context
+	seed uint64
+	// pageSize: the listings' page size (0: the server's default); small
+	// on three seeds in four, so the checks' listings cross pages.
+	pageSize int
+	rng      *rand.Rand
+	w        *World
+	m        *Model
+	reach    *reacher
+	actors   int
+	without  map[string]bool
+	skip     map[string]bool
+	step     int
+	trace    []string
 	// pre is the bucket's listing before the current round (what a
 	// permanent delete accepted in the round had under its prefix).
 	pre map[string]int64
@@ -185,7 +188,7 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
-		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag),
+		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag), pageSize: int(seed % 4),
 	}
 	if !s.free {
 		s.w.sched, s.w.hook = newSched(seed), s.pipelineHook

@@ -138,8 +138,23 @@ func (s *Sim) overwriteRepair() *barrier {
 	if len(gs) == 0 {
 		return &barrier{desc: "overwrite and repair: no live table", run: func() error { return nil }}
 	}
-	g := pick(s, gs)
-	return &barrier{desc: "an engine overwrites a committed file of " + g.String() + ", then verify and repair", run: func() error {
+	return s.overwriteRepairOf(pick(s, gs))
+}
+
+// overwriteRepairOf: the overwrite and repair of a committed file of g
+// (half the time its oldest: repair restores what the bucket has kept
+// longest), then, when that file is older than the version window (or one
+// time in three), a storage sweep at once: the versions the overwrite and
+// the repair left are noncurrent since now, however old the file (the
+// window counts from the replacement, SPEC §2).
+func (s *Sim) overwriteRepairOf(g *Gen) *barrier {
+	oldest := s.chance(0.5)
+	sweepAnyway := s.chance(1.0 / 3)
+	return &barrier{kind: "overwrite-repair", desc: "an engine overwrites a committed file of " + g.String() + ", then verify and repair", run: func() error {
+		if g.state != live || g.legalHold || g.holdUnsure || g.meta == "" {
+			s.logf("   %s: not a live unheld table now", g)
+			return nil
+		}
 		r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
 		if err != nil {
 			return s.violatef("%s: %v", g, err)
@@ -155,10 +170,24 @@ func (s *Sim) overwriteRepair() *barrier {
 			return nil
 		}
 		slices.Sort(files)
+		vers, err := s.w.allVersions(s.ctx)
+		if err != nil {
+			return err
+		}
+		written := func(k string) time.Time {
+			if vs := vers[k]; len(vs) > 0 {
+				return vs[0].modified
+			}
+			return s.w.clock.Now()
+		}
 		// The model's files are keys of the warehouse bucket; verify and
 		// repair name them by path (s3://bucket/key): a key matches both.
 		f := pick(s, files)
+		if oldest {
+			f = slices.MinFunc(files, func(a, b string) int { return written(a).Compare(written(b)) })
+		}
 		k := f
+		old := s.w.clock.Now().Sub(written(k)) > s.window("storage.version-window", defaultVersionWindow)
 		body := []byte("PAR1 overwritten by an engine")
 		for int64(len(body)) == r.sizes[f] {
 			body = append(body, '!')
@@ -200,10 +229,7 @@ func (s *Sim) overwriteRepair() *barrier {
 		if err := s.checkRows(g, "after an overwrite and its repair"); err != nil {
 			return err
 		}
-		if s.chance(0.5) {
-			// A storage sweep at once: the versions the overwrite and the
-			// repair left are noncurrent since now, however old the file
-			// (the version window counts from the replacement).
+		if old || sweepAnyway {
 			return s.storageSweep(nil)
 		}
 		return nil

@@ -414,6 +414,14 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			t.reached = t.live("a") != nil && len(t.snaps) == 3
 			return &plan{b: s.makeBarrier("retention-sweep")}
 		},
+		// Its files are eight days old now: one overwritten and repaired,
+		// and a storage sweep at once keeps the versions that left.
+		func() *plan {
+			if g := t.live("a"); g != nil && !g.legalHold && !g.holdUnsure {
+				return &plan{b: s.overwriteRepairOf(g)}
+			}
+			return nil
+		},
 		func() *plan { return &plan{b: s.makeBarrier("quiesce")} },
 	}
 }

@@ -25,10 +25,13 @@ import (
 // it), nor a version repair may still restore from, nor anything of a
 // held, soft-deleted or unregistered table, nor what lies under no table's
 // claim. The bucket stamps on the simulated clock (world_test.go); the
-// windows are the catalog's defaults (the simulation never sets them).
+// windows are the catalog's as the model last set them.
 const (
-	orphanWindow  = 72 * time.Hour  // storage-sweep.orphan-window P3D
-	versionWindow = 168 * time.Hour // storage.version-window P7D
+	// The windows' defaults (storage-sweep.orphan-window P3D,
+	// storage.version-window P7D); the simulation sets others
+	// (sweepWindows).
+	defaultOrphanWindow  = 72 * time.Hour
+	defaultVersionWindow = 168 * time.Hour
 	// windowSlack: how near a window's end the model says nothing (the
 	// clock jumps by whole hours: an object can be exactly as old).
 	windowSlack = time.Minute
@@ -51,6 +54,8 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 		return err
 	}
 	cut := s.w.clock.Now()
+	orphanWindow := s.window("storage-sweep.orphan-window", defaultOrphanWindow)
+	versionWindow := s.window("storage.version-window", defaultVersionWindow)
 	// age: how long ago a key's i-th version was written (i 0: the latest)
 	// or, for an older one, became noncurrent; unknown for a key with
 	// delete markers (their order among its versions is not listed).

@@ -260,10 +260,7 @@ func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
 	for ns := range s.m.namespaces {
 		token := ""
 		for {
-			path := "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/views"
-			if token != "" {
-				path += "?pageToken=" + url.QueryEscape(token)
-			}
+			path := s.paged("/v1/"+catalogName+"/namespaces/"+url.PathEscape(ns)+"/views", token)
 			o := s.w.call(s.ctx, admin, "GET", path, nil)
 			if o.Status == 404 { // the namespace was dropped in the round
 				break
@@ -305,10 +302,7 @@ func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
 	softs := map[string]softObs{}
 	token := ""
 	for {
-		path := "/lifecycle/v1/catalogs/" + catalogName + "/soft-deleted-tables?kind=view"
-		if token != "" {
-			path += "&pageToken=" + url.QueryEscape(token)
-		}
+		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables?kind=view", token)
 		o := s.w.call(s.ctx, admin, "GET", path, nil)
 		if o.Status != 200 {
 			return nil, nil, s.violatef("list soft-deleted views: %s", o)
