@@ -61,7 +61,7 @@ var opWeights = []struct {
 	{"soft-drop", 6}, {"drop-purge", 3}, {"undrop", 7}, {"purge-now", 4},
 	{"legal-hold", 5}, {"legal-hold-prop", 4}, {"hold-prop", 3},
 	{"rename", 3}, {"register", 3},
-	{"partition-drop", 4}, {"retention", 3}, {"snapshots", 3}, {"set-location", 2},
+	{"partition-drop", 4}, {"retention", 5}, {"snapshots", 3}, {"set-location", 2},
 	{"catalog-hold", 2}, {"ns-hold", 2},
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
 	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},

@@ -135,6 +135,7 @@ type Sim struct {
 	// backfill should have claimed.
 	sinceBackfill int
 	backfilled    bool // the early backfill ran (pickBarrier)
+	barriers      int  // random barriers picked so far (pickBarrier)
 	// free: -sim.free (no token passing, no settling: sched_test.go).
 	free bool
 	// crash: the injected pipeline crash; startCrashed: it lost a job's
