@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icehold/icehold/shared/store"
@@ -204,13 +205,7 @@ func TestPurgeOfAnS3ATable(t *testing.T) {
 	ctx := context.Background()
 	cat := client(t, shared.Token)
 	ns := newNamespace(t, "hadoop")
-	loc := "s3a://icehold-warehouse/" + shared.Catalog + "/" + ns + "/written_by_hadoop"
-	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "h"}, eventSchema, catalog.WithPartitionSpec(&eventSpec), catalog.WithLocation(loc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl = appendRows(t, tbl, rows(t, 0, 10, false))
-	tbl = appendRows(t, tbl, rows(t, 10, 10, false))
+	tbl, loc := s3aTable(t, cat, ns)
 	if !strings.HasPrefix(tbl.MetadataLocation(), "s3a://") {
 		t.Fatalf("metadata location %s is not s3a://", tbl.MetadataLocation())
 	}
@@ -241,19 +236,24 @@ func TestPurgeOfAnS3ATable(t *testing.T) {
 // (soak seed 1031 step 244).
 func TestVerifyOfAnS3ATable(t *testing.T) {
 	localOnly(t)
-	ctx := context.Background()
-	cat := client(t, shared.Token)
 	ns := newNamespace(t, "hadoopv")
-	loc := "s3a://icehold-warehouse/" + shared.Catalog + "/" + ns + "/written_by_hadoop"
-	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, "h"}, eventSchema, catalog.WithPartitionSpec(&eventSpec), catalog.WithLocation(loc))
+	s3aTable(t, client(t, shared.Token), ns)
+	if c := verifyFiles(t, shared.Catalog, ns, "h"); !c.OK {
+		t.Errorf("verify of an intact s3a table: %+v", c)
+	}
+}
+
+// s3aTable creates ns.h at an s3a:// location (as a Hadoop engine names
+// it) and appends to it twice.
+func s3aTable(t *testing.T, cat *rest.Catalog, ns string) (tbl *table.Table, loc string) {
+	t.Helper()
+	loc = "s3a://icehold-warehouse/" + shared.Catalog + "/" + ns + "/written_by_hadoop"
+	tbl, err := cat.CreateTable(context.Background(), table.Identifier{ns, "h"}, eventSchema, catalog.WithPartitionSpec(&eventSpec), catalog.WithLocation(loc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tbl = appendRows(t, tbl, rows(t, 0, 10, false))
-	appendRows(t, tbl, rows(t, 10, 10, false))
-	if c := verifyFiles(t, shared.Catalog, ns, "h"); !c.OK {
-		t.Errorf("verify of an intact s3a table: %+v", c)
-	}
+	return appendRows(t, tbl, rows(t, 10, 10, false)), loc
 }
 
 // Defect: rename into a name held by a purge job overwrote the job's

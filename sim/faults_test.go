@@ -161,23 +161,12 @@ func (s *Sim) opCatalogSetting() *Op {
 		v = pick(s, slices.Sorted(maps.Keys(sweepWindows)))
 	}
 	body, bad := s.lifecycleBody(map[string]any{"updates": map[string]string{key: v}}, "")
-	op := &Op{desc: "admin sets the catalog's properties " + trunc(body, 100), keys: []string{"props"}}
+	op := s.catalogPropsOp("admin sets the catalog's properties "+trunc(body, 100), body, key, v)
 	switch {
 	case bad != "":
-		op.invalid, op.why = true, bad
+		op.invalid, op.why, op.want = true, bad, nil
 	case strings.HasPrefix(key, "storage") && sweepWindows[v] == 0:
-		op.invalid, op.why = true, key+" "+v+" is shorter than an hour"
-	default:
-		op.want = []int{200}
-	}
-	op.run = func() Outcome {
-		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
-	}
-	op.after = func(o Outcome, _ bool) error {
-		if o.Status == 200 {
-			s.m.catProps[key] = v
-		}
-		return nil
+		op.invalid, op.why, op.want = true, key+" "+v+" is shorter than an hour", nil
 	}
 	return op
 }

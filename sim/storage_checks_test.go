@@ -522,8 +522,13 @@ func (s *Sim) heldSessionReadOnly(g *Gen, scope string) error {
 
 // catalogSetOp: admin sets one of the catalog's properties.
 func (s *Sim) catalogSetOp(key, v string) *Op {
-	body := map[string]any{"updates": map[string]string{key: v}}
-	op := &Op{desc: fmt.Sprintf("admin sets the catalog's %s=%s", key, v), keys: []string{"props"}, want: []int{200}}
+	return s.catalogPropsOp(fmt.Sprintf("admin sets the catalog's %s=%s", key, v), map[string]any{"updates": map[string]string{key: v}}, key, v)
+}
+
+// catalogPropsOp: admin posts body to the catalog's properties; accepted,
+// the catalog's key is v.
+func (s *Sim) catalogPropsOp(desc string, body any, key, v string) *Op {
+	op := &Op{desc: desc, keys: []string{"props"}, want: []int{200}}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
 	}

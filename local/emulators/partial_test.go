@@ -2,7 +2,6 @@ package emulators_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -26,14 +25,7 @@ func TestPartialFailuresReachTheSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(emu)
-		defer srv.Close()
-		ep := awsconfig.Endpoints{SQS: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-		cfg, err := awsconfig.Load(ctx, ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := awsconfig.SQS(cfg, ep)
+		c := awsconfig.SQS(served(t, emu, func(e *awsconfig.Endpoints) *string { return &e.SQS }))
 		q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("q")})
 		if err != nil {
 			t.Fatal(err)
@@ -65,14 +57,7 @@ func TestPartialFailuresReachTheSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(emu)
-		defer srv.Close()
-		ep := awsconfig.Endpoints{S3: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-		cfg, err := awsconfig.Load(ctx, ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := awsconfig.S3(cfg, ep)
+		c := awsconfig.S3(served(t, emu, func(e *awsconfig.Endpoints) *string { return &e.S3 }))
 		var ids []s3types.ObjectIdentifier
 		for _, k := range []string{"t/a", "t/b"} {
 			if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(k), Body: strings.NewReader("x")}); err != nil {

@@ -32,14 +32,7 @@ func TestListingsPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(emu)
-			defer srv.Close()
-			ep := awsconfig.Endpoints{S3: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-			cfg, err := awsconfig.Load(ctx, ep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := awsconfig.S3(cfg, ep)
+			c := awsconfig.S3(served(t, emu, func(e *awsconfig.Endpoints) *string { return &e.S3 }))
 			var want []string
 			for i := range 7 {
 				want = append(want, fmt.Sprintf("p/d%d/k%d", i%2, i))

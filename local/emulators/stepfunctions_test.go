@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -75,14 +74,7 @@ func TestWaitForTaskTokenHeartbeatsAndHistory(t *testing.T) {
 	engine := emulators.NewStepFunctions("", map[string]emulators.LambdaFunc{"register": k.register}, nil)
 	engine.Clock = clock
 	defer engine.Close()
-	srv := httptest.NewServer(engine)
-	defer srv.Close()
-	ep := awsconfig.Endpoints{SFN: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-	cfg, err := awsconfig.Load(ctx, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsconfig.SFN(cfg, ep)
+	client := awsconfig.SFN(served(t, engine, func(e *awsconfig.Endpoints) *string { return &e.SFN }))
 	arn, err := engine.AddStateMachine("w", waitDefinition)
 	if err != nil {
 		t.Fatal(err)
@@ -161,15 +153,8 @@ func TestListStateMachinesAndExecutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(engine)
-	defer srv.Close()
 	ctx := context.Background()
-	ep := awsconfig.Endpoints{SFN: srv.URL, Region: "us-east-1", AccessKey: "k", SecretKey: "s"}
-	cfg, err := awsconfig.Load(ctx, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsconfig.SFN(cfg, ep)
+	client := awsconfig.SFN(served(t, engine, func(e *awsconfig.Endpoints) *string { return &e.SFN }))
 	machines, err := client.ListStateMachines(ctx, &sfn.ListStateMachinesInput{})
 	if err != nil || len(machines.StateMachines) != 1 || aws.ToString(machines.StateMachines[0].StateMachineArn) != arn {
 		t.Fatalf("ListStateMachines: %+v, %v", machines, err)
