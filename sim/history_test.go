@@ -98,7 +98,10 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 		}
 	}
 	if m, ok := r.refs["main"]; ok {
-		if old, had := h.refs["main"]; had && !refsToo {
+		// A ref commit raced in the round: an append replayed on its stale
+		// base may have reset main's retention (iceberg-go's commit sends
+		// the ref as it read it: soak seed 1036 step 141).
+		if old, had := h.refs["main"]; had && !refsToo && s.touched["refs:"+g.uuid] == 0 {
 			// main moved by an append or icehold's own commit: its
 			// retention is still what the last ref commit set.
 			m.maxRefAge, m.maxSnapAge, m.minKeep = old.maxRefAge, old.maxSnapAge, old.minKeep
@@ -234,12 +237,21 @@ func (s *Sim) checkHistory(objs map[string]int64) error {
 // superseded: a table made after g took a location overlapping g's (its
 // purge, expiry and partition drops may then delete g's files there).
 func (s *Sim) superseded(g *Gen) bool {
+	took := 0 // when g took its location
+	for _, t := range g.takes {
+		if t.loc == g.location {
+			took = t.at
+		}
+	}
 	for _, o := range s.m.gens {
-		if o.id <= g.id {
+		if o == g {
 			continue
 		}
-		for _, l := range append([]string{o.location}, o.oldLocs...) {
-			if overlaps(l, g.location) {
+		for _, t := range o.takes {
+			// An older table moved onto it after it took it counts too
+			// (soak seed 1053 step 229: a set-location onto a released
+			// table's location, its purge later).
+			if (o.id > g.id || t.at > took) && overlaps(t.loc, g.location) {
 				return true
 			}
 		}

@@ -42,6 +42,22 @@ func (s state) String() string {
 }
 
 // Gen is one table generation.
+// take: a location a generation took, and when (the model's count).
+type take struct {
+	loc string
+	at  int
+}
+
+// moveTo: g takes loc (a set-location, a register with overwrite).
+func (m *Model) moveTo(g *Gen, loc string) {
+	if !slices.Contains(g.oldLocs, g.location) {
+		g.oldLocs = append(g.oldLocs, g.location)
+	}
+	g.location = loc
+	m.nextID++
+	g.takes = append(g.takes, take{loc, m.nextID})
+}
+
 type Gen struct {
 	id       int // the model's own number (trace: g3)
 	uuid     string
@@ -50,6 +66,9 @@ type Gen struct {
 	location string // the table location its metadata names
 	// oldLocs: locations it had before a set-location.
 	oldLocs []string
+	// takes: each location it took, with the model's count when it took it
+	// (its creation, each move).
+	takes []take
 	state   state
 	meta    string // latest metadata file known
 	metas   []string
@@ -153,6 +172,7 @@ func newModel(legalPriv bool) *Model {
 func (m *Model) add(g *Gen) *Gen {
 	m.nextID++
 	g.id = m.nextID
+	g.takes = append(g.takes, take{g.location, g.id})
 	if g.rows == nil {
 		g.rows = map[int64]string{}
 	}

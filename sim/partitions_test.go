@@ -472,12 +472,7 @@ func (s *Sim) setLocationOf(g *Gen, loc string, plain, outside bool) *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("commit answer: %v", err)
 		}
-		return s.propsCommitted(o, ns, name, func(g *Gen) {
-			if !slices.Contains(g.oldLocs, g.location) {
-				g.oldLocs = append(g.oldLocs, g.location)
-			}
-			g.location = res.Metadata.Location
-		})
+		return s.propsCommitted(o, ns, name, func(g *Gen) { s.m.moveTo(g, res.Metadata.Location) })
 	}
 	return op
 }

@@ -245,8 +245,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 				old.metas = append(old.metas, old.meta)
 			}
 			if res.Metadata.Location != "" && !overlaps(res.Metadata.Location, old.location) {
-				old.oldLocs = append(old.oldLocs, old.location)
-				old.location = res.Metadata.Location
+				s.m.moveTo(old, res.Metadata.Location)
 			}
 			old.legalHold, old.holdUnsure = res.Metadata.Props["icehold.legal-hold"] == "true", false
 			old.holdProp = res.Metadata.Props["soft-delete.hold-period"]
