@@ -69,9 +69,9 @@ type Gen struct {
 	// takes: each location it took, with the model's count when it took it
 	// (its creation, each move).
 	takes []take
-	state   state
-	meta    string // latest metadata file known
-	metas   []string
+	state state
+	meta  string // latest metadata file known
+	metas []string
 	// rows the table holds (id → day), and rows it may or may not hold
 	// after a round whose order the model cannot know.
 	rows  map[int64]string
