@@ -417,6 +417,10 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		op.want = []int{200, 400, 409} // characters FileIOs write apart may be refused
 	case loc != "" && s.formerOwner(loc) != nil:
 		op.want = []int{200, 409} // owned while a retained snapshot reaches it
+		if fo := s.formerOwner(loc); s.stillReaches(fo, loc) {
+			op.want, op.why = []int{409}, "a retained snapshot of "+fo.String()+" still reaches its former location"
+			op.keys = append(op.keys, "uuid:"+fo.uuid)
+		}
 	default:
 		op.want = []int{200, 409} // 409: a purge job's tombstone or claim holds it
 	}
@@ -434,6 +438,11 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		var res createResult
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("create answer: %v", err)
+		}
+		// A table created without a location gets <warehouse>/<ns>/<name>-<uuid>
+		// (SPEC §2: a new table never shares a dropped one's prefix).
+		if want := warehouse + "/" + ns + "/" + name + "-" + res.Metadata.UUID; loc == "" && res.Metadata.Location != want {
+			return s.violatef("%s.%s created without a location is at %s, want %s", ns, name, res.Metadata.Location, want)
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation},

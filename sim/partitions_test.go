@@ -493,6 +493,29 @@ func (s *Sim) ownerBesides(loc string, g *Gen) *Gen {
 
 // formerOwner: a generation whose former location overlaps loc (set-location
 // keeps it owned while retained snapshots reach it: either answer).
+// stillReaches: a retained snapshot of o reaches a file under a former
+// location of o that overlaps loc (o still owns it: SPEC §2).
+func (s *Sim) stillReaches(o *Gen, loc string) bool {
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, o.meta)
+	if err != nil {
+		return false
+	}
+	for _, l := range o.oldLocs {
+		p, ok := keyOf(strings.TrimRight(l, "/"))
+		if !ok || !overlaps(l, loc) {
+			continue
+		}
+		for _, files := range r.snapFiles {
+			for k := range files {
+				if strings.HasPrefix(k, p+"/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func (s *Sim) formerOwner(loc string) *Gen {
 	for _, o := range s.m.inState(live, soft, purging, unregistered) {
 		for _, l := range o.oldLocs {

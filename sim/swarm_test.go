@@ -901,14 +901,18 @@ var jsonUnmarshal = json.Unmarshal
 // --- ops the templates build with fixed parameters ---
 
 // purgeNowOf purges soft-deleted g now (its uuid named).
-func (s *Sim) purgeNowOf(g *Gen) *Op {
+func (s *Sim) purgeNowOf(g *Gen) *Op { return s.purgeNowBy(g, admin) }
+
+// purgeNowBy: p purges soft-deleted g now (TABLE_DROP_WITH_PURGE).
+func (s *Sim) purgeNowBy(g *Gen, p string) *Op {
 	ns, name := g.ns, g.name
-	op := &Op{desc: fmt.Sprintf("admin purges now %s", g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{202}}
+	op := &Op{desc: fmt.Sprintf("%s purges now %s", p, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{202}}
 	if g.legalHold {
 		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the soft-deleted table is under legal hold"
 	}
+	s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
 	body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)
-	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
+	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/purge-now", body) }
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 202 {
 			return nil
@@ -1205,5 +1209,24 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 		}
 		return ops(s.engineWriteWith(t.sess))
 	})
+	// Purge-now of the soft-dropped table needs TABLE_DROP_WITH_PURGE, not
+	// TABLE_UNDROP: refused without the first, accepted without the second.
+	steps = append(steps, func() *plan { return ops(s.catalogSetOp("soft-delete.enabled", "true")) }, func() *plan {
+		if g := t.live("a"); g != nil {
+			t.gens["soft"] = g
+			return ops(s.dropOp(g.ns, g.name, g, admin, false))
+		}
+		return nil
+	})
+	for _, priv := range []string{"TABLE_DROP_WITH_PURGE", "TABLE_UNDROP"} {
+		steps = append(steps,
+			func() *plan { return ops(s.grantTo(writer, without(priv))) },
+			func() *plan {
+				if g := t.gens["soft"]; g != nil && g.state == soft {
+					return ops(s.purgeNowBy(g, writer))
+				}
+				return nil
+			})
+	}
 	return append(steps, func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
 }
