@@ -334,8 +334,10 @@ type reach struct {
 	// and delete files; snapTS its timestamp (ms).
 	snapFiles map[int64]map[string]bool
 	snapTS    map[int64]int64
-	// snapParent: each snapshot's parent (absent: none).
+	// snapParent: each snapshot's parent (absent: none); snapOp its
+	// summary's operation (append, overwrite, delete, replace).
 	snapParent map[int64]int64
+	snapOp     map[int64]string
 	// sizes: data and delete files' file_size_in_bytes, manifests' length.
 	sizes map[string]int64
 	// planned: what a purge of this metadata deletes and counts (the
@@ -417,7 +419,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 	}
 	out := &reach{keys: map[string]bool{}, location: md.Location(), props: maps.Clone(md.Properties()),
 		refs: map[string]refInfo{}, snapFiles: map[int64]map[string]bool{}, snapTS: map[int64]int64{}, snapParent: map[int64]int64{},
-		sizes: map[string]int64{}, planned: map[string]bool{}, named: map[string]bool{}}
+		snapOp: map[int64]string{}, sizes: map[string]int64{}, planned: map[string]bool{}, named: map[string]bool{}}
 	if cur := md.CurrentSnapshot(); cur != nil {
 		out.current = cur.SnapshotID
 	}
@@ -458,6 +460,9 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		out.snapFiles[sn.SnapshotID], out.snapTS[sn.SnapshotID] = files, sn.TimestampMs
 		if sn.ParentSnapshotID != nil {
 			out.snapParent[sn.SnapshotID] = *sn.ParentSnapshotID
+		}
+		if sn.Summary != nil {
+			out.snapOp[sn.SnapshotID] = string(sn.Summary.Operation)
 		}
 		add(sn.ManifestList, files, out.planned)
 		mfs, err := sn.Manifests(fs)

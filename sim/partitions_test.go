@@ -70,6 +70,18 @@ func (s *Sim) opPartitionDrop() *Op {
 	return s.partitionDropOf(ns, name, g, dropped)
 }
 
+// readable: what g's current metadata reaches (nil: no table, or unread).
+func (s *Sim) readable(g *Gen) *reach {
+	if g == nil || g.meta == "" {
+		return nil
+	}
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
 // partitionDropOf drops the partitions of days (dropped) of ns.name (g:
 // the table there).
 func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
@@ -80,6 +92,22 @@ func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
 	fields := map[string]any{"partitions": tuples}
 	if g != nil && s.chance(0.3) {
 		fields["expected-table-uuid"] = g.uuid
+	}
+	// The snapshot the caller read (one of main's): a snapshot after it
+	// that removed data (a delete or an overwrite) makes the drop a 409.
+	removed := false
+	if r := s.readable(g); r != nil && r.current != 0 && s.chance(0.3) {
+		var chain []int64
+		for id := r.current; id != 0 && !slices.Contains(chain, id); id = r.snapParent[id] {
+			chain = append(chain, id)
+		}
+		i := s.rng.IntN(len(chain))
+		fields["read-snapshot-id"] = chain[i]
+		for _, id := range chain[:i] {
+			if op := r.snapOp[id]; op == "delete" || op == "overwrite" {
+				removed = true
+			}
+		}
 	}
 	body, bad := s.lifecycleBody(fields, "partitions")
 	if bad == "" && s.chance(0.1) && s.allow("bad-body") {
@@ -97,6 +125,9 @@ func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
 		op.invalid, op.why = true, bad
 	case g == nil:
 		op.want = []int{404}
+	case removed:
+		op.want, op.why = []int{409}, "a snapshot after the one read removed data"
+		op.keys = append(op.keys, "uuid:"+g.uuid)
 	default:
 		op.want = []int{200}
 		if g.forged {
