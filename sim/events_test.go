@@ -136,7 +136,7 @@ func (s *Sim) explains(typ, uuid string) bool {
 		switch {
 		case typ == "TableSoftDeleted" && (g.everSoft || g.mayRelease):
 			return true
-		case typ == "TablePermanentlyDeleted" && g.state != live && g.state != soft && g.state != unregistered:
+		case typ == "TablePermanentlyDeleted" && (g.recovered || g.state != live && g.state != soft && g.state != unregistered):
 			return true
 		}
 	}

@@ -255,6 +255,7 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
 			// Register as recovery of a PENDING purge: the table is back.
 			from.state, from.ns, from.name, from.job = live, ns, name, ""
+			from.recovered = true
 			s.logf("   %s recovered from its pending purge", from)
 			return nil
 		}

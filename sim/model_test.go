@@ -113,6 +113,9 @@ type Gen struct {
 	mayRelease bool
 	// everSoft: it was soft-deleted at least once (its events say so).
 	everSoft bool
+	// recovered: a register took it back from its PENDING purge (its drop
+	// with purge was announced, TablePermanentlyDeleted, at the drop).
+	recovered bool
 	// minKeep: its history.expire.min-snapshots-to-keep (0: the default).
 	minKeep int
 	// h: what its snapshots reached, by the model's own record

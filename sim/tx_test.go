@@ -229,6 +229,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 			// Register as recovery: a drop with purge of the round landed
 			// first and its job was still PENDING.
 			pg.state, pg.job = live, ""
+			pg.recovered = true
 			s.logf("   %s recovered from its pending purge", pg)
 			return nil
 		}
