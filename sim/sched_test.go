@@ -429,7 +429,6 @@ func (s *Sim) settle() error {
 		}
 		s.logf("   settle: reconcile (a job's start was lost)")
 	}
-	st := s.w.srv.Catalog.Store()
 	start := time.Now()
 	// progressed: when a job last got further (batches done, counters,
 	// finalize offset: a final listing of 10,000 strays moves only the
@@ -442,17 +441,7 @@ func (s *Sim) settle() error {
 		if err != nil {
 			return err
 		}
-		var busy, moved []string
-		for _, a := range active {
-			j, err := st.GetJob(s.ctx, a.Catalog, a.ID)
-			if err != nil {
-				continue
-			}
-			if j.State == store.JobPending || j.State == store.JobRunning || (j.State == store.JobDeadLettered && !s.faulty) {
-				busy = append(busy, fmt.Sprintf("%s %s %d/%d", j.ID, j.State, j.BatchesDone, j.BatchesTotal))
-				moved = append(moved, fmt.Sprint(j.ID, j.BatchesDone, j.FilesDeleted, j.FilesUnreferenced, j.FilesMissing, j.FinalizeOffset))
-			}
-		}
+		busy, moved := s.progressOf(active)
 		depth, _ := s.w.srv.QueueDepth(s.ctx, false)
 		if len(busy) == 0 && depth == 0 {
 			if d := time.Since(start); d > 2*time.Second {
@@ -481,6 +470,23 @@ func (s *Sim) settle() error {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// progressOf: which of the active jobs the pipeline still owes work, and
+// how far each got (batches done, counters, finalize offset: a final
+// listing of 10,000 strays moves only the counters).
+func (s *Sim) progressOf(active []store.ActiveJob) (busy, moved []string) {
+	for _, a := range active {
+		j, err := s.w.srv.Catalog.Store().GetJob(s.ctx, a.Catalog, a.ID)
+		if err != nil {
+			continue
+		}
+		if j.State == store.JobPending || j.State == store.JobRunning || (j.State == store.JobDeadLettered && !s.faulty) {
+			busy = append(busy, fmt.Sprintf("%s %s %d/%d", j.ID, j.State, j.BatchesDone, j.BatchesTotal))
+			moved = append(moved, fmt.Sprint(j.ID, j.BatchesDone, j.FilesDeleted, j.FilesUnreferenced, j.FilesMissing, j.FinalizeOffset))
+		}
+	}
+	return busy, moved
 }
 
 // killAt lets the pipeline run until a step reaches point, and kills the
