@@ -71,6 +71,11 @@ func (s *Sim) location() (loc string, plain bool, outside bool) {
 	case n < 14:
 		if gs := s.m.inState(live, soft, purging, released, gone); len(gs) > 0 {
 			g := pick(s, gs)
+			if len(g.oldLocs) > 0 && s.chance(0.5) {
+				// Where it was before a set-location: owned while a
+				// retained snapshot reaches it, free after.
+				return s.spell(pick(s, g.oldLocs)), true, false
+			}
 			return s.spell(g.location), true, false
 		}
 	case n < 19:
@@ -97,6 +102,9 @@ func (s *Sim) spell(loc string) string {
 func (s *Sim) opRename() *Op {
 	ns, name, g := s.target()
 	toNS, toName := s.pickNS(), s.pickName()
+	for i := 0; i < 3 && s.m.liveAt(toNS, toName) != nil && s.chance(0.7); i++ {
+		toNS, toName = s.pickNS(), s.pickName() // mostly a free name: a rename that lands
+	}
 	op := &Op{desc: fmt.Sprintf("admin renames %s.%s to %s.%s", ns, name, toNS, toName), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
 	_, nsOK := s.m.namespaces[toNS]
 	switch {

@@ -57,7 +57,7 @@ var opWeights = []struct {
 	w    int
 }{
 	{"ns-create", 2}, {"ns-drop", 1},
-	{"create", 10}, {"append", 12}, {"delete-rows", 3},
+	{"create", 10}, {"append", 12}, {"delete-rows", 3}, {"overwrite-rows", 3},
 	{"soft-drop", 6}, {"drop-purge", 3}, {"undrop", 7}, {"purge-now", 4},
 	{"legal-hold", 5}, {"legal-hold-prop", 4}, {"hold-prop", 3},
 	{"rename", 3}, {"register", 3},
@@ -66,10 +66,10 @@ var opWeights = []struct {
 	{"bad-body", 4}, {"grant", 2}, {"catalog-setting", 2},
 	{"view-create", 1}, {"view-drop", 2}, {"view-undrop", 1}, {"view-purge-now", 1}, {"view-rename", 1},
 	{"view-replace", 2}, {"view-register", 1},
-	{"transaction", 4}, {"register-overwrite", 2}, {"unregister", 2},
+	{"transaction", 4}, {"register-overwrite", 3}, {"unregister", 2},
 	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
 	{"bulk", 1},
-	{"read-catalog", 1}, {"read-grant", 1}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
+	{"read-catalog", 1}, {"read-grant", 2}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
 	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1},
 }
 
@@ -109,6 +109,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opAppend()
 	case "delete-rows":
 		return s.opDeleteRows()
+	case "overwrite-rows":
+		return s.opOverwriteRows()
 	case "soft-drop":
 		return s.opDrop(false)
 	case "drop-purge":
@@ -359,6 +361,11 @@ func (s *Sim) opCreate() *Op {
 	ns, name := s.pickNS(), s.pickName()
 	p := s.principal()
 	props := map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"}
+	if s.chance(0.35) {
+		// Copy-on-write (Iceberg's default): a delete rewrites the files
+		// that hold its rows, and the older snapshots keep the old ones.
+		props["write.delete.mode"] = "copy-on-write"
+	}
 	if s.chance(0.15) {
 		props["icehold.legal-hold"] = "true"
 	}
@@ -415,9 +422,9 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		op.want, op.why = []int{409}, "the location overlaps "+owner.String()+"'s"
 	case loc != "" && !plain:
 		op.want = []int{200, 400, 409} // characters FileIOs write apart may be refused
-	case loc != "" && s.formerOwner(loc) != nil:
+	case loc != "" && s.formerOwner(loc, nil) != nil:
 		op.want = []int{200, 409} // owned while a retained snapshot reaches it
-		if fo := s.formerOwner(loc); s.stillReaches(fo, loc) {
+		if fo := s.reachingFormerOwner(loc, nil); fo != nil {
 			op.want, op.why = []int{409}, "a retained snapshot of "+fo.String()+" still reaches its former location"
 			op.keys = append(op.keys, "uuid:"+fo.uuid)
 		}
@@ -517,7 +524,8 @@ func (s *Sim) appendRowsOp(ns, name string, g *Gen, p string, rows map[int64]str
 	return op
 }
 
-func (s *Sim) opDeleteRows() *Op {
+// someRows picks a live table with rows and one or two of them.
+func (s *Sim) someRows() (*Gen, map[int64]string) {
 	var cands []*Gen
 	for _, g := range s.m.inState(live) {
 		if len(g.rows) > 0 {
@@ -525,15 +533,33 @@ func (s *Sim) opDeleteRows() *Op {
 		}
 	}
 	if len(cands) == 0 {
-		return nil
+		return nil, nil
 	}
-	g := pick(s, cands)
+	return s.rowsOf(pick(s, cands))
+}
+
+// rowsOf picks one or two of g's rows.
+func (s *Sim) rowsOf(g *Gen) (*Gen, map[int64]string) {
 	ids := sortedIDs(g.rows)
 	del := map[int64]string{}
 	for range 1 + s.rng.IntN(2) {
 		id := pick(s, ids)
 		del[id] = g.rows[id]
 	}
+	return g, del
+}
+
+func (s *Sim) opDeleteRows() *Op {
+	g, _ := s.someRows()
+	return s.deleteRowsOf(g)
+}
+
+// deleteRowsOf deletes one or two of g's rows.
+func (s *Sim) deleteRowsOf(g *Gen) *Op {
+	if g == nil || len(g.rows) == 0 {
+		return nil
+	}
+	_, del := s.rowsOf(g)
 	op := &Op{desc: fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
 		tolerateErr: true, want: []int{200}}
 	ns, name := g.ns, g.name
@@ -549,6 +575,71 @@ func (s *Sim) opDeleteRows() *Op {
 		return s.committed(res.uuid, ns, name, res.meta, nil, del, contended)
 	}
 	return op
+}
+
+// opOverwriteRows: an engine rewrites rows (copy-on-write, an
+// "overwrite" snapshot): the files holding them are replaced by files
+// without them, and the rows come back under new ids, on the same day or
+// today. The replaced files stay reachable from the older snapshots.
+func (s *Sim) opOverwriteRows() *Op {
+	g, _ := s.someRows()
+	return s.overwriteRowsOf(g)
+}
+
+// overwriteRowsOf rewrites one or two of g's rows.
+func (s *Sim) overwriteRowsOf(g *Gen) *Op {
+	if g == nil || len(g.rows) == 0 {
+		return nil
+	}
+	_, old := s.rowsOf(g)
+	repl := map[int64]string{}
+	for _, d := range old {
+		if s.chance(0.5) {
+			d = s.day()
+		}
+		s.m.nextRow++
+		repl[s.m.nextRow] = d
+	}
+	op := &Op{desc: fmt.Sprintf("admin overwrites rows %v of %s with %v", sortedIDs(old), g, repl), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
+		tolerateErr: true, want: []int{200}}
+	ns, name := g.ns, g.name
+	var res appendResult
+	op.run = func() Outcome {
+		res = s.overwriteRows(admin, ns, name, old, repl)
+		return res.out
+	}
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
+		}
+		return s.committed(res.uuid, ns, name, res.meta, repl, old, contended)
+	}
+	return op
+}
+
+// overwriteRows replaces the rows old by repl in one overwrite commit.
+func (s *Sim) overwriteRows(principal, ns, name string, old, repl map[int64]string) appendResult {
+	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
+		data, err := arrowRows(repl)
+		if err != nil {
+			return nil, err
+		}
+		defer data.Release()
+		tx := tbl.NewTransaction()
+		if err := tx.OverwriteTable(s.ctx, data, 1000, nil, table.WithOverwriteFilter(idsIn(old))); err != nil {
+			return nil, err
+		}
+		return tx.Commit(s.ctx)
+	})
+}
+
+// idsIn: the rows whose id is one of rows'.
+func idsIn(rows map[int64]string) iceberg.BooleanExpression {
+	var filter iceberg.BooleanExpression = iceberg.AlwaysFalse{}
+	for _, id := range sortedIDs(rows) {
+		filter = iceberg.NewOr(filter, iceberg.EqualTo(iceberg.Reference("id"), id))
+	}
+	return filter
 }
 
 func sortedIDs(m map[int64]string) []int64 {
@@ -573,18 +664,18 @@ func (s *Sim) committed(uuid, ns, name, meta string, added, removed map[int64]st
 		return s.violatef("a commit to %s.%s (uuid %s) was accepted, but the model knows no such live table", ns, name, uuid)
 	}
 	s.advanceMeta(g, meta)
+	for id, d := range removed {
+		delete(g.rows, id)
+		if contended {
+			g.maybe[id] = d
+		}
+	}
 	for id, d := range added {
 		g.ever[id] = d
 		if contended {
 			g.maybe[id] = d
 		} else {
 			g.rows[id] = d
-		}
-	}
-	for id, d := range removed {
-		delete(g.rows, id)
-		if contended {
-			g.maybe[id] = d
 		}
 	}
 	if g.meta == meta {
@@ -644,21 +735,10 @@ func (s *Sim) appendRows(principal, ns, name string, rows map[int64]string) appe
 // appendRowsVended: vended asks for vended credentials (an engine).
 func (s *Sim) appendRowsVended(principal, ns, name string, rows map[int64]string, vended bool) appendResult {
 	return s.withTableVended(principal, ns, name, vended, func(tbl *table.Table) (*table.Table, error) {
-		var b strings.Builder
-		b.WriteString("[")
-		for i, id := range sortedIDs(rows) {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, `{"id": %d, "d": "%s"}`, id, rows[id])
-		}
-		b.WriteString("]")
-		rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, rowSchema, strings.NewReader(b.String()))
+		data, err := arrowRows(rows)
 		if err != nil {
 			return nil, err
 		}
-		defer rec.Release()
-		data := array.NewTableFromRecords(rowSchema, []arrow.Record{rec})
 		defer data.Release()
 		tx := tbl.NewTransaction()
 		if err := tx.AppendTable(s.ctx, data, 1000, nil); err != nil {
@@ -668,15 +748,31 @@ func (s *Sim) appendRowsVended(principal, ns, name string, rows map[int64]string
 	})
 }
 
-// deleteRows writes position deletes (merge-on-read) for rows.
+// arrowRows: rows (id → day) as an Arrow table of rowSchema.
+func arrowRows(rows map[int64]string) (arrow.Table, error) {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, id := range sortedIDs(rows) {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"id": %d, "d": "%s"}`, id, rows[id])
+	}
+	b.WriteString("]")
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, rowSchema, strings.NewReader(b.String()))
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	return array.NewTableFromRecords(rowSchema, []arrow.Record{rec}), nil
+}
+
+// deleteRows deletes rows: position deletes on a merge-on-read table, a
+// rewrite of the files that hold them on a copy-on-write one.
 func (s *Sim) deleteRows(principal, ns, name string, rows map[int64]string) appendResult {
 	return s.withTable(principal, ns, name, func(tbl *table.Table) (*table.Table, error) {
-		var filter iceberg.BooleanExpression = iceberg.AlwaysFalse{}
-		for _, id := range sortedIDs(rows) {
-			filter = iceberg.NewOr(filter, iceberg.EqualTo(iceberg.Reference("id"), id))
-		}
 		tx := tbl.NewTransaction()
-		if err := tx.Delete(s.ctx, filter, nil); err != nil {
+		if err := tx.Delete(s.ctx, idsIn(rows), nil); err != nil {
 			return nil, err
 		}
 		return tx.Commit(s.ctx)
@@ -1087,7 +1183,20 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 
 func (s *Sim) opPurgeNow() *Op {
 	ns, name, gens := s.softTarget()
-	p := pick(s, []string{admin, writer, holder})
+	// Most soft-deleted tables are held one way or another, and the holder
+	// may not purge: aim at an unheld one half the time, or purge-now
+	// rarely gets past its refusals.
+	var free []*Gen
+	for _, g := range s.m.inState(soft) {
+		if !g.legalHold && !g.holdUnsure {
+			free = append(free, g)
+		}
+	}
+	if len(free) > 0 && s.chance(0.5) {
+		g := pick(s, free)
+		ns, name, gens = g.ns, g.name, s.m.softAt(g.ns, g.name)
+	}
+	p := pick(s, []string{admin, admin, writer, writer, holder})
 	fields := map[string]any{}
 	var g *Gen
 	if len(gens) > 0 && s.chance(0.7) {

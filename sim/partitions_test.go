@@ -85,6 +85,12 @@ func (s *Sim) readable(g *Gen) *reach {
 // partitionDropOf drops the partitions of days (dropped) of ns.name (g:
 // the table there).
 func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
+	return s.partitionDropRead(ns, name, g, dropped, 0)
+}
+
+// partitionDropRead: the drop names read as the snapshot its caller read
+// (0: a third of the time one of main's, at random).
+func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read int64) *Op {
 	var tuples []map[string]any
 	for _, d := range dropped {
 		tuples = append(tuples, map[string]any{"d": d})
@@ -96,12 +102,15 @@ func (s *Sim) partitionDropOf(ns, name string, g *Gen, dropped []string) *Op {
 	// The snapshot the caller read (one of main's): a snapshot after it
 	// that removed data (a delete or an overwrite) makes the drop a 409.
 	removed := false
-	if r := s.readable(g); r != nil && r.current != 0 && s.chance(0.3) {
+	if r := s.readable(g); r != nil && r.current != 0 && (read != 0 || s.chance(0.3)) {
 		var chain []int64
 		for id := r.current; id != 0 && !slices.Contains(chain, id); id = r.snapParent[id] {
 			chain = append(chain, id)
 		}
 		i := s.rng.IntN(len(chain))
+		if read != 0 {
+			i = max(slices.Index(chain, read), 0)
+		}
 		fields["read-snapshot-id"] = chain[i]
 		for _, id := range chain[:i] {
 			if op := r.snapOp[id]; op == "delete" || op == "overwrite" {
@@ -436,13 +445,16 @@ func (s *Sim) mainRetentionOf(g *Gen, which int) *Op {
 		which = 1 + s.rng.IntN(3)
 	}
 	update := map[string]any{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": r.current}
+	// The branch's own count, from 1 to 5: above, equal to or below the
+	// table's history.expire.min-snapshots-to-keep, which it overrides.
+	keep := 1 + s.rng.IntN(5)
 	switch which {
 	case 1:
 		update["max-snapshot-age-ms"] = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 	case 2:
-		update["max-snapshot-age-ms"], update["min-snapshots-to-keep"] = int64(time.Hour/time.Millisecond), 2
+		update["max-snapshot-age-ms"], update["min-snapshots-to-keep"] = int64(time.Hour/time.Millisecond), keep
 	default:
-		update["min-snapshots-to-keep"] = 3
+		update["min-snapshots-to-keep"] = keep
 	}
 	raw, _ := json.Marshal(update)
 	ns, name := g.ns, g.name
@@ -486,6 +498,10 @@ func (s *Sim) setLocationOf(g *Gen, loc string, plain, outside bool) *Op {
 		op.invalid, op.why = true, "location "+loc+" is not a table location inside the warehouse"
 	case other != nil && other.state != purging:
 		op.want, op.why = []int{409}, "the location overlaps "+other.String()+"'s"
+	case plain && s.reachingFormerOwner(loc, g) != nil:
+		fo := s.reachingFormerOwner(loc, g)
+		op.want, op.why = []int{409}, "a retained snapshot of "+fo.String()+" still reaches its former location"
+		op.keys = append(op.keys, "uuid:"+fo.uuid)
 	case plain:
 		op.want = []int{200, 409}
 	default:
@@ -547,12 +563,27 @@ func (s *Sim) stillReaches(o *Gen, loc string) bool {
 	return false
 }
 
-func (s *Sim) formerOwner(loc string) *Gen {
+func (s *Sim) formerOwner(loc string, besides *Gen) *Gen {
 	for _, o := range s.m.inState(live, soft, purging, unregistered) {
+		if o == besides {
+			continue
+		}
 		for _, l := range o.oldLocs {
 			if overlaps(l, loc) {
 				return o
 			}
+		}
+	}
+	return nil
+}
+
+// reachingFormerOwner: a generation other than besides that a retained
+// snapshot keeps the owner of a former location overlapping loc (a
+// purging one may have let it go: either answer).
+func (s *Sim) reachingFormerOwner(loc string, besides *Gen) *Gen {
+	for _, o := range s.m.inState(live, soft, unregistered) {
+		if o != besides && !o.forged && s.stillReaches(o, loc) {
+			return o
 		}
 	}
 	return nil

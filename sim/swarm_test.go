@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -44,12 +45,18 @@ func newSwarm(seed uint64, plain bool) swarm {
 	r := rand.New(rand.NewPCG(seed, 0x5a4a4d))
 	var off, up []string
 	for _, k := range opWeights {
-		if !slices.Contains(core, k.kind) && r.IntN(5) == 0 {
+		// Each kind's draw depends on the seed and the kind alone: a kind
+		// added to opWeights leaves the others' configurations as they
+		// were (they once all moved, and make sim's coverage with them).
+		h := fnv.New64a()
+		h.Write([]byte(k.kind))
+		kr := rand.New(rand.NewPCG(seed, h.Sum64()))
+		if !slices.Contains(core, k.kind) && kr.IntN(5) == 0 {
 			sw.off[k.kind] = true
 			off = append(off, k.kind)
 			continue
 		}
-		sw.scale[k.kind] = []int{2, 4, 4, 8, 16}[r.IntN(5)]
+		sw.scale[k.kind] = []int{2, 4, 4, 8, 16}[kr.IntN(5)]
 		if sw.scale[k.kind] > 4 {
 			up = append(up, fmt.Sprintf("%s×%d", k.kind, sw.scale[k.kind]/4))
 		}
@@ -131,6 +138,7 @@ var templates = []template{
 	{"crash-mid-purge", tmplCrashMidPurge},
 	{"views-stale-records", tmplViewsStale},
 	{"one-privilege-short", tmplPrivilegeShort},
+	{"copy-on-write-rewrites", tmplCopyOnWrite},
 }
 
 const holdTmpl = "legal-hold-transaction"
@@ -148,15 +156,16 @@ func (s *Sim) maybeTemplate() {
 	if len(s.script) > 0 || s.without["templates"] {
 		return
 	}
-	// The first templates follow one another (a few random rounds
-	// between them left the turn's templates little room in make sim's
-	// 150 steps: some never ran).
-	if first := s.m.tmplRuns < len(firstTemplates) && s.m.tmplRuns > 0; !first && s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
+	// The first templates follow one another, and the turn's first two
+	// after them (a few random rounds between them left the turn's
+	// templates little room in make sim's 150 steps: some never ran).
+	if first := s.m.tmplRuns < len(firstTemplates)+2 && s.m.tmplRuns > 0; !first && s.rng.IntN(max(s.sw.tmplEvery, 1)) != 0 {
 		return
 	}
-	// In turn, from a place the seed picks (three apart from one seed to
-	// the next among the templates that do not run first: consecutive
-	// seeds of two templates each reach all of them), whatever the seed.
+	// In turn, from a place the seed picks (two apart from one seed to
+	// the next among the templates that do not run first: a seed runs two
+	// or more, so consecutive seeds reach all of them; three apart left a
+	// third of nine templates unreached, 3 dividing 9), whatever the seed.
 	// firstTemplates come first in every seed (and not again): a legal
 	// hold goes wrong in many small ways, each reached only by its own
 	// sequence; expiry and retention meet refs only in theirs, and a
@@ -168,7 +177,7 @@ func (s *Sim) maybeTemplate() {
 		if s.m.tmplRuns < len(firstTemplates) && !s.without[firstTemplates[s.m.tmplRuns]] {
 			t = templates[slices.IndexFunc(templates, func(t template) bool { return t.name == firstTemplates[s.m.tmplRuns] })]
 		} else {
-			t = turn[(int(s.seed)*3+s.m.nextTmpl)%len(turn)]
+			t = turn[(int(s.seed)*2+s.m.nextTmpl)%len(turn)]
 			s.m.nextTmpl++
 		}
 		if s.without[t.name] {
@@ -234,7 +243,12 @@ func ops(o ...*Op) *plan {
 
 // createAt is a create of ns.name at loc ("" default) by admin.
 func (s *Sim) createAt(t *tmplRun, key, ns, name, loc string) *Op {
-	op := s.createOp(ns, name, admin, loc, map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"})
+	return s.createAtWith(t, key, ns, name, loc, map[string]string{"format-version": "2", "write.delete.mode": "merge-on-read"})
+}
+
+// createAtWith: createAt with the table's properties.
+func (s *Sim) createAtWith(t *tmplRun, key, ns, name, loc string, props map[string]string) *Op {
+	op := s.createOp(ns, name, admin, loc, props)
 	after := op.after
 	op.after = func(o Outcome, c bool) error {
 		if err := after(o, c); err != nil {
@@ -377,23 +391,24 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 			ns, mk = s.ensureNS()
 			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
 		},
-		// Even seeds: main keeps its 3 newest snapshots whatever their age
-		// (history.expire.min-snapshots-to-keep): the sweep's expiry must
-		// leave them (odd seeds keep Iceberg's default, 1).
+		// Even seeds: main keeps its 2 or 3 newest snapshots whatever
+		// their age (history.expire.min-snapshots-to-keep): the sweep's
+		// expiry must leave them (odd seeds keep Iceberg's default, 1).
 		func() *plan {
 			g := t.live("a")
 			if g == nil || s.seed%2 == 1 {
 				return nil
 			}
-			return ops(s.minKeepOf(g, 3))
+			return ops(s.minKeepOf(g, 2+s.rng.IntN(2)))
 		},
 		appendOld(20, 10, 3), appendOld(12),
-		// Seeds 1 and 2 (mod 4): main's own retention (its max snapshot
-		// age, its min-snapshots-to-keep), which the sweep's partition
-		// drop must carry over and its expiry honour.
+		// Seeds 1, 2 and 3 (mod 4): main's own retention (its max
+		// snapshot age; its min-snapshots-to-keep, with an hour's age or
+		// alone), which the sweep's partition drop must carry over and its
+		// expiry honour.
 		func() *plan {
 			g := t.live("a")
-			if g == nil || s.seed%4 == 0 || s.seed%4 == 3 {
+			if g == nil || s.seed%4 == 0 {
 				return nil
 			}
 			return ops(s.mainRetentionOf(g, int(s.seed%4)))
@@ -1231,4 +1246,81 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 			})
 	}
 	return append(steps, func() *plan { return ops(s.grantTo(writer, writerPrivileges)) })
+}
+
+// tmplCopyOnWrite: a copy-on-write table, whose rewrites leave files only
+// older snapshots reach. Rows on four days; a read of main's head; an
+// overwrite of some rows (an "overwrite" snapshot); a partition drop based
+// on the read is refused (409: data was removed since), one based on the
+// head lands; a delete rewrites files again. Then the clock jumps 8 days
+// and a retention sweep expires what no ref keeps, and a purge: at each
+// step the files a retained snapshot reaches stay, and the purge counts
+// every file any snapshot reached.
+func tmplCopyOnWrite(s *Sim, t *tmplRun) []step {
+	var ns string
+	var read int64
+	days := []string{}
+	for i := range 4 {
+		days = append(days, s.w.clock.Now().AddDate(0, 0, i-3).Format("2006-01-02"))
+	}
+	onLive := func(f func(g *Gen) *Op) step {
+		return func() *plan {
+			if g := t.live("a"); g != nil {
+				if op := f(g); op != nil {
+					return ops(op)
+				}
+			}
+			return nil
+		}
+	}
+	appendDays := func(g *Gen) *Op {
+		rows := map[int64]string{}
+		for _, d := range days {
+			s.m.nextRow++
+			rows[s.m.nextRow] = d
+		}
+		return s.appendRowsOp(g.ns, g.name, g, admin, rows)
+	}
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAtWith(t, "a", ns, t.tbl(0), "", map[string]string{"format-version": "2", "write.delete.mode": "copy-on-write"}))
+		},
+		onLive(appendDays),
+		onLive(appendDays),
+		onLive(func(g *Gen) *Op {
+			if r := s.readable(g); r != nil {
+				read = r.current
+			}
+			return s.overwriteRowsOf(g)
+		}),
+		onLive(func(g *Gen) *Op {
+			if read == 0 {
+				return nil
+			}
+			op := s.partitionDropRead(g.ns, g.name, g, []string{days[1]}, read)
+			for i := 0; i < 8 && (op.invalid || !slices.Contains(op.want, 409)); i++ {
+				op = s.partitionDropRead(g.ns, g.name, g, []string{days[1]}, read) // a well-formed body, a privileged caller
+			}
+			after := op.after
+			op.after = func(o Outcome, c bool) error {
+				t.reached = t.reached || o.Status == 409
+				return after(o, c)
+			}
+			return op
+		}),
+		onLive(func(g *Gen) *Op {
+			r := s.readable(g)
+			if r == nil || r.current == 0 {
+				return nil
+			}
+			return s.partitionDropRead(g.ns, g.name, g, []string{days[0]}, r.current)
+		}),
+		onLive(func(g *Gen) *Op { return s.deleteRowsOf(g) }),
+		onLive(func(g *Gen) *Op { return s.retentionOp(g, "P30D") }),
+		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
+		func() *plan { return &plan{b: s.makeBarrier("retention-sweep")} },
+		onLive(func(g *Gen) *Op { return s.dropOp(g.ns, g.name, g, admin, true) }),
+	}
 }
