@@ -524,8 +524,8 @@ func (s *Sim) appendRowsOp(ns, name string, g *Gen, p string, rows map[int64]str
 	return op
 }
 
-// someRows picks a live table with rows and one or two of them.
-func (s *Sim) someRows() (*Gen, map[int64]string) {
+// someRows picks a live table with rows (nil: none).
+func (s *Sim) someRows() *Gen {
 	var cands []*Gen
 	for _, g := range s.m.inState(live) {
 		if len(g.rows) > 0 {
@@ -533,65 +533,46 @@ func (s *Sim) someRows() (*Gen, map[int64]string) {
 		}
 	}
 	if len(cands) == 0 {
-		return nil, nil
+		return nil
 	}
-	return s.rowsOf(pick(s, cands))
+	return pick(s, cands)
 }
 
 // rowsOf picks one or two of g's rows.
-func (s *Sim) rowsOf(g *Gen) (*Gen, map[int64]string) {
+func (s *Sim) rowsOf(g *Gen) map[int64]string {
 	ids := sortedIDs(g.rows)
-	del := map[int64]string{}
+	out := map[int64]string{}
 	for range 1 + s.rng.IntN(2) {
 		id := pick(s, ids)
-		del[id] = g.rows[id]
+		out[id] = g.rows[id]
 	}
-	return g, del
+	return out
 }
 
-func (s *Sim) opDeleteRows() *Op {
-	g, _ := s.someRows()
-	return s.deleteRowsOf(g)
-}
+func (s *Sim) opDeleteRows() *Op { return s.deleteRowsOf(s.someRows()) }
 
 // deleteRowsOf deletes one or two of g's rows.
 func (s *Sim) deleteRowsOf(g *Gen) *Op {
 	if g == nil || len(g.rows) == 0 {
 		return nil
 	}
-	_, del := s.rowsOf(g)
-	op := &Op{desc: fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
-		tolerateErr: true, want: []int{200}}
-	ns, name := g.ns, g.name
-	var res appendResult
-	op.run = func() Outcome {
-		res = s.deleteRows(admin, ns, name, del)
-		return res.out
-	}
-	op.after = func(o Outcome, contended bool) error {
-		if o.Status != 200 {
-			return nil
-		}
-		return s.committed(res.uuid, ns, name, res.meta, nil, del, contended)
-	}
-	return op
+	del, ns, name := s.rowsOf(g), g.ns, g.name
+	return s.rowsCommitOp(g, fmt.Sprintf("admin deletes rows %v of %s", sortedIDs(del), g), del, nil,
+		func() appendResult { return s.deleteRows(admin, ns, name, del) })
 }
 
 // opOverwriteRows: an engine rewrites rows (copy-on-write, an
 // "overwrite" snapshot): the files holding them are replaced by files
 // without them, and the rows come back under new ids, on the same day or
 // today. The replaced files stay reachable from the older snapshots.
-func (s *Sim) opOverwriteRows() *Op {
-	g, _ := s.someRows()
-	return s.overwriteRowsOf(g)
-}
+func (s *Sim) opOverwriteRows() *Op { return s.overwriteRowsOf(s.someRows()) }
 
 // overwriteRowsOf rewrites one or two of g's rows.
 func (s *Sim) overwriteRowsOf(g *Gen) *Op {
 	if g == nil || len(g.rows) == 0 {
 		return nil
 	}
-	_, old := s.rowsOf(g)
+	old, ns, name := s.rowsOf(g), g.ns, g.name
 	repl := map[int64]string{}
 	for _, d := range old {
 		if s.chance(0.5) {
@@ -600,19 +581,25 @@ func (s *Sim) overwriteRowsOf(g *Gen) *Op {
 		s.m.nextRow++
 		repl[s.m.nextRow] = d
 	}
-	op := &Op{desc: fmt.Sprintf("admin overwrites rows %v of %s with %v", sortedIDs(old), g, repl), keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid),
-		tolerateErr: true, want: []int{200}}
+	return s.rowsCommitOp(g, fmt.Sprintf("admin overwrites rows %v of %s with %v", sortedIDs(old), g, repl), old, repl,
+		func() appendResult { return s.overwriteRows(admin, ns, name, old, repl) })
+}
+
+// rowsCommitOp: admin's commit to g that removes and adds rows (run makes
+// it).
+func (s *Sim) rowsCommitOp(g *Gen, desc string, removed, added map[int64]string, run func() appendResult) *Op {
+	op := &Op{desc: desc, keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid), tolerateErr: true, want: []int{200}}
 	ns, name := g.ns, g.name
 	var res appendResult
 	op.run = func() Outcome {
-		res = s.overwriteRows(admin, ns, name, old, repl)
+		res = run()
 		return res.out
 	}
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {
 			return nil
 		}
-		return s.committed(res.uuid, ns, name, res.meta, repl, old, contended)
+		return s.committed(res.uuid, ns, name, res.meta, added, removed, contended)
 	}
 	return op
 }
