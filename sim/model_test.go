@@ -452,7 +452,7 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 	// many snapshots). carried: EXISTING entries of the current snapshot's
 	// manifests, by adding snapshot; writers: who wrote each manifest.
 	entries := map[string][]iceberg.ManifestEntry{}
-	retained, writers := map[int64]bool{}, map[int64]bool{}
+	retained, wrote, inCurrent := map[int64]bool{}, map[string]int64{}, map[string]bool{}
 	carried := map[int64][]string{}
 	for _, sn := range md.Snapshots() {
 		retained[sn.SnapshotID] = true
@@ -477,7 +477,10 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 			return nil, fmt.Errorf("manifest list of snapshot %d: %w", sn.SnapshotID, err)
 		}
 		for _, mf := range mfs {
-			writers[mf.SnapshotID()] = true
+			wrote[mf.FilePath()] = mf.SnapshotID()
+			if sn.SnapshotID == out.current {
+				inCurrent[mf.FilePath()] = true
+			}
 			add(mf.FilePath(), files, out.planned)
 			if k, ok := keyOf(mf.FilePath()); ok {
 				out.sizes[k] = mf.Length()
@@ -517,8 +520,16 @@ func (r *reacher) of(ctx context.Context, props map[string]string, meta string) 
 		}
 	}
 	// A purge counts what the current snapshot carries over from a
-	// snapshot that expired and left no manifest behind (its list names
-	// each live file once); any other entry's file is the listing's.
+	// snapshot that expired and left no manifest behind but in the current
+	// snapshot's list (that list names each live file once; a manifest
+	// only an older retained snapshot lists may add it too); any other
+	// entry's file is the listing's.
+	writers := map[int64]bool{}
+	for path, w := range wrote {
+		if !inCurrent[path] {
+			writers[w] = true
+		}
+	}
 	for adder, ks := range carried {
 		if !retained[adder] && !writers[adder] {
 			for _, k := range ks {

@@ -201,7 +201,7 @@ func (s *Service) planBatches(ctx context.Context, j store.Job) (store.Job, erro
 	if !gc {
 		set["batches_done"] = len(batches)
 	}
-	if w := expiredWriters(meta, manifests); len(w) > 0 {
+	if w := expiredWriters(meta, manifests, current); len(w) > 0 {
 		set["expired_writers"] = w
 	}
 	err = s.Store.UpdateJob(ctx, j, store.JobUpdate{Set: set, Cond: "planned = :f", CondValues: map[string]any{":f": false}})
@@ -228,14 +228,24 @@ func (s *Service) planView(ctx context.Context, j store.Job) (store.Job, error) 
 }
 
 // expiredWriters: the snapshots no longer in meta that wrote one of the
-// manifests a retained snapshot lists.
-func expiredWriters(meta table.Metadata, manifests []iceberg.ManifestFile) []string {
+// manifests an older retained snapshot lists and the current one does not.
+// Such a manifest may add a file the current snapshot carries as EXISTING
+// in a manifest of its own, which therefore must not count it too. A
+// manifest the current snapshot lists cannot (its list names each live
+// file once), so it leaves its writer out: a later snapshot that rewrote
+// the manifest adding a file (a copy-on-write delete) carries the file as
+// EXISTING, and that entry counts it (soak seed 1072: counted nowhere,
+// the final listing took it as unreferenced).
+func expiredWriters(meta table.Metadata, manifests []iceberg.ManifestFile, current map[string]bool) []string {
 	retained := map[int64]bool{}
 	for _, sn := range meta.Snapshots() {
 		retained[sn.SnapshotID] = true
 	}
 	var out []string
 	for _, mf := range manifests {
+		if current[mf.FilePath()] {
+			continue
+		}
 		if id := strconv.FormatInt(mf.SnapshotID(), 10); !retained[mf.SnapshotID()] && !slices.Contains(out, id) {
 			out = append(out, id)
 		}

@@ -105,9 +105,10 @@ type Job struct {
 	UpdatedAt   string `dynamodbav:"updated_at"`
 	// Plan results.
 	Planned bool `dynamodbav:"planned"`
-	// ExpiredWriters: snapshots gone from the metadata whose manifests
-	// some retained snapshot still lists (their ADDED entries count their
-	// files, so the current snapshot's EXISTING entries must not). Decimal
+	// ExpiredWriters: snapshots gone from the metadata whose manifests an
+	// older retained snapshot still lists and the current one does not
+	// (their ADDED entries count their files, so the current snapshot's
+	// EXISTING entries must not). Decimal
 	// strings: the local DynamoDB's update expressions round numbers past
 	// 2^53 (a snapshot id is any int64).
 	ExpiredWriters []string `dynamodbav:"expired_writers,omitempty"`
