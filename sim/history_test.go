@@ -49,10 +49,14 @@ type history struct {
 	// file_size_in_bytes, a manifest's length, else the object's size when
 	// the model first saw it).
 	sizes map[string]int64
+	// removed: snapshots a client's commit took out of the metadata
+	// (remove-snapshots, a rollback): a branch's ancestry ends at one, as
+	// Iceberg's does at a parent the metadata no longer holds.
+	removed map[int64]bool
 }
 
 func newHistory() *history {
-	return &history{snaps: map[int64]*snapRec{}, refs: map[string]refRec{}, reached: map[string]bool{}, sizes: map[string]int64{}}
+	return &history{snaps: map[int64]*snapRec{}, refs: map[string]refRec{}, reached: map[string]bool{}, sizes: map[string]int64{}, removed: map[int64]bool{}}
 }
 
 // record reads meta, which an accepted operation made g's current metadata,
@@ -77,6 +81,7 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 			if _, kept := r.snapFiles[id]; kept {
 				continue
 			}
+			h.removed[id] = true
 			for k := range sn.files {
 				if !r.keys[k] {
 					delete(h.reached, k)
@@ -85,6 +90,7 @@ func (s *Sim) record(g *Gen, meta string, refsToo bool) error {
 		}
 	}
 	for id, files := range r.snapFiles {
+		delete(h.removed, id)
 		if h.snaps[id] == nil {
 			h.snaps[id] = &snapRec{files: maps.Clone(files), ts: r.snapTS[id], parent: r.snapParent[id]}
 		}
@@ -350,7 +356,10 @@ func (g *Gen) mustKeep(now time.Time, drop int64) map[int64]bool {
 		}
 		chain := []int64{ref.snapshot}
 		if ref.kind == "branch" {
-			for sn := head; sn.parent != 0 && g.h.snaps[sn.parent] != nil && !slices.Contains(chain, sn.parent); sn = g.h.snaps[sn.parent] {
+			// The ancestry ends at a parent a client's commit removed
+			// (soak seed 1069 step 122: main kept every ancestor for ten
+			// years, and the sweep expired those past the gap).
+			for sn := head; sn.parent != 0 && g.h.snaps[sn.parent] != nil && !g.h.removed[sn.parent] && !slices.Contains(chain, sn.parent); sn = g.h.snaps[sn.parent] {
 				chain = append(chain, sn.parent)
 			}
 		}
