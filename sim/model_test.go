@@ -111,8 +111,10 @@ type Gen struct {
 	// mayRelease: its drop raced a change of soft-delete.enabled (either
 	// a soft drop or a hard one).
 	mayRelease bool
-	// everSoft: it was soft-deleted at least once (its events say so).
-	everSoft bool
+	// everSoft: it was soft-deleted at least once (its events say so);
+	// softBefore: whether it was before its last soft drop (a drop that
+	// turns out hard takes it back).
+	everSoft, softBefore bool
 	// recovered: a register took it back from its PENDING purge (its drop
 	// with purge was announced, TablePermanentlyDeleted, at the drop).
 	recovered bool

@@ -895,7 +895,7 @@ func cloneMap(m map[string]string) map[string]string {
 // softDropped moves g into the soft-deleted state at the clock's time.
 func (s *Sim) softDropped(g *Gen, props, nsProps map[string]string) {
 	now := s.w.clock.Now()
-	g.state, g.droppedAt, g.everSoft = soft, now, true
+	g.state, g.droppedAt, g.softBefore, g.everSoft = soft, now, g.everSoft, true
 	poe := func(m map[string]string) bool { return !strings.EqualFold(m["soft-delete.purge-on-expiry"], "false") }
 	g.purgeOnExpiry, g.poeUnsure = poe(s.m.catProps), props == nil || poe(props) != poe(s.m.catProps)
 	g.purgeAt = now.Add(s.m.holdFor(g))
