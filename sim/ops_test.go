@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/icehold/icehold/shared/objects"
 	"net/url"
 	"slices"
 	"strings"
@@ -47,7 +48,10 @@ type Op struct {
 
 // The small space of names: collisions are the point.
 var (
-	namespaces = []string{"a", "b"}
+	// c(1): a namespace whose name is no key-safe segment: the default
+	// location of its tables escapes it (%28, %29), as SPEC §2's default
+	// locations, never ambiguous, ask.
+	namespaces = []string{"a", "b", "c(1)"}
 	tableNames = []string{"t", "u", "v"}
 )
 
@@ -212,6 +216,12 @@ func (s *Sim) principal() string {
 // tableKeys: an op on a table contends with ops on the same identifier
 // and with namespace drops and creates.
 func tableKeys(ns, name string) []string { return []string{"id:" + ns + "." + name, "ns:" + ns} }
+
+// defaultLocation: where a table created without a location lives, its
+// names escaped into key-safe segments.
+func defaultLocation(ns, name, id string) string {
+	return warehouse + "/" + objects.EscapeSegment(ns) + "/" + objects.EscapeSegment(name) + "-" + id
+}
 
 func tablePath(ns, name string) string {
 	return "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables/" + url.PathEscape(name)
@@ -448,7 +458,7 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		}
 		// A table created without a location gets <warehouse>/<ns>/<name>-<uuid>
 		// (SPEC §2: a new table never shares a dropped one's prefix).
-		if want := warehouse + "/" + ns + "/" + name + "-" + res.Metadata.UUID; loc == "" && res.Metadata.Location != want {
+		if want := defaultLocation(ns, name, res.Metadata.UUID); loc == "" && res.Metadata.Location != want {
 			return s.violatef("%s.%s created without a location is at %s, want %s", ns, name, res.Metadata.Location, want)
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,

@@ -1171,6 +1171,7 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 		{"TABLE_CREATE", func(g *Gen) *Op {
 			return s.createOp(g.ns, t.tbl(1), writer, "", map[string]string{"format-version": "2"})
 		}},
+		{"TABLE_CREATE", func(g *Gen) *Op { return s.txCreateAfterOf(g, writer, t.tbl(2)) }},
 	}
 	steps := []step{func() *plan {
 		var mk *Op
@@ -1252,7 +1253,8 @@ func tmplPrivilegeShort(s *Sim, t *tmplRun) []step {
 // older snapshots reach. Rows on four days; a read of main's head; an
 // overwrite of some rows (an "overwrite" snapshot); a partition drop based
 // on the read is refused (409: data was removed since), one based on the
-// head lands; a delete rewrites files again. Then the clock jumps 8 days
+// head lands, and a drop of a third day follows (in manifests the last
+// drop rewrote); a delete rewrites files again. Then the clock jumps 8 days
 // and a retention sweep expires what no ref keeps, and a purge: at each
 // step the files a retained snapshot reaches stay, and the purge counts
 // every file any snapshot reached.
@@ -1316,6 +1318,15 @@ func tmplCopyOnWrite(s *Sim, t *tmplRun) []step {
 				return nil
 			}
 			return s.partitionDropRead(g.ns, g.name, g, []string{days[0]}, r.current)
+		}),
+		// A drop of another day, held in manifests the last drop rewrote
+		// (their entries all EXISTING now): it must end its files too.
+		onLive(func(g *Gen) *Op {
+			drop := s.partitionDropOf(g.ns, g.name, g, []string{days[2]})
+			for i := 0; i < 8 && (drop.invalid || !slices.Contains(drop.want, 200)); i++ {
+				drop = s.partitionDropOf(g.ns, g.name, g, []string{days[2]}) // a well-formed body, a privileged caller
+			}
+			return drop
 		}),
 		onLive(func(g *Gen) *Op { return s.deleteRowsOf(g) }),
 		onLive(func(g *Gen) *Op { return s.retentionOp(g, "P30D") }),

@@ -674,3 +674,30 @@ func (s *Sim) abandon(g *Gen) {
 		}
 	}
 }
+
+// txCreateAfterOf: p, short of TABLE_CREATE, commits a transaction whose
+// first change is a property of lead and whose second creates ns.name
+// (assert-create, the client's own uuid and default location): the create
+// needs TABLE_CREATE wherever it sits in the body (SPEC §2), so a 403 that
+// changes nothing. nil when p may create.
+func (s *Sim) txCreateAfterOf(lead *Gen, p, name string) *Op {
+	if p == admin || s.may(p, "TABLE_CREATE") {
+		return nil
+	}
+	ns, id := lead.ns, uuid.NewString()
+	loc := defaultLocation(ns, name, id)
+	op := &Op{desc: fmt.Sprintf("%s commits a transaction: a property of %s, then a create of %s.%s", p, lead, ns, name),
+		keys: append(append(tableKeys(lead.ns, lead.name), tableKeys(ns, name)...), "uuid:"+lead.uuid, "loc", "grants"),
+		want: []int{403}, why: p + " lacks TABLE_CREATE (the create is the second change)"}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/transactions/commit", map[string]any{"table-changes": []any{
+			map[string]any{"identifier": map[string]any{"namespace": []string{lead.ns}, "name": lead.name},
+				"requirements": []any{map[string]any{"type": "assert-table-uuid", "uuid": lead.uuid}},
+				"updates":      []any{map[string]any{"action": "set-properties", "updates": map[string]string{"sim.note": "tx"}}}},
+			map[string]any{"identifier": map[string]any{"namespace": []string{ns}, "name": name},
+				"requirements": []any{map[string]any{"type": "assert-create"}},
+				"updates":      createUpdates(id, loc, map[string]string{"format-version": "2"})},
+		}})
+	}
+	return op
+}
