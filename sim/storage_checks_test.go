@@ -472,6 +472,9 @@ func (s *Sim) scopeHoldOf(g *Gen, catalogWide, sweep bool) *barrier {
 			if err := s.storageSweep(held); err != nil {
 				return err
 			}
+			// The barrier did its part (held, refused, released) though a
+			// sweep under a hold ends nothing.
+			s.acted = true
 		}
 		lifts := []map[string]any{{"removals": []string{"icehold.legal-hold"}}, {"updates": map[string]string{"icehold.legal-hold": "false"}}}
 		for _, p := range []string{writer, holder, reader} {
