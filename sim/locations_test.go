@@ -38,6 +38,20 @@ func normLoc(l string) string {
 	return strings.TrimRight(l, "/")
 }
 
+// readopt: a register that landed res takes over the claims (and files) of
+// an unregistered table of its uuid: the record of its uuid gives them to
+// the new generation, whichever metadata file was registered and under
+// whichever name it was unregistered (soak seed 1080 step 160: a.t
+// unregistered, a.u's older file registered; 1003 step 169: an unregister
+// and a register with overwrite of the same name in one round).
+func (s *Sim) readopt(res createResult) {
+	for _, u := range s.m.inState(unregistered) {
+		if u.uuid == res.Metadata.UUID && overlaps(u.location, res.Metadata.Location) {
+			u.state = released
+		}
+	}
+}
+
 // overlaps: a and b are the same prefix or one holds the other.
 func overlaps(a, b string) bool {
 	a, b = normLoc(a), normLoc(b)
@@ -251,15 +265,7 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("register answer: %v", err)
 		}
-		for _, u := range s.m.inState(unregistered) {
-			// The record of its uuid gives the new generation its claims
-			// (and its files), whichever metadata file was registered and
-			// under whichever name it was unregistered (soak seed 1080
-			// step 160: a.t unregistered, a.u's older file registered).
-			if u.uuid == res.Metadata.UUID && overlaps(u.location, res.Metadata.Location) {
-				u.state = released
-			}
-		}
+		s.readopt(res)
 		if from != nil && from.state == purging && res.MetadataLocation == from.meta {
 			// Register as recovery of a PENDING purge: the table is back.
 			from.state, from.ns, from.name, from.job = live, ns, name, ""

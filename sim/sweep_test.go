@@ -74,6 +74,24 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 	// vmay, vmust: the same for keys' noncurrent versions.
 	may, must := map[string]bool{}, map[string]bool{}
 	vmay, vmust := map[string]bool{}, map[string]bool{}
+	// Who reaches what: the sweep keeps a file any table's retained
+	// snapshot reaches, so one table's orphan is not one when another
+	// table's metadata borrows its manifests (a forged register: soak seed
+	// 1071 step 143).
+	reachedBy := map[string][]*Gen{}
+	for _, o := range s.m.inState(live, soft, purging, unregistered) {
+		if o.meta == "" {
+			continue
+		}
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, o.meta); err == nil {
+			for k := range r.keys {
+				reachedBy[k] = append(reachedBy[k], o)
+			}
+		}
+	}
+	elsewhere := func(g *Gen, k string) bool {
+		return slices.ContainsFunc(reachedBy[k], func(o *Gen) bool { return o != g })
+	}
 	for _, g := range s.m.inState(live) {
 		if g.legalHold || held[g] || g.meta == "" {
 			continue
@@ -118,7 +136,7 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 				// client's remove-snapshots takes a file out of the
 				// history while a later manifest's DELETED entry still
 				// names it: soak seed 1025 step 112).
-				if sure && known && a > orphanWindow+windowSlack && (g.h == nil || !g.h.reached[k]) && !r.named[k] {
+				if sure && known && a > orphanWindow+windowSlack && (g.h == nil || !g.h.reached[k]) && !r.named[k] && !elsewhere(g, k) {
 					must[k] = true
 				}
 			}

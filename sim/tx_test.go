@@ -272,6 +272,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 			s.abandon(old)
 			s.logf("   %s replaced by another table's metadata: its files stay", old)
 		}
+		s.readopt(res)
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: src.forged,
 			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
