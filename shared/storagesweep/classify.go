@@ -1,6 +1,7 @@
 package storagesweep
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -131,11 +132,11 @@ func (j *judge) key(rows []Row) {
 				class = ClassNoncurrentExpired
 			}
 		default:
-			// Noncurrent since the next newer version was written.
-			since := r.Modified
-			if i > 0 {
-				since = rows[i-1].Modified
-			}
+			// Noncurrent since the next newer version was written: the
+			// first write after its own, since versions of one instant
+			// (an overwrite and a repair's copy back) have no order in a
+			// report (docs/design/storagesweep.md).
+			since := noncurrentSince(rows, r.Modified)
 			class = ClassNoncurrentKept
 			if since < j.versionBefore {
 				class = ClassNoncurrentExpired
@@ -150,6 +151,22 @@ func (j *judge) key(rows []Row) {
 }
 
 // each calls fn with the versions of each key of sorted rows.
+// noncurrentSince: the earliest time after modified that one of a key's
+// versions was written (modified itself when none was: every newer
+// version was written in that instant).
+func noncurrentSince(rows []Row, modified int64) int64 {
+	since := int64(math.MaxInt64)
+	for _, o := range rows {
+		if o.Modified > modified {
+			since = min(since, o.Modified)
+		}
+	}
+	if since == math.MaxInt64 {
+		return modified
+	}
+	return since
+}
+
 func each(rows []Row, fn func([]Row)) {
 	for start := 0; start < len(rows); {
 		end := start + 1

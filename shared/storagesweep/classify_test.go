@@ -113,6 +113,47 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// Versions written in one instant (an overwrite and the repair's copy
+// back; a report's times are no finer than S3's) cannot be ordered by
+// the report: the report lists no sequence and version ids are opaque.
+// A noncurrent version is judged noncurrent only since the first write
+// after its own, so none goes while the version window may still hold
+// it, whichever way the tie is listed (soak seed 1049 step 242: the
+// repair's copy of the file, replaced a moment before the sweep, was
+// taken as replaced 32 days before).
+func TestNoncurrentVersionsOfOneInstantStayTheirWindow(t *testing.T) {
+	report := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	day := func(d float64) int64 { return report.Add(-time.Duration(d * float64(24*time.Hour))).UnixMilli() }
+	const key = "wh/live/data/f.parquet"
+	for _, ids := range [][2]string{{"a-copy", "z-overwrite"}, {"z-copy", "a-overwrite"}} {
+		t.Run(ids[0], func(t *testing.T) {
+			rows := []Row{
+				{Key: key, Version: "latest-copy", Latest: true, Modified: day(0)},
+				{Key: key, Version: "second-overwrite", Modified: day(0)},
+				{Key: key, Version: ids[0], Modified: day(32)}, // replaced now
+				{Key: key, Version: ids[1], Modified: day(32)}, // replaced 32 days ago
+				{Key: key, Version: "original", Modified: day(60)},
+			}
+			sortRows(rows)
+			var got []string
+			jd := &judge{
+				owners:  newOwnerIndex([]store.Claimed{{Prefix: "wh/live", Owner: store.Owner{ID: "live", Kind: store.OwnerTable, Catalog: "c", Namespace: []string{"n"}, Name: "live"}}}),
+				tables:  map[string]*store.SweepTable{"live": {Catalog: "c", Namespace: []string{"n"}, Name: "live", Holds: []string{"live"}}},
+				reached: []uint64{hashOf(key)}, scope: "wh/",
+				orphanBefore: report.Add(-3 * 24 * time.Hour).UnixMilli(), versionBefore: report.Add(-7 * 24 * time.Hour).UnixMilli(),
+				counts: map[string]int64{},
+				emit:   func(c candidate) { got = append(got, c.version) },
+			}
+			each(rows, jd.key)
+			// Only the original is surely past the window: replaced 32 days
+			// ago by one of the two written then.
+			if !slices.Equal(got, []string{"original"}) {
+				t.Fatalf("deleted %q, want only the original (the versions of one instant may have been replaced a moment ago)", got)
+			}
+		})
+	}
+}
+
 // Working files keep every row and hash, section by section (a step
 // writes rows or hashes, never both), with offsets that round-trip.
 func TestWorkingFilesRoundTrip(t *testing.T) {
