@@ -1188,6 +1188,10 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 			return s.violatef("undrop restored uuid %s, which the model holds as no soft-deleted table", res.UUID)
 		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
+		if s.m.undropped[ug.uuid] == nil {
+			s.m.undropped[ug.uuid] = map[string]bool{}
+		}
+		s.m.undropped[ug.uuid][ug.ns+"."+ug.name] = true
 		s.advanceMeta(ug, res.Meta)
 		if err := s.record(ug, ug.meta, false); err != nil {
 			return err
