@@ -74,7 +74,7 @@ var opWeights = []struct {
 	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
 	{"bulk", 1},
 	{"read-catalog", 1}, {"read-grant", 2}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
-	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1},
+	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1}, {"read-etag", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -183,6 +183,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opEngineUpload()
 	case "bulk":
 		return s.opBulk()
+	case "read-etag":
+		return s.opReadETag()
 	case "read-catalog", "read-grant", "read-soft-deleted", "read-purge-jobs", "read-unregistered", "read-verify", "read-retention":
 		return s.opRead(kind)
 	}
