@@ -1127,6 +1127,49 @@ func tmplViewsStale(s *Sim, t *tmplRun) []step {
 			}
 			return nil
 		},
+		// A name with a soft-deleted table and a soft-deleted view at once
+		// (SPEC §4: each kind's routes act on its own records): table b
+		// soft-dropped, a view created at its name and soft-dropped, then
+		// the table's undrop by name alone must bring back the table, and
+		// the view's purge-now end the view.
+		func() *plan { return ops(s.createAt(t, "b", ns, t.tbl(4), "")) },
+		func() *plan {
+			if g := t.live("b"); g != nil {
+				return ops(s.dropOp(g.ns, g.name, g, admin, false))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.gens["b"]; g != nil && g.state == soft {
+				return ops(s.viewCreateAt(ns, t.tbl(4)))
+			}
+			return nil
+		},
+		func() *plan {
+			if v := s.m.viewAt(ns, t.tbl(4)); v != nil && v.state == live {
+				return ops(s.viewDropOf(v))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.gens["b"]
+			if g == nil || g.state != soft || slices.ContainsFunc(s.m.inState(soft), func(o *Gen) bool { return o != g && o.ns == g.ns && o.name == g.name }) {
+				return nil // one soft-deleted table of the name: the name alone says which
+			}
+			op := &Op{desc: fmt.Sprintf("admin undrops %s by its name alone (a soft-deleted view shares it)", g),
+				keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid), want: []int{200}}
+			op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(g.ns, g.name)+"/undrop", "{}") }
+			op.after = s.opUndropAfter(g.ns, g.name)
+			return ops(op)
+		},
+		func() *plan {
+			for _, v := range s.m.viewsIn(soft) {
+				if v.ns == ns && v.name == t.tbl(4) {
+					return ops(s.viewPurgeNowOf(v))
+				}
+			}
+			return nil
+		},
 		// The views' records and the soft-deleted table survive a kill.
 		func() *plan { return &plan{b: s.makeBarrier("restart")} },
 	}
