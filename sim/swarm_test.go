@@ -880,35 +880,49 @@ func tmplBigPurge(s *Sim, t *tmplRun) []step {
 // tmplCrashMidPurge: the process is killed while a purge's step is at a
 // chosen point (a workflow step, a delete batch, the final listing), and
 // restarts from its state folder; the purge ends as if nothing happened.
+// Two tables, two points an instance, taken in turn (seed and instance
+// say where): every point is reached within make sim's budget, not by
+// luck of a draw.
 func tmplCrashMidPurge(s *Sim, t *tmplRun) []step {
 	var ns string
-	point := pick(s, []string{"plan.start", "plan.batches-written", "delete.start", "delete.before-checkpoint", "finalize.start",
-		"finalize.sweep-counted", "finalize.sweep-deleted", "finalize.before-checkpoint", "finalize.metadata-deleted"})
-	return []step{
+	points := []string{"plan.start", "plan.batches-written", "delete.start", "delete.before-checkpoint", "finalize.start",
+		"finalize.sweep-counted", "finalize.sweep-deleted", "finalize.before-checkpoint", "finalize.metadata-deleted"}
+	i := int(s.seed%uint64(len(points))) + 2*t.n
+	at := map[string]string{"a": points[i%len(points)], "b": points[(i+1)%len(points)]}
+	crash := func(name string) []step {
+		return []step{
+			func() *plan {
+				if g := t.live(name); g != nil {
+					s.holdAt = at[name] // the settle of this round stops there and the process dies
+					return ops(s.dropOp(g.ns, g.name, g, admin, true))
+				}
+				return nil
+			},
+			func() *plan {
+				if name == "a" {
+					t.reached = s.crashedAt == at[name]
+				}
+				s.crashedAt = ""
+				return &plan{b: s.makeBarrier("quiesce")}
+			},
+		}
+	}
+	return append([]step{
 		func() *plan {
 			var mk *Op
 			ns, mk = s.ensureNS()
-			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
 		},
 		func() *plan {
-			if g := t.live("a"); g != nil {
-				return ops(s.opAppendTo(g, admin), s.bulkOf(g, false, 1010))
+			var o []*Op
+			for _, name := range []string{"a", "b"} {
+				if g := t.live(name); g != nil {
+					o = append(o, s.opAppendTo(g, admin), s.bulkOf(g, false, 1010))
+				}
 			}
-			return nil
+			return ops(o...)
 		},
-		func() *plan {
-			if g := t.live("a"); g != nil {
-				s.holdAt = point // the settle of this round stops there and the process dies
-				return ops(s.dropOp(g.ns, g.name, g, admin, true))
-			}
-			return nil
-		},
-		func() *plan {
-			t.reached = s.crashedAt == point
-			s.crashedAt = ""
-			return &plan{b: s.makeBarrier("quiesce")}
-		},
-	}
+	}, append(crash("a"), crash("b")...)...)
 }
 
 var _ = strings.Cut
