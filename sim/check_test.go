@@ -506,7 +506,7 @@ var barrierWeights = []struct {
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
-	{"storage-sweep", 2}, {"nested-namespaces", 1},
+	{"storage-sweep", 2}, {"nested-namespaces", 1}, {"pattern-grant", 1},
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -630,6 +630,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.overwriteRepair()
 	case "scope-hold":
 		return s.scopeHold()
+	case "pattern-grant":
+		return s.patternGrant()
 	}
 	return nil
 }
