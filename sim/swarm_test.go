@@ -462,12 +462,15 @@ func tmplRedrive(s *Sim, t *tmplRun) []step {
 					o = append(o, s.opAppendTo(g, admin))
 				}
 			}
-			if g := t.live("a"); g != nil {
-				// Past 1,000 keys: the dead batch, redriven, takes more
-				// than one step to finish.
-				o = append(o, s.bulkOf(g, true, 1010))
-			}
 			return ops(o...)
+		},
+		func() *plan {
+			// Past 1,000 keys: the dead batch, redriven, takes more than
+			// one step to finish.
+			if g := t.live("a"); g != nil {
+				return ops(s.bulkOf(g, true, 1010))
+			}
+			return nil
 		},
 		func() *plan { return &plan{b: s.deleteOutage(40)} },
 		func() *plan {
