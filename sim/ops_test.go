@@ -1114,6 +1114,12 @@ func (s *Sim) opUndrop() *Op {
 	toNS, toName := ns, name
 	if s.chance(0.3) {
 		toNS, toName = s.pickNS(), s.pickName()
+		for i := 0; i < 4 && s.chance(0.8) && (s.m.liveAt(toNS, toName) != nil || toNS+"."+toName == ns+"."+name); i++ {
+			// Mostly a free name of another identifier: an undrop that
+			// lands somewhere new (its answer, record and event all name
+			// the new identifier).
+			toNS, toName = s.pickNS(), s.pickName()
+		}
 		fields["rename-to"] = map[string]any{"namespace": []string{toNS}, "name": toName}
 	}
 	body, bad := s.lifecycleBody(fields, "")
