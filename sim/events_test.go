@@ -151,7 +151,7 @@ func (s *Sim) checkEvents() error {
 
 // explains: a generation of uuid went through what an event of typ says.
 func (s *Sim) explains(typ, uuid string) bool {
-	if typ == "TablePermanentlyDeleted" && s.m.purgedApart[uuid] {
+	if s.m.purgedApart[uuid] {
 		return true
 	}
 	for _, g := range s.m.gens {
