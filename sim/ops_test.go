@@ -78,6 +78,13 @@ var opWeights = []struct {
 }
 
 func (s *Sim) pickOp(actor int) *Op {
+	// From a third of the seed on (the common kinds have been accepted by
+	// then), one pick in six goes to a kind not yet accepted.
+	if s.step > s.steps/3 && s.chance(0.15) {
+		if op := s.tourOp(actor); op != nil {
+			return op
+		}
+	}
 	total := 0
 	for _, k := range opWeights {
 		total += s.weight(k.kind, k.w)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -88,6 +89,37 @@ func (s *Sim) weight(kind string, w int) int {
 		return max(w*q/4, 1)
 	}
 	return w
+}
+
+// tourOp: an op of a kind this seed has not yet seen accepted (fewest
+// tries first; nil once every kind has been). A rare kind that is mostly refused (a
+// purge-now of a held table, a legal hold set by someone who may not)
+// is otherwise left unreached whenever the generator's draws shift, and
+// make sim's coverage gate with it. The seed's own history alone decides,
+// so replay stays exact.
+func (s *Sim) tourOp(actor int) *Op {
+	var kinds []string
+	weights := map[string]int{}
+	for _, k := range opWeights {
+		if w := s.weight(k.kind, k.w); w > 0 && !refusalOnly[k.kind] && s.accepted[k.kind] == 0 {
+			kinds = append(kinds, k.kind)
+			weights[k.kind] = w
+		}
+	}
+	// The fewest tries first, then the lightest: the random picks reach
+	// the heavy kinds anyway.
+	slices.SortStableFunc(kinds, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.tried[a], s.tried[b]), cmp.Compare(weights[a], weights[b]))
+	})
+	for _, k := range kinds[:min(len(kinds), 5)] {
+		s.tried[k]++
+		if op := s.makeOp(k, actor); op != nil {
+			op.kind, op.actor = k, actor
+			s.logf("   (tour: %s, not yet accepted in this seed)", k)
+			return op
+		}
+	}
+	return nil
 }
 
 // --- templates ---
