@@ -22,7 +22,12 @@ func TestLargeMetadataLoads(t *testing.T) {
 	c := shared.Catalog
 	ns := uniq("large")
 	mustCall(t, 200, "POST", "/v1/"+c+"/namespaces", admin, map[string]any{"namespace": []string{ns}})
-	mustCall(t, 200, "POST", "/v1/"+c+"/namespaces/"+ns+"/tables", admin, `{"name":"big","schema":`+schemaJSON+`}`)
+	var created struct {
+		Metadata struct {
+			Location string `json:"location"`
+		} `json:"metadata"`
+	}
+	mustDecode(t, mustCall(t, 200, "POST", "/v1/"+c+"/namespaces/"+ns+"/tables", admin, `{"name":"big","schema":`+schemaJSON+`}`), &created)
 	path := "/v1/" + c + "/namespaces/" + ns + "/tables/big"
 
 	// Thousands of snapshots with chatty summaries, added in a few commits.
@@ -39,7 +44,7 @@ func TestLargeMetadataLoads(t *testing.T) {
 			id := int64(c*perCommit + i + 1)
 			snap := map[string]any{
 				"snapshot-id": id, "sequence-number": id, "timestamp-ms": now + id,
-				"manifest-list": fmt.Sprintf("s3://icehold-warehouse/x/snap-%d.avro", id), "summary": summary, "schema-id": 0,
+				"manifest-list": fmt.Sprintf("%s/metadata/snap-%d.avro", created.Metadata.Location, id), "summary": summary, "schema-id": 0,
 			}
 			if id > 1 {
 				snap["parent-snapshot-id"] = id - 1

@@ -506,7 +506,28 @@ var barrierWeights = []struct {
 	{"clock", 6}, {"hold-expiry", 5}, {"quiesce", 1}, {"restart", 1},
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
-	{"storage-sweep", 2}, {"nested-namespaces", 1},
+	{"storage-sweep", 2}, {"nested-namespaces", 1}, {"pattern-grant", 1},
+}
+
+// barrierTour: the barrier kinds by weight, lightest first; kinds of one
+// weight start at a place the seed says.
+func barrierTour(seed uint64) []string {
+	byW := map[int][]string{}
+	var ws []int
+	for _, b := range barrierWeights {
+		if byW[b.w] == nil {
+			ws = append(ws, b.w)
+		}
+		byW[b.w] = append(byW[b.w], b.kind)
+	}
+	slices.Sort(ws)
+	var out []string
+	for _, w := range ws {
+		ks := byW[w]
+		r := int(seed % uint64(len(ks)))
+		out = append(out, append(ks[r:], ks[:r]...)...)
+	}
+	return out
 }
 
 func (s *Sim) pickBarrier() *barrier {
@@ -520,12 +541,14 @@ func (s *Sim) pickBarrier() *barrier {
 	if !s.chance(0.2) {
 		return nil
 	}
-	// Each seed's first picks run every kind once, from a place the seed
-	// says (coverage: a rare kind is reached in every seed, not by luck).
+	// Each seed's first picks run every kind once, the rarest first, from
+	// a place the seed says among equals (coverage: a rare kind is reached
+	// in every seed, not by luck; a seed makes fewer random barrier picks
+	// than there are kinds when templates fill its rounds).
 	s.barriers++
 	if i := s.barriers - 1; i < len(barrierWeights) {
-		if b := barrierWeights[(i+int(s.seed%uint64(len(barrierWeights))))%len(barrierWeights)]; !s.without[b.kind] {
-			return s.makeBarrier(b.kind)
+		if b := barrierTour(s.seed)[i]; !s.without[b] {
+			return s.makeBarrier(b)
 		}
 	}
 	total := 0
@@ -630,6 +653,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.overwriteRepair()
 	case "scope-hold":
 		return s.scopeHold()
+	case "pattern-grant":
+		return s.patternGrant()
 	}
 	return nil
 }

@@ -26,10 +26,12 @@ import (
 type eventLine struct {
 	Type   string `json:"detail-type"`
 	Detail struct {
-		ID     string         `json:"event-id"`
-		UUID   string         `json:"table-uuid"`
-		JobID  string         `json:"job-id"`
-		Detail map[string]any `json:"detail"`
+		ID        string         `json:"event-id"`
+		Namespace []string       `json:"namespace"`
+		Table     string         `json:"table"`
+		UUID      string         `json:"table-uuid"`
+		JobID     string         `json:"job-id"`
+		Detail    map[string]any `json:"detail"`
 	} `json:"detail"`
 }
 
@@ -112,6 +114,29 @@ func (s *Sim) checkEvents() error {
 			return s.violatef("%s was permanently deleted, and no TablePermanentlyDeleted event says so", g)
 		}
 	}
+	// An undrop's event names the identifier the table came back under
+	// (SPEC §4: an event carries the identifier of the change it
+	// reports), and each undrop the model accepted was announced.
+	announced := map[string]bool{}
+	for _, e := range evs {
+		if e.Type != "TableUndropped" {
+			continue
+		}
+		id := strings.Join(e.Detail.Namespace, ".") + "." + e.Detail.Table
+		announced[e.Detail.UUID+" "+id] = true
+		// (An undrop the model never saw answered, e.g. one a fault cut
+		// off after it landed, is not the model's to name.)
+		if ids := s.m.undropped[e.Detail.UUID]; ids != nil && !ids[id] {
+			return s.violatef("a TableUndropped event names table %s as %s, under which the model never saw it undropped (%v)", e.Detail.UUID, id, s.m.undropped[e.Detail.UUID])
+		}
+	}
+	for uuid, ids := range s.m.undropped {
+		for id := range ids {
+			if !announced[uuid+" "+id] {
+				return s.violatef("table %s was undropped as %s, and no TableUndropped event says so", uuid, id)
+			}
+		}
+	}
 	for _, typ := range []string{"TableSoftDeleted", "TablePermanentlyDeleted"} {
 		for uuid := range byType[typ] {
 			if !s.explains(typ, uuid) {
@@ -126,7 +151,7 @@ func (s *Sim) checkEvents() error {
 
 // explains: a generation of uuid went through what an event of typ says.
 func (s *Sim) explains(typ, uuid string) bool {
-	if typ == "TablePermanentlyDeleted" && s.m.purgedApart[uuid] {
+	if s.m.purgedApart[uuid] {
 		return true
 	}
 	for _, g := range s.m.gens {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -183,4 +184,45 @@ func (s *Sim) window(key string, def time.Duration) time.Duration {
 // softOn: the catalog soft-deletes (in the model's view).
 func (s *Sim) softOn(props map[string]string) bool {
 	return !strings.EqualFold(props["soft-delete.enabled"], "false")
+}
+
+// patternGrant: a grant to an IAM pattern that matches the reader alone
+// (sim:rea*) gives it TABLE_WRITE at once, and its revoke takes it away at
+// once (docs/design/authorization.md: "at once" holds for patterns too).
+// The reader's probe is a commit whose requirement fails: authorized, a
+// 409 that changes nothing; not, a 403.
+func (s *Sim) patternGrant() *barrier {
+	lives := s.m.inState(live)
+	if len(lives) == 0 {
+		return &barrier{kind: "pattern-grant", desc: "pattern grant: no live table", run: func() error { return nil }}
+	}
+	g := pick(s, lives)
+	const pattern = "sim:rea*"
+	grants := "/lifecycle/v1/catalogs/" + catalogName + "/grants/" + url.PathEscape(pattern) + "?pattern=true"
+	return &barrier{kind: "pattern-grant", desc: fmt.Sprintf("a pattern grant %s gives the reader TABLE_WRITE on %s, then is revoked", pattern, g), run: func() error {
+		probe := func() Outcome {
+			return s.w.call(s.ctx, reader, "POST", tablePath(g.ns, g.name), map[string]any{
+				"requirements": []any{map[string]any{"type": "assert-table-uuid", "uuid": "00000000-0000-4000-8000-00000000000b"}},
+				"updates":      []any{map[string]any{"action": "set-properties", "updates": map[string]string{"sim.note": "pattern"}}},
+			})
+		}
+		if o := probe(); o.Status != 403 {
+			return s.violatef("the reader (TABLE_READ only) commits to %s before any pattern grant: %s, want 403", g, o)
+		}
+		if o := s.w.call(s.ctx, admin, "PUT", grants, map[string]any{"privileges": []string{"TABLE_READ", "TABLE_WRITE"}}); o.Status != 200 {
+			return s.violatef("admin grants the pattern %s: %s", pattern, o)
+		}
+		o := probe()
+		if o.Status != 409 {
+			return s.violatef("the reader, granted TABLE_WRITE by the pattern %s, commits to %s with a failing requirement: %s, want 409", pattern, g, o)
+		}
+		if o := s.w.call(s.ctx, admin, "DELETE", grants, nil); o.Status != 204 && o.Status != 200 {
+			return s.violatef("admin revokes the pattern %s: %s", pattern, o)
+		}
+		if o := probe(); o.Status != 403 {
+			return s.violatef("the reader commits to %s after the pattern grant %s was revoked: %s, want 403 (a revoke counts at once)", g, pattern, o)
+		}
+		s.logf("   granted, used and revoked")
+		return nil
+	}}
 }

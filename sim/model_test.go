@@ -160,6 +160,9 @@ type Model struct {
 	// purgedApart: uuids of tables a barrier made and purged itself (no
 	// generation of the model's).
 	purgedApart map[string]bool
+	// undropped: per table uuid, the identifiers accepted undrops restored
+	// it under (what its TableUndropped events must name).
+	undropped   map[string]map[string]bool
 	nextSession int
 	nextTmpl    int
 	tmplRuns    int // templates started (their instances' numbers)
@@ -171,7 +174,7 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}, purgedApart: map[string]bool{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}, purgedApart: map[string]bool{}, undropped: map[string]map[string]bool{}}
 }
 
 func (m *Model) add(g *Gen) *Gen {

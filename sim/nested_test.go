@@ -73,9 +73,36 @@ func (s *Sim) nestedNamespaces() *barrier {
 		if err := s.drain(); err != nil {
 			return err
 		}
+		// A table soft-dropped does not keep its namespace (SPEC §4: an
+		// engine drops the tables, then the namespace); its record stays
+		// and is purged now after the namespace went.
+		var soft string
+		if s.m.catProps["soft-delete.enabled"] == "true" {
+			o, err := call(200, "POST", path(child)+"/tables", map[string]any{"name": "u", "schema": json.RawMessage(schemaJSON)})
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(o.Body, &res); err != nil {
+				return s.violatef("nested namespaces: create answer: %v", err)
+			}
+			soft = res.Metadata.UUID
+			s.m.purgedApart[soft] = true
+			if _, err := call(204, "DELETE", path(child)+"/tables/u", nil); err != nil {
+				return err
+			}
+		}
 		// Each level's drop lets go of its parent: the root drops last.
 		for _, ns := range [][]string{child, parent, root} {
 			if _, err := call(204, "DELETE", path(ns), nil); err != nil {
+				return err
+			}
+		}
+		if soft != "" {
+			lp := "/lifecycle/v1/catalogs/" + catalogName + "/namespaces/" + url.PathEscape(strings.Join(child, "\x1f")) + "/tables/u/purge-now"
+			if _, err := call(202, "POST", lp, map[string]any{"table-uuid": soft}); err != nil {
+				return err
+			}
+			if err := s.drain(); err != nil {
 				return err
 			}
 		}

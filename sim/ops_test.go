@@ -74,10 +74,17 @@ var opWeights = []struct {
 	{"engine-load", 4}, {"engine-append", 4}, {"engine-write", 2}, {"engine-escape", 3}, {"engine-upload", 1},
 	{"bulk", 1},
 	{"read-catalog", 1}, {"read-grant", 2}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
-	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1},
+	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1}, {"read-etag", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
+	// From a third of the seed on (the common kinds have been accepted by
+	// then), one pick in six goes to a kind not yet accepted.
+	if s.step > s.steps/3 && s.chance(0.15) {
+		if op := s.tourOp(actor); op != nil {
+			return op
+		}
+	}
 	total := 0
 	for _, k := range opWeights {
 		total += s.weight(k.kind, k.w)
@@ -183,6 +190,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opEngineUpload()
 	case "bulk":
 		return s.opBulk()
+	case "read-etag":
+		return s.opReadETag()
 	case "read-catalog", "read-grant", "read-soft-deleted", "read-purge-jobs", "read-unregistered", "read-verify", "read-retention":
 		return s.opRead(kind)
 	}
@@ -1112,6 +1121,12 @@ func (s *Sim) opUndrop() *Op {
 	toNS, toName := ns, name
 	if s.chance(0.3) {
 		toNS, toName = s.pickNS(), s.pickName()
+		for i := 0; i < 4 && s.chance(0.8) && (s.m.liveAt(toNS, toName) != nil || toNS+"."+toName == ns+"."+name); i++ {
+			// Mostly a free name of another identifier: an undrop that
+			// lands somewhere new (its answer, record and event all name
+			// the new identifier).
+			toNS, toName = s.pickNS(), s.pickName()
+		}
 		fields["rename-to"] = map[string]any{"namespace": []string{toNS}, "name": toName}
 	}
 	body, bad := s.lifecycleBody(fields, "")
@@ -1188,6 +1203,10 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 			return s.violatef("undrop restored uuid %s, which the model holds as no soft-deleted table", res.UUID)
 		}
 		ug.state, ug.ns, ug.name = live, strings.Join(res.Namespace, "."), res.Name
+		if s.m.undropped[ug.uuid] == nil {
+			s.m.undropped[ug.uuid] = map[string]bool{}
+		}
+		s.m.undropped[ug.uuid][ug.ns+"."+ug.name] = true
 		s.advanceMeta(ug, res.Meta)
 		if err := s.record(ug, ug.meta, false); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 )
 
 // Partition drop, retention (and the snapshot expiry its sweep runs),
@@ -147,10 +149,50 @@ func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read 
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 	}
 	s.privileged(op, p, "PARTITION_DROP")
-	op.run = func() Outcome { return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/partitions/drop", body) }
+	// A quarter of the well-formed drops carry an Idempotency-Key and are
+	// sent again under it: the same payload replays the answer (same
+	// snapshot, no commit), another payload (a guard added or left out)
+	// is a 422 (SPEC §5).
+	var key, other string
+	var replay, changed Outcome
+	if bad == "" && g != nil && s.chance(0.25) {
+		key = uuid.NewString()
+		alt := map[string]any{"partitions": tuples}
+		for k, v := range fields {
+			alt[k] = v
+		}
+		if _, ok := alt["expected-table-uuid"]; ok {
+			delete(alt, "expected-table-uuid")
+		} else {
+			alt["expected-table-uuid"] = g.uuid
+		}
+		raw, _ := json.Marshal(alt)
+		other = string(raw)
+		op.desc += " (with an Idempotency-Key, sent again)"
+	}
+	op.run = func() Outcome {
+		path := lifecyclePath(ns, name) + "/partitions/drop"
+		if key == "" {
+			return s.w.call(s.ctx, p, "POST", path, body)
+		}
+		o := s.w.call(s.ctx, p, "POST", path, body, "Idempotency-Key", key)
+		if o.Status == 200 {
+			replay = s.w.call(s.ctx, p, "POST", path, body, "Idempotency-Key", key)
+			changed = s.w.call(s.ctx, p, "POST", path, other, "Idempotency-Key", key)
+		}
+		return o
+	}
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {
 			return nil
+		}
+		if key != "" {
+			if replay.Status != 200 || !bytes.Equal(replay.Body, o.Body) {
+				return s.violatef("a partition drop sent again under its Idempotency-Key with the same payload: %s, want the first answer replayed: %s", replay, trunc(string(o.Body), 200))
+			}
+			if changed.Status != 422 {
+				return s.violatef("a partition drop sent under a used Idempotency-Key with another payload %s: %s, want 422", other, changed)
+			}
 		}
 		if g := s.m.liveAt(ns, name); g != nil {
 			removeDays(g, dropped, contended)

@@ -113,7 +113,11 @@ type Sim struct {
 	without  map[string]bool
 	skip     map[string]bool
 	step     int
-	trace    []string
+	steps    int
+	// accepted, tried: this seed's accepted operations by kind, and the
+	// kinds tourOp tried (see tourOp).
+	accepted, tried map[string]int
+	trace           []string
 	// pre is the bucket's listing before the current round (what a
 	// permanent delete accepted in the round had under its prefix).
 	pre map[string]int64
@@ -188,7 +192,7 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
-		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{},
+		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{}, accepted: map[string]int{}, tried: map[string]int{},
 		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag), pageSize: int(seed % 4),
 	}
 	if !s.free {
@@ -312,6 +316,7 @@ func (s *Sim) run(steps int) error {
 		}
 		s.m.namespaces[ns] = map[string]string{}
 	}
+	s.steps = steps
 	for s.step = 1; s.step <= steps; s.step++ {
 		start := time.Now()
 		if err := s.round(); err != nil {
@@ -456,6 +461,9 @@ func (s *Sim) round() error {
 			return err
 		}
 		cover.add("op "+op.kind, outs[i].ok())
+		if outs[i].ok() {
+			s.accepted[op.kind]++
+		}
 	}
 	if digestBefore != "" && s.pipelineIdle() {
 		after, err := s.w.digest(s.ctx)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -88,6 +89,37 @@ func (s *Sim) weight(kind string, w int) int {
 		return max(w*q/4, 1)
 	}
 	return w
+}
+
+// tourOp: an op of a kind this seed has not yet seen accepted (fewest
+// tries first; nil once every kind has been). A rare kind that is mostly refused (a
+// purge-now of a held table, a legal hold set by someone who may not)
+// is otherwise left unreached whenever the generator's draws shift, and
+// make sim's coverage gate with it. The seed's own history alone decides,
+// so replay stays exact.
+func (s *Sim) tourOp(actor int) *Op {
+	var kinds []string
+	weights := map[string]int{}
+	for _, k := range opWeights {
+		if w := s.weight(k.kind, k.w); w > 0 && !refusalOnly[k.kind] && s.accepted[k.kind] == 0 {
+			kinds = append(kinds, k.kind)
+			weights[k.kind] = w
+		}
+	}
+	// The fewest tries first, then the lightest: the random picks reach
+	// the heavy kinds anyway.
+	slices.SortStableFunc(kinds, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.tried[a], s.tried[b]), cmp.Compare(weights[a], weights[b]))
+	})
+	for _, k := range kinds[:min(len(kinds), 5)] {
+		s.tried[k]++
+		if op := s.makeOp(k, actor); op != nil {
+			op.kind, op.actor = k, actor
+			s.logf("   (tour: %s, not yet accepted in this seed)", k)
+			return op
+		}
+	}
+	return nil
 }
 
 // --- templates ---
@@ -463,6 +495,14 @@ func tmplRedrive(s *Sim, t *tmplRun) []step {
 				}
 			}
 			return ops(o...)
+		},
+		func() *plan {
+			// Past 1,000 keys: the dead batch, redriven, takes more than
+			// one step to finish.
+			if g := t.live("a"); g != nil {
+				return ops(s.bulkOf(g, true, 1010))
+			}
+			return nil
 		},
 		func() *plan { return &plan{b: s.deleteOutage(40)} },
 		func() *plan {
@@ -880,35 +920,49 @@ func tmplBigPurge(s *Sim, t *tmplRun) []step {
 // tmplCrashMidPurge: the process is killed while a purge's step is at a
 // chosen point (a workflow step, a delete batch, the final listing), and
 // restarts from its state folder; the purge ends as if nothing happened.
+// Two tables, two points an instance, taken in turn (seed and instance
+// say where): every point is reached within make sim's budget, not by
+// luck of a draw.
 func tmplCrashMidPurge(s *Sim, t *tmplRun) []step {
 	var ns string
-	point := pick(s, []string{"plan.start", "plan.batches-written", "delete.start", "delete.before-checkpoint", "finalize.start",
-		"finalize.sweep-counted", "finalize.sweep-deleted", "finalize.before-checkpoint", "finalize.metadata-deleted"})
-	return []step{
+	points := []string{"plan.start", "plan.batches-written", "delete.start", "delete.before-checkpoint", "finalize.start",
+		"finalize.sweep-counted", "finalize.sweep-deleted", "finalize.before-checkpoint", "finalize.metadata-deleted"}
+	i := int(s.seed%uint64(len(points))) + 2*t.n
+	at := map[string]string{"a": points[i%len(points)], "b": points[(i+1)%len(points)]}
+	crash := func(name string) []step {
+		return []step{
+			func() *plan {
+				if g := t.live(name); g != nil {
+					s.holdAt = at[name] // the settle of this round stops there and the process dies
+					return ops(s.dropOp(g.ns, g.name, g, admin, true))
+				}
+				return nil
+			},
+			func() *plan {
+				if name == "a" {
+					t.reached = s.crashedAt == at[name]
+				}
+				s.crashedAt = ""
+				return &plan{b: s.makeBarrier("quiesce")}
+			},
+		}
+	}
+	return append([]step{
 		func() *plan {
 			var mk *Op
 			ns, mk = s.ensureNS()
-			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
 		},
 		func() *plan {
-			if g := t.live("a"); g != nil {
-				return ops(s.opAppendTo(g, admin), s.bulkOf(g, false, 1010))
+			var o []*Op
+			for _, name := range []string{"a", "b"} {
+				if g := t.live(name); g != nil {
+					o = append(o, s.opAppendTo(g, admin), s.bulkOf(g, false, 1010))
+				}
 			}
-			return nil
+			return ops(o...)
 		},
-		func() *plan {
-			if g := t.live("a"); g != nil {
-				s.holdAt = point // the settle of this round stops there and the process dies
-				return ops(s.dropOp(g.ns, g.name, g, admin, true))
-			}
-			return nil
-		},
-		func() *plan {
-			t.reached = s.crashedAt == point
-			s.crashedAt = ""
-			return &plan{b: s.makeBarrier("quiesce")}
-		},
-	}
+	}, append(crash("a"), crash("b")...)...)
 }
 
 var _ = strings.Cut
@@ -1124,6 +1178,49 @@ func tmplViewsStale(s *Sim, t *tmplRun) []step {
 		func() *plan {
 			if g := t.gens["a"]; g != nil && g.state == soft {
 				return &plan{b: s.staleLegalHoldOf(g)}
+			}
+			return nil
+		},
+		// A name with a soft-deleted table and a soft-deleted view at once
+		// (SPEC §4: each kind's routes act on its own records): table b
+		// soft-dropped, a view created at its name and soft-dropped, then
+		// the table's undrop by name alone must bring back the table, and
+		// the view's purge-now end the view.
+		func() *plan { return ops(s.createAt(t, "b", ns, t.tbl(4), "")) },
+		func() *plan {
+			if g := t.live("b"); g != nil {
+				return ops(s.dropOp(g.ns, g.name, g, admin, false))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.gens["b"]; g != nil && g.state == soft {
+				return ops(s.viewCreateAt(ns, t.tbl(4)))
+			}
+			return nil
+		},
+		func() *plan {
+			if v := s.m.viewAt(ns, t.tbl(4)); v != nil && v.state == live {
+				return ops(s.viewDropOf(v))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.gens["b"]
+			if g == nil || g.state != soft || slices.ContainsFunc(s.m.inState(soft), func(o *Gen) bool { return o != g && o.ns == g.ns && o.name == g.name }) {
+				return nil // one soft-deleted table of the name: the name alone says which
+			}
+			op := &Op{desc: fmt.Sprintf("admin undrops %s by its name alone (a soft-deleted view shares it)", g),
+				keys: append(tableKeys(g.ns, g.name), "uuid:"+g.uuid), want: []int{200}}
+			op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", lifecyclePath(g.ns, g.name)+"/undrop", "{}") }
+			op.after = s.opUndropAfter(g.ns, g.name)
+			return ops(op)
+		},
+		func() *plan {
+			for _, v := range s.m.viewsIn(soft) {
+				if v.ns == ns && v.name == t.tbl(4) {
+					return ops(s.viewPurgeNowOf(v))
+				}
 			}
 			return nil
 		},

@@ -271,6 +271,11 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 	}
 	var plan *holdPlan
 	moved := base == nil || meta.Location() != base.Location()
+	if !moved {
+		if err := checkOwned(base, meta, current.Holds()); err != nil {
+			return staged{}, fmt.Errorf("commit %s: %w", id, err)
+		}
+	}
 	// Old locations are let go once no retained snapshot reaches them:
 	// decided again when snapshots go (or the location moves).
 	if moved || len(current.Extra) > 0 && snapshotsRemoved(base, meta) {
@@ -315,6 +320,39 @@ func (s *Service) stage(ctx context.Context, cat string, id Ident, ch TableChang
 		holds = plan.claim != nil || len(plan.release) > 0
 	}
 	return staged{id: id, write: w, raw: raw, holds: holds}, nil
+}
+
+// checkOwned refuses (ErrCommitFailed) a snapshot meta adds whose
+// manifest list lies under none of the prefixes the table owns (holds;
+// none: a table from before the ownership index, not checked). A writer
+// that began before a move writes under the old location; when the move
+// let that prefix go (no snapshot reached it then), such a commit would
+// leave live files where no claim protects them and vended credentials do
+// not reach. The writer writes again under the table's location.
+func checkOwned(base, meta table.Metadata, holds []store.Hold) error {
+	if base == nil || len(holds) == 0 {
+		return nil
+	}
+	for _, sn := range meta.Snapshots() {
+		if sn.ManifestList == "" || base.SnapshotByID(sn.SnapshotID) != nil {
+			continue
+		}
+		obj, err := objects.Parse(sn.ManifestList)
+		if err != nil {
+			return fmt.Errorf("%w: manifest list %v", ErrBadRequest, err)
+		}
+		owned := false
+		for _, h := range holds {
+			if (objects.Location{Bucket: h.Bucket, Key: h.Prefix}).Contains(obj) {
+				owned = true
+				break
+			}
+		}
+		if !owned {
+			return fmt.Errorf("snapshot %d's manifest list %s lies outside every location the table owns (its location is %s; was it written before a move?): write it again under the table's location: %w", sn.SnapshotID, sn.ManifestList, meta.Location(), ErrCommitFailed)
+		}
+	}
+	return nil
 }
 
 // snapshotsRemoved reports whether meta lost a snapshot base had.
