@@ -193,7 +193,7 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{}, accepted: map[string]int{}, tried: map[string]int{},
-		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag), pageSize: int(seed % 4),
+		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag), pageSize: int(seed % 4), steps: steps,
 	}
 	if !s.free {
 		s.w.sched, s.w.hook = newSched(seed), s.pipelineHook
@@ -275,7 +275,10 @@ func (s *Sim) fail(err error) {
 }
 
 func (s *Sim) replayCommand() string {
-	cmd := fmt.Sprintf("go test -count=1 -run 'TestLifecycleSimulation' ./sim/ -sim.seeds=%d -sim.steps=%d", s.seed, s.step)
+	// The seed's own budget, not the failing step: from a third of it on,
+	// the op tour (tourOp) is part of the run; the replay stops at the
+	// failure all the same.
+	cmd := fmt.Sprintf("go test -count=1 -run 'TestLifecycleSimulation' ./sim/ -sim.seeds=%d -sim.steps=%d", s.seed, s.steps)
 	if s.free {
 		cmd += " -sim.free"
 	}
@@ -316,7 +319,6 @@ func (s *Sim) run(steps int) error {
 		}
 		s.m.namespaces[ns] = map[string]string{}
 	}
-	s.steps = steps
 	for s.step = 1; s.step <= steps; s.step++ {
 		start := time.Now()
 		if err := s.round(); err != nil {
