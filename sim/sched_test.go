@@ -527,7 +527,7 @@ func (s *Sim) killAt(point string) error {
 // A number cut short by a truncated description ("read-snapshot-id":89805…)
 // is masked too: a snapshot id is random (soak seed 1069's replay left the
 // schedule there).
-var idLike = regexp.MustCompile(`[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|pj-[0-9a-f]+-[0-9a-f]+|\b[0-9a-f]{8}\b|\b[0-9]{12,}\b|\b[0-9]+…`)
+var idLike = regexp.MustCompile(`\b[0-9]{5}-[0-9]+-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|pj-[0-9a-f]+-[0-9a-f]+|\b[0-9a-f]{8}\b|\b[0-9]{12,}\b|\b[0-9]+…`)
 
 // scheduleLine is what a replay must repeat of a round: the ops, the order
 // their requests were sent in and the answers' statuses (ids masked: the
@@ -537,13 +537,16 @@ func scheduleLine(step int, parts ...string) string {
 }
 
 // The replay check compares rounds without what is random in them: uuids,
-// job ids, snapshot ids, whole or cut short by a truncated description.
+// job ids, snapshot ids, whole or cut short by a truncated description,
+// and a data file's task numbers.
 func TestScheduleLineMasksRandomIDs(t *testing.T) {
 	for _, tc := range []struct{ a, b string }{
 		{`drops partitions of a.t: {"read-snapshot-id":89805…`, `drops partitions of a.t: {"read-snapshot-id":46713…`},
 		{`"read-snapshot-id":4671301975536870912}`, `"read-snapshot-id":8980512345678901234}`},
 		{`job pj-001a24bf175f6-855ccee356`, `job pj-001a24bec249a-aad083d4f1`},
 		{`uuid 951bd52b-41a0-49db-8d4c-a8f368fe2fdd`, `uuid fb9a6bcf-4b75-4efb-b21c-7b57309def07`},
+		// iceberg-go numbers a write's files by task as its writers finish.
+		{`data/d=2027-03-06/00002-1-951bd52b-41a0-49db-8d4c-a8f368fe2fdd-00001.parquet`, `data/d=2027-03-06/00000-0-fb9a6bcf-4b75-4efb-b21c-7b57309def07-00001.parquet`},
 	} {
 		t.Run(tc.a, func(t *testing.T) {
 			if a, b := scheduleLine(1, tc.a), scheduleLine(1, tc.b); a != b {
