@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/iceberg-go"
@@ -341,13 +342,9 @@ func checkOwned(base, meta table.Metadata, holds []store.Hold) error {
 		if err != nil {
 			return fmt.Errorf("%w: manifest list %v", ErrBadRequest, err)
 		}
-		owned := false
-		for _, h := range holds {
-			if (objects.Location{Bucket: h.Bucket, Key: h.Prefix}).Contains(obj) {
-				owned = true
-				break
-			}
-		}
+		owned := slices.ContainsFunc(holds, func(h store.Hold) bool {
+			return objects.Location{Bucket: h.Bucket, Key: h.Prefix}.Contains(obj)
+		})
 		if !owned {
 			return fmt.Errorf("snapshot %d's manifest list %s lies outside every location the table owns (its location is %s; was it written before a move?): write it again under the table's location: %w", sn.SnapshotID, sn.ManifestList, meta.Location(), ErrCommitFailed)
 		}
