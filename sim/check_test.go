@@ -507,6 +507,7 @@ var barrierWeights = []struct {
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
 	{"storage-sweep", 2}, {"nested-namespaces", 1}, {"pattern-grant", 1},
+	{"failed-job", 1}, {"gc-off", 1}, {"keyed-retry", 1}, {"moved-session", 1}, {"two-catalogs", 1}, // corners_test.go
 }
 
 // barrierTour: the barrier kinds by weight, lightest first; kinds of one
@@ -626,6 +627,16 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		}}
 	case "hold-expiry":
 		return &barrier{desc: "hold-expiry sweep", run: s.sweepHoldExpiry}
+	case "failed-job":
+		return s.failedJob()
+	case "gc-off":
+		return s.gcOff()
+	case "keyed-retry":
+		return s.keyedRetry()
+	case "moved-session":
+		return s.movedSession()
+	case "two-catalogs":
+		return s.twoCatalogs()
 	case "quiesce":
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":
@@ -759,6 +770,10 @@ func (s *Sim) drain() error {
 		s.logf("   healing the faults to come to rest")
 	}
 	s.heal()
+	if f := s.afterHeal; f != nil {
+		s.afterHeal = nil
+		f()
+	}
 	if s.w.gate != nil {
 		s.w.gate.set(true)
 		defer s.w.gate.set(false)

@@ -89,8 +89,10 @@ func (s *Sim) checkEvents() error {
 		if j.Kind != "" && j.Kind != "purge" && j.Kind != "view" {
 			continue // expire, orphan and sweep jobs: not a table's purge
 		}
-		if started[j.ID] != 1 {
-			return s.violatef("job %s (%s %s.%s) announced PurgeStarted %d times, want once", j.ID, j.State, strings.Join(j.Namespace, "."), j.Table, started[j.ID])
+		// Once, and once more for each operator's retry of it FAILED.
+		retries, _ := num(j.Raw, "retries")
+		if started[j.ID] != 1+int(retries) {
+			return s.violatef("job %s (%s %s.%s) announced PurgeStarted %d times, want %d (1 + %d retries)", j.ID, j.State, strings.Join(j.Namespace, "."), j.Table, started[j.ID], 1+retries, retries)
 		}
 		e, ok := completed[j.ID]
 		switch {

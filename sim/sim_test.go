@@ -162,6 +162,9 @@ type Sim struct {
 	fresh map[string]int64
 	// sessions: the vended sessions engines hold (engines_test.go).
 	sessions []*session
+	// afterHeal runs once in the next drain, after its heal (a fault the
+	// drain must meet: corners_test.go).
+	afterHeal func()
 	// schedule: each round's replay line; expect: a failed run's.
 	schedule     []string
 	expect       []string

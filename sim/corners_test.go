@@ -1,0 +1,502 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/icehold/icehold/local/emulators"
+)
+
+// Corners the random rounds never reach on their own (docs/design/simulation.md,
+// "Corners"): each barrier builds its own sequence from the model's ops,
+// runs it alone and checks what it is there for on the spot. They came from
+// the sixth held-out set's survivors: a FAILED job's claims and the
+// operator's retry and abandon, a purge of a table with gc.enabled=false, a
+// keyed retry after a conflict cleared, a session vended after a move
+// writing the old location, a namespace legal hold in one catalog of two
+// with a namespace of the same name, and S3 throttling single keys of a
+// purge's DeleteObjects.
+
+// runFor runs one op alone, judges and applies it, and returns its answer.
+func (s *Sim) runFor(op *Op) (Outcome, error) {
+	// As a round of one: what it touches alone, the bucket as it starts.
+	s.touched = map[string]int{}
+	for _, k := range dedupe(op.keys) {
+		s.touched[k]++
+	}
+	var err error
+	if s.pre, err = s.bucketNow(); err != nil {
+		return Outcome{}, err
+	}
+	o := op.run()
+	s.logf("   » %s -> %s", op.desc, o)
+	if err := s.judge(op, o); err != nil {
+		return o, err
+	}
+	if op.after != nil {
+		return o, op.after(o, false)
+	}
+	return o, nil
+}
+
+// freshTable creates a table of the barrier's own (prefix: its name's
+// start) in an existing namespace, at loc ("" the default), and appends to
+// it twice; nil when a step was refused (a grant, a name taken).
+func (s *Sim) freshTable(prefix, loc string, props map[string]string) (*Gen, error) {
+	ns, mk := s.ensureNS()
+	if mk != nil {
+		if o, err := s.runFor(mk); err != nil || !o.ok() {
+			return nil, err
+		}
+	}
+	if props == nil {
+		props = map[string]string{"format-version": "2"}
+	}
+	s.m.nextID++
+	name := fmt.Sprintf("%s%d", prefix, s.m.nextID)
+	op := s.createOp(ns, name, admin, loc, props)
+	if o, err := s.runFor(op); err != nil || o.Status != 200 {
+		return nil, err
+	}
+	g := s.m.liveAt(ns, name)
+	if g == nil {
+		return nil, s.violatef("%s.%s created, and the model holds no live table there", ns, name)
+	}
+	for range 2 {
+		if _, err := s.runFor(s.opAppendTo(g, admin)); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// keysUnder lists the bucket's current keys under a location.
+func (s *Sim) keysUnder(loc string) (map[string]int64, error) {
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	prefix, _ := keyOf(strings.TrimRight(loc, "/"))
+	out := map[string]int64{}
+	for k, n := range objs {
+		if strings.HasPrefix(k, prefix+"/") {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// --- a FAILED job: claims kept, retry, abandon ---
+
+// failedJob: a table at an explicit location is dropped with purge while
+// its metadata file cannot be read (a bad version put over it before the
+// pipeline runs): its job must end FAILED and keep its claims (a create at
+// the location is refused, naming it; no one without CATALOG_MANAGE may
+// retry or abandon it). With the metadata back, the operator either
+// retries it (to SUCCEEDED, with S3 throttling two keys of its deletes:
+// the counters stay exact) or abandons it (the claims go, every file
+// stays, and a create there is accepted).
+func (s *Sim) failedJob() *barrier {
+	s.m.nextID++
+	loc := warehouse + fmt.Sprintf("/L/fj%d", s.m.nextID)
+	retry := s.chance(0.5)
+	verb := map[bool]string{true: "retried", false: "abandoned"}[retry]
+	return &barrier{kind: "failed-job", desc: "a purge that FAILS (its metadata unreadable) at " + loc + ", then " + verb, run: func() error {
+		s.acted = false
+		g, err := s.freshTable("fj", loc, nil)
+		if err != nil || g == nil {
+			return err
+		}
+		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
+			return err
+		}
+		key, _ := keyOf(g.meta)
+		put, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("{ not metadata"))})
+		if err != nil {
+			return fmt.Errorf("spoil %s: %w", key, err)
+		}
+		before, err := s.keysUnder(g.location)
+		if err != nil {
+			return err
+		}
+		if err := s.drain(); err != nil {
+			return err
+		}
+		j, err := s.job(g.job)
+		if err != nil {
+			return err
+		}
+		if j.State != "FAILED" {
+			return s.violatef("%s: its purge job %s read a metadata file that is not one and ended %s (SPEC §3: metadata unreadable is FAILED): %v", g, j.ID, j.State, j.Raw)
+		}
+		s.acted = true
+		if claims, _ := j.Raw["claims"].([]any); len(claims) == 0 {
+			return s.violatef("%s: its FAILED job %s keeps no claims (docs/operations.md: a FAILED job keeps them until retried or abandoned): %v", g, j.ID, j.Raw)
+		}
+		jobPath := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs/" + url.PathEscape(j.ID)
+		probe := map[string]any{"name": "probe", "schema": json.RawMessage(schemaJSON), "location": loc}
+		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/tables", probe); o.Status != 409 {
+			return s.violatef("%s: a create at %s while its FAILED job %s keeps the location: %s, want 409", g, loc, j.ID, o)
+		}
+		for _, p := range []string{writer, reader} {
+			if s.may(p, "CATALOG_MANAGE") {
+				continue
+			}
+			for _, v := range []string{"retry", "abandon"} {
+				if o := s.w.call(s.ctx, p, "POST", jobPath+"/"+v, nil); o.Status != 403 {
+					return s.violatef("%s (without CATALOG_MANAGE) %s FAILED job %s: %s, want 403", p, v, j.ID, o)
+				}
+			}
+		}
+		// The metadata back: the bad version removed by its id.
+		if _, err := s.w.s3.DeleteObject(s.ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: put.VersionId}); err != nil {
+			return fmt.Errorf("restore %s: %w", key, err)
+		}
+		if retry {
+			if o := s.w.call(s.ctx, admin, "POST", jobPath+"/retry", nil); o.Status != 202 {
+				return s.violatef("admin retries FAILED job %s: %s, want 202", j.ID, o)
+			}
+			// S3 throttles two keys of the retry's deletes: retried, each
+			// counted once (checkCounters at the check).
+			var n atomic.Int32
+			s.afterHeal = func() {
+				s.w.srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Code: "SlowDown", Match: func(string) bool { return n.Add(1) <= 2 }})
+			}
+			if err := s.drain(); err != nil {
+				return err
+			}
+			s.w.srv.S3Emulator.SetKeyFault(nil)
+			if j, err = s.job(g.job); err != nil {
+				return err
+			}
+			if j.State != "SUCCEEDED" {
+				return s.violatef("%s: FAILED job %s retried with its metadata back ended %s: %v", g, j.ID, j.State, j.Raw)
+			}
+			s.logf("   %s: job %s retried to SUCCEEDED", g, j.ID)
+			return nil // the check holds it to a purge's promises
+		}
+		o := s.w.call(s.ctx, admin, "POST", jobPath+"/abandon", nil)
+		if o.Status != 200 {
+			return s.violatef("admin abandons FAILED job %s: %s, want 200", j.ID, o)
+		}
+		if j, err = s.job(g.job); err != nil {
+			return err
+		}
+		if claims, _ := j.Raw["claims"].([]any); j.State != "FAILED" || len(claims) > 0 {
+			return s.violatef("%s: abandoned job %s is %s with claims %v, want FAILED with none", g, j.ID, j.State, j.Raw["claims"])
+		}
+		after, err := s.keysUnder(g.location)
+		if err != nil {
+			return err
+		}
+		for k := range before {
+			if _, ok := after[k]; !ok {
+				return s.violatef("%s: abandoning job %s deleted %s (an abandon leaves every file)", g, j.ID, k)
+			}
+		}
+		g.state = released
+		s.logf("   %s: job %s abandoned; its %d files stay, owned by nobody", g, j.ID, len(after))
+		// Its location free again: a create there is accepted.
+		if o, err := s.runFor(s.createOp(g.ns, "fjtaken"+fmt.Sprint(s.m.nextID), admin, loc, nil)); err != nil {
+			return err
+		} else if o.Status != 200 {
+			return s.violatef("a create at %s after job %s was abandoned: %s, want 200 (its claims went)", loc, j.ID, o)
+		}
+		return nil
+	}}
+}
+
+// --- gc.enabled=false ---
+
+// gcOff: a table with gc.enabled=false is dropped with purge: its metadata
+// layer goes and every data file stays (docs/spec.md §3; the final listing
+// does not run: each data file would look unreferenced).
+func (s *Sim) gcOff() *barrier {
+	return &barrier{kind: "gc-off", desc: "a table with gc.enabled=false dropped with purge", run: func() error {
+		s.acted = false
+		g, err := s.freshTable("gc", "", map[string]string{"format-version": "2", "gc.enabled": "false"})
+		if err != nil || g == nil {
+			return err
+		}
+		before, err := s.keysUnder(g.location)
+		if err != nil {
+			return err
+		}
+		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
+			return err
+		}
+		if err := s.drain(); err != nil {
+			return err
+		}
+		j, err := s.job(g.job)
+		if err != nil {
+			return err
+		}
+		if j.State != "SUCCEEDED" {
+			return s.violatef("%s (gc.enabled=false): purge job %s ended %s: %v", g, j.ID, j.State, j.Raw)
+		}
+		s.acted = true
+		after, err := s.keysUnder(g.location)
+		if err != nil {
+			return err
+		}
+		var lost, left []string
+		for k := range before {
+			_, ok := after[k]
+			switch {
+			case strings.Contains(k, "/data/") && !ok:
+				lost = append(lost, k)
+			case strings.Contains(k, "/metadata/") && ok:
+				left = append(left, k)
+			}
+		}
+		slices.Sort(lost)
+		slices.Sort(left)
+		if len(lost) > 0 {
+			return s.violatef("%s (gc.enabled=false): its purge %s deleted %d data files, e.g. %v (only the metadata layer goes)", g, j.ID, len(lost), lost[:min(3, len(lost))])
+		}
+		if len(left) > 0 {
+			return s.violatef("%s (gc.enabled=false): its purge %s SUCCEEDED and left %d metadata-layer files, e.g. %v", g, j.ID, len(left), left[:min(3, len(left))])
+		}
+		// Its data stays, owned by nobody; its metadata is gone.
+		g.state = gone
+		s.logf("   %s: metadata layer purged by %s, %d data files stay", g, j.ID, len(after))
+		return nil
+	}}
+}
+
+// --- a keyed retry after a conflict cleared ---
+
+// keyedRetry: a create with an Idempotency-Key over a name a table holds is
+// a 409; the table dropped, the same request with the same key runs for
+// real (a conflict depends on the catalog's state: it is never replayed);
+// sent again it replays the 200 word for word and creates nothing; the key
+// with another body is a 422.
+func (s *Sim) keyedRetry() *barrier {
+	s.m.nextID++
+	key := fmt.Sprintf("sim-key-%d-%d", s.seed, s.m.nextID)
+	return &barrier{kind: "keyed-retry", desc: "a keyed create over a taken name, the name freed, the same key again", run: func() error {
+		s.acted = false
+		g, err := s.freshTable("kr", "", nil)
+		if err != nil || g == nil {
+			return err
+		}
+		ns, name := g.ns, g.name
+		body := map[string]any{"name": name, "schema": json.RawMessage(schemaJSON), "partition-spec": json.RawMessage(specJSON)}
+		path := "/v1/" + catalogName + "/namespaces/" + url.PathEscape(ns) + "/tables"
+		keyed := func(b any) Outcome { return s.w.call(s.ctx, admin, "POST", path, b, "Idempotency-Key", key) }
+		if o := keyed(body); o.Status != 409 {
+			return s.violatef("a keyed create of %s.%s, which %s holds: %s, want 409", ns, name, g, o)
+		}
+		if o, err := s.runFor(s.dropOp(ns, name, g, admin, false)); err != nil || o.Status != 204 {
+			return err
+		}
+		op := s.createOp(ns, name, admin, "", map[string]string{})
+		op.desc = "admin retries the keyed create of " + ns + "." + name
+		op.run = func() Outcome { return keyed(body) }
+		first, err := s.runFor(op)
+		if err != nil {
+			return err
+		}
+		if first.Status != 200 {
+			return s.violatef("a keyed create of %s.%s retried after the name was freed: %s, want 200 (a 409 is never replayed)", ns, name, first)
+		}
+		s.acted = true
+		again := keyed(body)
+		if again.Status != 200 || !bytes.Equal(again.Body, first.Body) {
+			return s.violatef("the keyed create of %s.%s sent again: %s, want the first answer replayed (200, same body)", ns, name, again)
+		}
+		other := map[string]any{"name": name + "x", "schema": json.RawMessage(schemaJSON)}
+		if o := keyed(other); o.Status != 422 {
+			return s.violatef("key %s with another request: %s, want 422", key, o)
+		}
+		if s.m.liveAt(ns, name+"x") == nil {
+			if o := s.w.call(s.ctx, admin, "HEAD", tablePath(ns, name+"x"), nil); o.Status != 404 {
+				return s.violatef("a refused keyed create made %s.%s: HEAD %s", ns, name+"x", o)
+			}
+		}
+		return nil
+	}}
+}
+
+// --- a session vended after a move ---
+
+// movedSession: a table moved to a new location keeps its old one read-only
+// while its retained snapshots reach it; a session vended after the move
+// reads the old files but writes neither beside them nor over them.
+func (s *Sim) movedSession() *barrier {
+	s.m.nextID++
+	to := warehouse + fmt.Sprintf("/L/mv%d", s.m.nextID)
+	return &barrier{kind: "moved-session", desc: "a table moved to " + to + ", a session vended after, its old location", run: func() error {
+		s.acted = false
+		g, err := s.freshTable("mv", "", nil)
+		if err != nil || g == nil {
+			return err
+		}
+		old := g.location
+		if o, err := s.runFor(s.setLocationOf(g, to, true, false)); err != nil || o.Status != 200 {
+			return err
+		}
+		n := len(s.sessions)
+		if o, err := s.runFor(s.engineLoadOf(g.ns, g.name, g, admin)); err != nil || o.Status != 200 {
+			return err
+		}
+		if len(s.sessions) == n && (n == 0 || s.sessions[n-1].g != g) {
+			return nil // no credentials for it (a location no policy can name)
+		}
+		se := s.sessions[len(s.sessions)-1]
+		olds, err := s.keysUnder(old)
+		if err != nil {
+			return err
+		}
+		var data []string
+		for k := range olds {
+			if strings.Contains(k, "/data/") {
+				data = append(data, k)
+			}
+		}
+		if len(data) == 0 {
+			return s.violatef("%s: no data file under its old location %s after two appends", g, old)
+		}
+		slices.Sort(data)
+		s.acted = true
+		b, _ := bucketKey(old)
+		c := s.sessionS3(se)
+		src := pick(s, data)
+		if _, err := c.GetObject(s.ctx, &s3.GetObjectInput{Bucket: aws.String(b), Key: aws.String(src)}); err != nil {
+			return s.violatef("%s: reads %s, a file its retained snapshots reach under its old location: %v, want it read", se, src, err)
+		}
+		oldKey, _ := keyOf(strings.TrimRight(old, "/"))
+		for _, k := range []string{oldKey + "/data/engine-after-move.parquet", src} {
+			_, err := c.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(k), Body: bytes.NewReader([]byte("PAR1 after the move"))})
+			if code := s3Code(err); code != "AccessDenied" {
+				return s.violatef("%s (vended after %s moved to %s) writes %s under the old location: %q, want AccessDenied", se, g, to, k, code)
+			}
+		}
+		return nil
+	}}
+}
+
+// --- one namespace name, two catalogs ---
+
+// twoCatalogs: two catalogs of the barrier's own, each with a namespace of
+// the same name and a soft-deleted table in it; one namespace is under
+// legal hold. The hold-expiry sweep past both purge-ats must end the free
+// one and keep the held one (a hold is its catalog's: the same name
+// elsewhere says nothing). The free one is dropped first, so the sweep
+// reads its namespace first. Then the hold is lifted, the held one purged
+// now, and both catalogs emptied.
+func (s *Sim) twoCatalogs() *barrier {
+	s.m.nextID++
+	ns := fmt.Sprintf("tc%d", s.m.nextID)
+	heldFirst := s.chance(0.5) // which catalog holds: its name sorts first or last
+	return &barrier{kind: "two-catalogs", desc: "namespace " + ns + " in two catalogs, one under legal hold, then the hold-expiry sweep", run: func() error {
+		s.acted = false
+		cats := []string{"simx", "simy"}
+		for _, c := range cats {
+			if o := s.w.call(s.ctx, admin, "GET", "/lifecycle/v1/catalogs/"+c, nil); o.Status == 200 {
+				continue
+			}
+			props := map[string]string{"soft-delete.enabled": "true", "soft-delete.hold-period": "PT1H"}
+			if o := s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs", map[string]any{"name": c, "warehouse": "s3://" + bucket + "/" + c, "properties": props}); o.Status != 201 {
+				return s.violatef("create catalog %s: %s", c, o)
+			}
+		}
+		held, free := cats[0], cats[1]
+		if !heldFirst {
+			held, free = free, held
+		}
+		call := func(want int, method, path string, body any) (Outcome, error) {
+			o := s.w.call(s.ctx, admin, method, path, body)
+			if o.Status != want {
+				return o, s.violatef("two catalogs: %s %s: %s, want %d", method, path, o, want)
+			}
+			return o, nil
+		}
+		uuids := map[string]string{}
+		locs := map[string]string{}
+		// The free one first, then half an hour later the held one: the
+		// sweep meets the free one's namespace first.
+		for _, c := range []string{free, held} {
+			nsPath := "/v1/" + c + "/namespaces/" + ns
+			if _, err := call(200, "POST", "/v1/"+c+"/namespaces", map[string]any{"namespace": []string{ns}}); err != nil {
+				return err
+			}
+			o, err := call(200, "POST", nsPath+"/tables", map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON)})
+			if err != nil {
+				return err
+			}
+			var res createResult
+			if err := json.Unmarshal(o.Body, &res); err != nil {
+				return s.violatef("two catalogs: create answer: %v", err)
+			}
+			uuids[c], locs[c] = res.Metadata.UUID, res.Metadata.Location
+			s.m.purgedApart[res.Metadata.UUID] = true
+			if c == held {
+				if _, err := call(200, "POST", nsPath+"/properties", map[string]any{"updates": map[string]string{"icehold.legal-hold": "true"}}); err != nil {
+					return err
+				}
+			}
+			if _, err := call(204, "DELETE", nsPath+"/tables/t", nil); err != nil {
+				return err
+			}
+			s.w.clock.Advance(30 * time.Minute)
+		}
+		s.w.clock.Advance(90 * time.Minute) // past both purge-ats
+		s.logf("   now %s", s.w.clock.Now().Format(time.RFC3339))
+		if err := s.sweepHoldExpiry(); err != nil {
+			return err
+		}
+		s.acted = true
+		listed := func(c string) (bool, error) {
+			o, err := call(200, "GET", "/lifecycle/v1/catalogs/"+c+"/soft-deleted-tables", nil)
+			if err != nil {
+				return false, err
+			}
+			return strings.Contains(string(o.Body), uuids[c]), nil
+		}
+		if ok, err := listed(held); err != nil {
+			return err
+		} else if !ok {
+			return s.violatef("two catalogs: %s.%s.t, soft-deleted under its namespace's legal hold, was ended by the hold-expiry sweep (the same namespace of %s is not held)", held, ns, free)
+		}
+		if ok, err := listed(free); err != nil {
+			return err
+		} else if ok {
+			return s.violatef("two catalogs: %s.%s.t is past its purge-at and under no hold, and the hold-expiry sweep kept it", free, ns)
+		}
+		// Lifted, the held one purged now; both catalogs left empty.
+		if _, err := call(200, "POST", "/v1/"+held+"/namespaces/"+ns+"/properties", map[string]any{"removals": []string{"icehold.legal-hold"}}); err != nil {
+			return err
+		}
+		if _, err := call(202, "POST", "/lifecycle/v1/catalogs/"+held+"/namespaces/"+ns+"/tables/t/purge-now", map[string]any{"table-uuid": uuids[held]}); err != nil {
+			return err
+		}
+		if err := s.drain(); err != nil {
+			return err
+		}
+		for _, c := range cats {
+			if _, err := call(204, "DELETE", "/v1/"+c+"/namespaces/"+ns, nil); err != nil {
+				return err
+			}
+			left, err := s.keysUnder(locs[c])
+			if err != nil {
+				return err
+			}
+			if len(left) > 0 {
+				return s.violatef("two catalogs: %s's table at %s purged, %d objects left", c, locs[c], len(left))
+			}
+		}
+		s.logf("   %s held in %s and not in %s: the sweep kept one and ended the other", ns, held, free)
+		return nil
+	}}
+}
