@@ -651,6 +651,25 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 	case "nested-namespaces":
 		return s.nestedNamespaces()
 	case "storage-sweep":
+		// As the schedule runs it, or an operator through the API: the
+		// catalog's, or one live table's (only its location's objects).
+		switch lives := s.m.inState(live); {
+		case len(lives) > 0 && s.chance(0.3):
+			g := pick(s, lives)
+			// An orphan under it (and, now and then, under another table
+			// the sweep of this one must leave alone).
+			strays := []*barrier{s.strayWrite(g), s.strayWrite(pick(s, lives))}
+			return &barrier{desc: "storage sweep of " + g.String() + " alone (the API) on an inventory report written now, after stray writes", run: func() error {
+				for _, b := range strays {
+					if err := b.run(); err != nil {
+						return err
+					}
+				}
+				return s.storageSweepOf(nil, g, true)
+			}}
+		case s.chance(0.3):
+			return &barrier{desc: "storage sweep of the catalog (the API) on an inventory report written now", run: func() error { return s.storageSweepOf(nil, nil, true) }}
+		}
 		return &barrier{desc: "storage sweep on an inventory report written now", run: func() error { return s.storageSweep(nil) }}
 	case "backfill":
 		return &barrier{desc: "the ownership backfill on a state from before the index", run: s.backfill}

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +42,12 @@ const (
 // it, then checks what it deleted against the model. held: tables under a
 // legal hold the rest of the model does not know (a scope hold set for the
 // barrier), whose files must all stay.
-func (s *Sim) storageSweep(held map[*Gen]bool) error {
+func (s *Sim) storageSweep(held map[*Gen]bool) error { return s.storageSweepOf(held, nil, false) }
+
+// storageSweepOf: api, the sweep an operator starts through the lifecycle
+// API (POST …/storage-sweep), of the catalog or, only not nil, of that one
+// table: then only what lies under its location may and must go.
+func (s *Sim) storageSweepOf(held map[*Gen]bool, only *Gen, api bool) error {
 	if err := s.drain(); err != nil { // no job in flight: nothing busy
 		return err
 	}
@@ -142,12 +148,47 @@ func (s *Sim) storageSweep(held map[*Gen]bool) error {
 			}
 		}
 	}
+	if only != nil {
+		// Its current location must be swept; what it owns elsewhere (an
+		// old location) may be; nothing else may.
+		under := func(locs ...string) func(string, bool) bool {
+			return func(k string, _ bool) bool {
+				return !slices.ContainsFunc(locs, func(l string) bool {
+					p, ok := keyOf(strings.TrimRight(l, "/"))
+					return ok && strings.HasPrefix(k, p+"/")
+				})
+			}
+		}
+		mine := []string{only.location}
+		for _, m := range only.metas {
+			if i := strings.LastIndex(m, "/metadata/"); i > 0 {
+				mine = append(mine, m[:i])
+			}
+		}
+		maps.DeleteFunc(may, under(mine...))
+		maps.DeleteFunc(vmay, under(mine...))
+		maps.DeleteFunc(must, under(only.location))
+		maps.DeleteFunc(vmust, under(only.location))
+	}
 	if _, err := s.w.srv.WriteInventory(s.ctx); err != nil {
 		return s.violatef("inventory report: %v", err)
 	}
-	out, err := s.w.srv.RunSchedule(s.ctx, server.ScheduleStorageSweep)
-	if err != nil {
-		return s.violatef("storage sweep: %v", err)
+	var out any
+	switch {
+	case api:
+		path := "/lifecycle/v1/catalogs/" + catalogName + "/storage-sweep"
+		if only != nil {
+			path = lifecyclePath(only.ns, only.name) + "/storage-sweep"
+		}
+		o := s.w.call(s.ctx, admin, "POST", path, nil)
+		if o.Status != 202 {
+			return s.violatef("POST %s: %s, want 202", path, o)
+		}
+		out = o.Header.Get("Location")
+	default:
+		if out, err = s.w.srv.RunSchedule(s.ctx, server.ScheduleStorageSweep); err != nil {
+			return s.violatef("storage sweep: %v", err)
+		}
 	}
 	s.logf("   %+v; %d objects, %d orphans by the model", out, len(pre), len(must))
 	if err := s.drain(); err != nil {
