@@ -500,3 +500,114 @@ func (s *Sim) twoCatalogs() *barrier {
 		return nil
 	}}
 }
+
+// --- listings filtered ---
+
+// listings: at rest, each filter of the purge-job and soft-deleted
+// listings (state, kind, namespace, table; kind, namespace) answers
+// exactly the full listing's items that match it, page by page.
+func (s *Sim) listings() *barrier {
+	return &barrier{kind: "listings", desc: "the purge-job and soft-deleted listings, filtered, against the full ones", run: func() error {
+		if err := s.drain(); err != nil {
+			return err
+		}
+		type item = map[string]any
+		list := func(path, field string) ([]item, error) {
+			var out []item
+			token := ""
+			for {
+				o := s.w.call(s.ctx, admin, "GET", s.paged(path, token), nil)
+				if o.Status != 200 {
+					return nil, s.violatef("GET %s: %s", path, o)
+				}
+				var res struct {
+					Items []item  `json:"-"`
+					Next  *string `json:"next-page-token"`
+				}
+				raw := map[string]json.RawMessage{}
+				if err := json.Unmarshal(o.Body, &raw); err != nil {
+					return nil, err
+				}
+				_ = json.Unmarshal(o.Body, &res)
+				if err := json.Unmarshal(raw[field], &res.Items); err != nil {
+					return nil, s.violatef("GET %s: no %q list: %s", path, field, o)
+				}
+				out = append(out, res.Items...)
+				if res.Next == nil || *res.Next == "" {
+					return out, nil
+				}
+				token = *res.Next
+			}
+		}
+		ids := func(xs []item, id string, keep func(item) bool) []string {
+			var out []string
+			for _, x := range xs {
+				if keep(x) {
+					out = append(out, fmt.Sprint(x[id]))
+				}
+			}
+			slices.Sort(out)
+			return out
+		}
+		nsOf := func(x item) string {
+			var levels []string
+			if l, ok := x["namespace"].([]any); ok {
+				for _, v := range l {
+					levels = append(levels, fmt.Sprint(v))
+				}
+			}
+			return strings.Join(levels, "\x1f")
+		}
+		type filter struct {
+			query string
+			keep  func(item) bool
+		}
+		compare := func(base, field, id string, filters []filter) error {
+			all, err := list(base, field)
+			if err != nil {
+				return err
+			}
+			for _, f := range filters {
+				got, err := list(base+"?"+f.query, field)
+				if err != nil {
+					return err
+				}
+				want := ids(all, id, f.keep)
+				if have := ids(got, id, func(item) bool { return true }); !slices.Equal(have, want) {
+					return s.violatef("GET %s?%s lists %d (%v), the full listing filtered %d (%v)", base, f.query, len(have), have[:min(4, len(have))], len(want), want[:min(4, len(want))])
+				}
+			}
+			if len(all) > 0 {
+				s.acted = true
+			}
+			return nil
+		}
+		base := "/lifecycle/v1/catalogs/" + catalogName
+		var jobFilters []filter
+		for _, st := range []string{"SUCCEEDED", "FAILED", "DEAD_LETTERED", "RUNNING"} {
+			jobFilters = append(jobFilters, filter{"state=" + st, func(x item) bool { return x["state"] == st }})
+		}
+		for _, k := range []string{"purge", "expire", "sweep", "view"} {
+			jobFilters = append(jobFilters, filter{"kind=" + k, func(x item) bool { return x["kind"] == k }})
+		}
+		for _, g := range s.m.gens {
+			if g.job != "" && s.chance(0.2) {
+				ns, name := g.ns, g.name
+				jobFilters = append(jobFilters,
+					filter{"namespace=" + url.QueryEscape(ns), func(x item) bool { return nsOf(x) == ns }},
+					filter{"namespace=" + url.QueryEscape(ns) + "&table=" + url.QueryEscape(name), func(x item) bool { return nsOf(x) == ns && x["table"] == name }})
+			}
+		}
+		if err := compare(base+"/purge-jobs", "jobs", "id", jobFilters); err != nil {
+			return err
+		}
+		softFilters := []filter{
+			{"kind=table", func(x item) bool { return x["kind"] == "table" }},
+			{"kind=view", func(x item) bool { return x["kind"] == "view" }},
+		}
+		for ns := range s.m.namespaces {
+			softFilters = append(softFilters, filter{"namespace=" + url.QueryEscape(ns), func(x item) bool { return nsOf(x) == ns }})
+		}
+		return compare(base+"/soft-deleted-tables", "tables", "table-uuid", softFilters)
+	}}
+}
