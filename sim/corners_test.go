@@ -611,3 +611,63 @@ func (s *Sim) listings() *barrier {
 		return compare(base+"/soft-deleted-tables", "tables", "table-uuid", softFilters)
 	}}
 }
+
+// --- a delivery that dies without an answer ---
+
+// lostDelivery: a table dropped with purge whose delete batch dies at every
+// delivery without answering (a Lambda timeout, an out-of-memory kill):
+// after its last receive SQS moves it to the DLQ, and the next reconcile,
+// once that receive's lease has run out, must show it: the job
+// DEAD_LETTERED with a dead batch and a PurgeDeadLettered event. Healed
+// and redriven, it ends SUCCEEDED (the check holds it to a purge's
+// promises).
+func (s *Sim) lostDelivery() *barrier {
+	return &barrier{kind: "lost-delivery", desc: "a purge whose delete batch dies at every delivery without answering", run: func() error {
+		s.acted = false
+		g, err := s.freshTable("ld", "", nil)
+		if err != nil || g == nil {
+			return err
+		}
+		s.crash.Store(&crashFault{point: "delete.start", every: true})
+		defer s.crash.Store(nil)
+		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
+			return err
+		}
+		// The pipeline runs until the batch is in the DLQ.
+		s.w.gate.set(true)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if n, err := s.w.srv.QueueDepth(s.ctx, true); err == nil && n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				s.w.gate.set(false)
+				return s.violatef("%s: its delete batch, dying at every delivery, never reached the DLQ in a minute", g)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		s.w.gate.set(false)
+		s.w.clock.Advance(time.Minute) // past the last receive's lease
+		if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
+			return s.violatef("reconcile: %v", err)
+		}
+		j, err := s.job(g.job)
+		if err != nil {
+			return err
+		}
+		if dead, _ := num(j.Raw, "batches-dead"); j.State != "DEAD_LETTERED" || dead == 0 {
+			return s.violatef("%s: its batch died at its last receive and sits in the DLQ; after a reconcile its job %s is %s with %d dead batches, want DEAD_LETTERED (docs/operations.md)", g, j.ID, j.State, dead)
+		}
+		evs, err := s.events()
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(evs, func(e eventLine) bool { return e.Type == "PurgeDeadLettered" && e.Detail.JobID == j.ID }) {
+			return s.violatef("%s: job %s is DEAD_LETTERED and no PurgeDeadLettered event says so", g, j.ID)
+		}
+		s.acted = true
+		s.logf("   %s: job %s DEAD_LETTERED by reconcile, announced; healed and redriven", g, j.ID)
+		s.crash.Store(nil)
+		return s.drain()
+	}}
+}

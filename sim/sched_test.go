@@ -368,9 +368,11 @@ func (g *pipeGate) abort() {
 	g.cond.Broadcast()
 }
 
-// crashFault: the pipeline dies once at a named point.
+// crashFault: the pipeline dies once at a named point (every time: at
+// each delivery, until healed).
 type crashFault struct {
 	point string
+	every bool
 	n     atomic.Int32
 }
 
@@ -384,7 +386,7 @@ func (s *Sim) pipelineHook(gate *pipeGate) func(string) error {
 				return err
 			}
 		}
-		if f := s.crash.Load(); f != nil && f.point == p && f.n.Add(1) == 1 {
+		if f := s.crash.Load(); f != nil && f.point == p && (f.n.Add(1) == 1 || f.every) {
 			if p == "start" || p == "drop.before-start" {
 				s.startCrashed.Store(true)
 			}
