@@ -382,6 +382,22 @@ func (s *Sim) movedSession() *barrier {
 				return s.violatef("%s (vended after %s moved to %s) writes %s under the old location: %q, want AccessDenied", se, g, to, k, code)
 			}
 		}
+		// The same through the refresh endpoint.
+		o := s.w.call(s.ctx, admin, "GET", tablePath(g.ns, g.name)+"/credentials", nil)
+		var res struct {
+			Creds []struct {
+				Config map[string]string `json:"config"`
+			} `json:"storage-credentials"`
+		}
+		if o.Status != 200 || json.Unmarshal(o.Body, &res) != nil || len(res.Creds) != 1 {
+			return s.violatef("%s: its credentials refreshed after the move: %s, want one credential", g, o)
+		}
+		ref := &session{g: g, principal: admin, cfg: res.Creds[0].Config}
+		k := oldKey + "/data/engine-refreshed.parquet"
+		_, err = s.sessionS3(ref).PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(k), Body: bytes.NewReader([]byte("PAR1 after the move"))})
+		if code := s3Code(err); code != "AccessDenied" {
+			return s.violatef("credentials of %s refreshed after its move to %s write %s under the old location: %q, want AccessDenied", g, to, k, code)
+		}
 		return nil
 	}}
 }

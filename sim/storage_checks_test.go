@@ -504,25 +504,32 @@ func (s *Sim) heldSessionReadOnly(g *Gen, scope string) error {
 	if !s.may(p, "TABLE_WRITE") || !s.may(p, "TABLE_READ") {
 		return nil
 	}
-	o := s.w.call(s.ctx, p, "GET", tablePath(g.ns, g.name), nil, delegation, "vended-credentials")
-	if o.Status != 200 {
-		return s.violatef("%s loads %s with vended credentials under the legal hold of %s: %s", p, g, scope, o)
-	}
-	var res struct {
-		Creds []struct {
-			Config map[string]string `json:"config"`
-		} `json:"storage-credentials"`
-	}
-	if err := json.Unmarshal(o.Body, &res); err != nil || len(res.Creds) != 1 {
-		return nil // no session to hold to it (a location no policy covers)
-	}
-	b, k := bucketKey(g.location)
-	s.m.nextRow++
-	key := fmt.Sprintf("%s/data/held-probe-%d.parquet", k, s.m.nextRow)
-	se := &session{g: g, principal: p, cfg: res.Creds[0].Config}
-	_, err := s.sessionS3(se).PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: bytes.NewReader([]byte("PAR1 under a hold"))})
-	if st := s3Status(err); st.Status != 403 {
-		return s.violatef("%s's session vended under the legal hold of %s writes %s: %s, want 403 (a held table's sessions are read-only)", p, scope, key, st)
+	// Both ways an engine gets keys: the load, and the refresh endpoint
+	// (client.refresh-credentials-endpoint) a long job calls later.
+	for _, via := range []struct{ what, path string }{
+		{"loads " + g.String() + " with vended credentials", tablePath(g.ns, g.name)},
+		{"refreshes the credentials of " + g.String(), tablePath(g.ns, g.name) + "/credentials"},
+	} {
+		o := s.w.call(s.ctx, p, "GET", via.path, nil, delegation, "vended-credentials")
+		if o.Status != 200 {
+			return s.violatef("%s %s under the legal hold of %s: %s", p, via.what, scope, o)
+		}
+		var res struct {
+			Creds []struct {
+				Config map[string]string `json:"config"`
+			} `json:"storage-credentials"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil || len(res.Creds) != 1 {
+			continue // no session to hold to it (a location no policy covers)
+		}
+		b, k := bucketKey(g.location)
+		s.m.nextRow++
+		key := fmt.Sprintf("%s/data/held-probe-%d.parquet", k, s.m.nextRow)
+		se := &session{g: g, principal: p, cfg: res.Creds[0].Config}
+		_, err := s.sessionS3(se).PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: bytes.NewReader([]byte("PAR1 under a hold"))})
+		if st := s3Status(err); st.Status != 403 {
+			return s.violatef("%s %s under the legal hold of %s, and its session writes %s: %s, want 403 (a held table's sessions are read-only)", p, via.what, scope, key, st)
+		}
 	}
 	return nil
 }
