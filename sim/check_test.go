@@ -781,6 +781,9 @@ func (s *Sim) quiesce(final bool) error {
 			return err
 		}
 	}
+	if err := s.checkTeardown(); err != nil {
+		return err
+	}
 	if final {
 		s.logf("== quiescent: %s", s.census())
 	}

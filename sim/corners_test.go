@@ -142,6 +142,19 @@ func (s *Sim) failedJob() *barrier {
 		if claims, _ := j.Raw["claims"].([]any); len(claims) == 0 {
 			return s.violatef("%s: its FAILED job %s keeps no claims (docs/operations.md: a FAILED job keeps them until retried or abandoned): %v", g, j.ID, j.Raw)
 		}
+		// teardown-check names it (deleting the stack would strand it).
+		failedListed := func() (bool, error) {
+			rep, err := s.w.srv.Catalog.Teardown(s.ctx)
+			if err != nil {
+				return false, s.violatef("teardown-check: %v", err)
+			}
+			return slices.ContainsFunc(rep.Failed, func(l string) bool { return strings.Contains(l, j.ID) }), nil
+		}
+		if listed, err := failedListed(); err != nil {
+			return err
+		} else if !listed {
+			return s.violatef("%s: teardown-check does not name its FAILED job %s, which keeps its claims", g, j.ID)
+		}
 		jobPath := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs/" + url.PathEscape(j.ID)
 		probe := map[string]any{"name": "probe", "schema": json.RawMessage(schemaJSON), "location": loc}
 		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/tables", probe); o.Status != 409 {
@@ -202,6 +215,11 @@ func (s *Sim) failedJob() *barrier {
 			if _, ok := after[k]; !ok {
 				return s.violatef("%s: abandoning job %s deleted %s (an abandon leaves every file)", g, j.ID, k)
 			}
+		}
+		if listed, err := failedListed(); err != nil {
+			return err
+		} else if listed {
+			return s.violatef("%s: teardown-check still names job %s, abandoned", g, j.ID)
 		}
 		g.state = released
 		s.logf("   %s: job %s abandoned; its %d files stay, owned by nobody", g, j.ID, len(after))
@@ -686,4 +704,63 @@ func (s *Sim) lostDelivery() *barrier {
 		s.crash.Store(nil)
 		return s.drain()
 	}}
+}
+
+// --- teardown-check at rest ---
+
+// checkTeardown: at rest, `icehold migrate teardown-check`'s report
+// (docs/operations.md, Teardown) names what the model says a teardown would
+// strand, and nothing else: no unfinished job; every soft-deleted table and
+// view, under "legal-held" when its own hold is on; every unregistered
+// table. (A FAILED job that keeps its claims: failedJob checks it.)
+func (s *Sim) checkTeardown() error {
+	rep, err := s.w.srv.Catalog.Teardown(s.ctx)
+	if err != nil {
+		return s.violatef("teardown-check: %v", err)
+	}
+	if len(rep.Jobs) > 0 {
+		return s.violatef("teardown-check at rest lists unfinished jobs: %v", rep.Jobs)
+	}
+	// uuid → the report's list that names it (main catalog only).
+	in := map[string]string{}
+	for list, lines := range map[string][]string{"soft-deleted": rep.SoftDeleted, "legal-held": rep.Held, "unregistered": rep.Unregistered} {
+		for _, l := range lines {
+			if !strings.HasPrefix(l, catalogName+": ") {
+				continue
+			}
+			if i := strings.Index(l, "(uuid "); i > 0 {
+				in[l[i+6:i+6+36]] = list
+			}
+		}
+	}
+	want := map[string][]string{} // uuid → the lists the model allows
+	for _, g := range s.m.gens {
+		switch {
+		case g.state == soft && g.holdUnsure:
+			want[g.uuid] = []string{"soft-deleted", "legal-held"}
+		case g.state == soft && g.legalHold:
+			want[g.uuid] = []string{"legal-held"}
+		case g.state == soft:
+			want[g.uuid] = []string{"soft-deleted"}
+		case g.state == unregistered:
+			want[g.uuid] = []string{"unregistered"}
+		}
+	}
+	for _, v := range s.m.viewsIn(soft) {
+		want[v.uuid] = []string{"soft-deleted"}
+		if v.legalHold {
+			want[v.uuid] = []string{"legal-held"}
+		}
+	}
+	for uuid, lists := range want {
+		if !slices.Contains(lists, in[uuid]) {
+			return s.violatef("teardown-check lists %s under %q, the model says %v", uuid, in[uuid], lists)
+		}
+	}
+	for uuid, list := range in {
+		if want[uuid] == nil {
+			return s.violatef("teardown-check lists %s under %q, which the model holds as neither soft-deleted nor unregistered", uuid, list)
+		}
+	}
+	return nil
 }
