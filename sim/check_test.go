@@ -128,6 +128,12 @@ func (s *Sim) touchedGen(g *Gen) bool {
 // check observes the catalog, reconciles the model with what the round's
 // order made of it, and checks the invariants.
 func (s *Sim) check() error {
+	s.w.leaksMu.Lock()
+	leaks := s.w.leaks
+	s.w.leaksMu.Unlock()
+	if len(leaks) > 0 {
+		return s.violatef("%d answers carried credentials without Cache-Control: no-store (SPEC §2), e.g. %s", len(leaks), leaks[0])
+	}
 	lives, softs, err := s.observe()
 	if err != nil {
 		return err

@@ -164,6 +164,11 @@ func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 		if err != nil {
 			return s.violatef("%s: the credential has no expiry: %v", lg, c.Config)
 		}
+		// STS's bounds: at least 15 minutes, at most the hour role
+		// chaining allows (SPEC §2).
+		if d := time.UnixMilli(ms).Sub(s.w.clock.Now()); d < 15*time.Minute-time.Second || d > time.Hour+time.Second {
+			return s.violatef("%s: a session that lasts %v (STS: 15 minutes to 1 hour under role chaining)", lg, d)
+		}
 		s.m.nextSession++
 		// A legal-held table's sessions are read-only, whoever asks (SPEC
 		// §2); a hold changed in the same round may land either side.

@@ -74,7 +74,11 @@ func (c *Clock) Advance(d time.Duration) {
 
 // World is the running system and how the simulation reaches it.
 type World struct {
-	dir    string
+	// leaks: answers that carried secrets without Cache-Control: no-store
+	// (callAt notes them; each check reports them).
+	leaksMu sync.Mutex
+	leaks   []string
+	dir     string
 	clock  *Clock
 	srv    *server.Server
 	tokens map[string]string // principal → bearer token
@@ -277,6 +281,12 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 	}
 	defer res.Body.Close()
 	out, err := io.ReadAll(res.Body)
+	if bytes.Contains(out, []byte(`"s3.secret-access-key"`)) && !strings.Contains(res.Header.Get("Cache-Control"), "no-store") {
+		// SPEC §2: an answer carrying secrets is no-store.
+		w.leaksMu.Lock()
+		w.leaks = append(w.leaks, fmt.Sprintf("%s %s -> %d (Cache-Control %q)", method, path, res.StatusCode, res.Header.Get("Cache-Control")))
+		w.leaksMu.Unlock()
+	}
 	return Outcome{Status: res.StatusCode, Body: out, Header: res.Header, Err: err}
 }
 
