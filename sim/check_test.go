@@ -790,6 +790,9 @@ func (s *Sim) quiesce(final bool) error {
 	if err := s.checkTeardown(); err != nil {
 		return err
 	}
+	if err := s.checkMetrics(); err != nil {
+		return err
+	}
 	if final {
 		s.logf("== quiescent: %s", s.census())
 	}
@@ -853,12 +856,18 @@ func (s *Sim) drain() error {
 	}
 }
 
-func (s *Sim) allJobs() ([]jobView, error) {
+func (s *Sim) allJobs() ([]jobView, error) { return s.jobsOf(catalogName) }
+
+// jobsOf lists every job of a catalog (none of one that does not exist).
+func (s *Sim) jobsOf(cat string) ([]jobView, error) {
 	var out []jobView
 	token := ""
 	for {
-		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/purge-jobs", token)
+		path := s.paged("/lifecycle/v1/catalogs/"+cat+"/purge-jobs", token)
 		o := s.w.call(s.ctx, admin, "GET", path, nil)
+		if o.Status == 404 && cat != catalogName {
+			return nil, nil
+		}
 		if o.Status != 200 {
 			return nil, s.violatef("list jobs: %s", o)
 		}

@@ -169,3 +169,57 @@ func (s *Sim) explains(typ, uuid string) bool {
 	}
 	return false
 }
+
+// checkMetrics: at rest, the pipeline's metrics (CloudWatch embedded metric
+// format; locally metrics.log) add up to what the jobs of every catalog
+// say: one JobsCompleted per SUCCEEDED job with its files-deleted and
+// files-unreferenced, one JobsFailed per time a job ended FAILED (each
+// operator's retry followed one).
+func (s *Sim) checkMetrics() error {
+	raw, err := os.ReadFile(filepath.Join(s.w.dir, "metrics.log"))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	got := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if line == "" {
+			continue
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			return s.violatef("metrics.log: a line is not a metric document: %v: %s", err, trunc(line, 200))
+		}
+		for _, k := range []string{"JobsCompleted", "FilesDeleted", "FilesUnreferenced", "JobsFailed"} {
+			if v, ok := doc[k].(float64); ok {
+				got[k] += v
+			}
+		}
+	}
+	want := map[string]float64{}
+	for _, cat := range []string{catalogName, "simx", "simy"} {
+		jobs, err := s.jobsOf(cat)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			retries, _ := num(j.Raw, "retries")
+			want["JobsFailed"] += float64(retries)
+			switch j.State {
+			case "SUCCEEDED":
+				d, _ := num(j.Raw, "files-deleted")
+				u, _ := num(j.Raw, "files-unreferenced")
+				want["JobsCompleted"]++
+				want["FilesDeleted"] += float64(d)
+				want["FilesUnreferenced"] += float64(u)
+			case "FAILED":
+				want["JobsFailed"]++
+			}
+		}
+	}
+	for _, k := range []string{"JobsCompleted", "FilesDeleted", "FilesUnreferenced", "JobsFailed"} {
+		if got[k] != want[k] {
+			return s.violatef("metrics: %s adds up to %v, the jobs of every catalog say %v", k, got[k], want[k])
+		}
+	}
+	return nil
+}
