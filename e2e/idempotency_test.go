@@ -87,3 +87,29 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Errorf("concurrent requests under one key produced %d commits: %v", len(seen), fmt.Sprint(seen))
 	}
 }
+
+// A replayed answer is the first one as a client sees it: one that carries
+// credentials (a create's config, vended keys) is no-store as the first
+// was, and a table answer keeps its ETag.
+func TestIdempotentReplayKeepsCacheControlAndETag(t *testing.T) {
+	admin := shared.Token
+	c := shared.Catalog
+	ns := uniq("idemhdr")
+	mustCall(t, 200, "POST", "/v1/"+c+"/namespaces", admin, map[string]any{"namespace": []string{ns}})
+	key := uuid.NewString()
+	body := `{"name":"t","schema":` + schemaJSON + `}`
+	path := "/v1/" + c + "/namespaces/" + ns + "/tables"
+	s1, h1, b1 := callHeaders(t, "POST", path, admin, body, "Idempotency-Key", key, "X-Iceberg-Access-Delegation", "vended-credentials")
+	s2, h2, b2 := callHeaders(t, "POST", path, admin, body, "Idempotency-Key", key, "X-Iceberg-Access-Delegation", "vended-credentials")
+	if s1 != 200 || s2 != 200 || string(b1) != string(b2) {
+		t.Fatalf("keyed create: %d then %d (same body %v)", s1, s2, string(b1) == string(b2))
+	}
+	if h2.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the second answer is no replay: %v", h2)
+	}
+	for _, k := range []string{"Cache-Control", "ETag"} {
+		if h1.Get(k) == "" || h2.Get(k) != h1.Get(k) {
+			t.Errorf("%s: first answer %q, replay %q; want the replay to repeat it", k, h1.Get(k), h2.Get(k))
+		}
+	}
+}

@@ -333,6 +333,12 @@ func (s *Sim) keyedRetry() *barrier {
 		if again.Status != 200 || !bytes.Equal(again.Body, first.Body) {
 			return s.violatef("the keyed create of %s.%s sent again: %s, want the first answer replayed (200, same body)", ns, name, again)
 		}
+		// Keys are each caller's own: another principal's request under
+		// the same key runs for real (the name is taken now: a 409, or a
+		// 403 without TABLE_CREATE), never replays admin's answer.
+		if o := s.w.call(s.ctx, writer, "POST", path, body, "Idempotency-Key", key); o.Status == 200 {
+			return s.violatef("%s sent admin's keyed create of %s.%s with admin's key and got its answer replayed: %s", writer, ns, name, o)
+		}
 		other := map[string]any{"name": name + "x", "schema": json.RawMessage(schemaJSON)}
 		if o := keyed(other); o.Status != 422 {
 			return s.violatef("key %s with another request: %s, want 422", key, o)

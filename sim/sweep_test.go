@@ -180,7 +180,16 @@ func (s *Sim) storageSweepOf(held map[*Gen]bool, only *Gen, api bool) error {
 		if only != nil {
 			path = lifecyclePath(only.ns, only.name) + "/storage-sweep"
 		}
-		o := s.w.call(s.ctx, admin, "POST", path, nil)
+		var body any
+		if s.chance(0.3) {
+			// A dry run classifies and counts: nothing may go.
+			body = map[string]any{"dry-run": true}
+			for _, m := range []map[string]bool{may, must, vmay, vmust} {
+				clear(m)
+			}
+			s.logf("   (a dry run)")
+		}
+		o := s.w.call(s.ctx, admin, "POST", path, body)
 		if o.Status != 202 {
 			return s.violatef("POST %s: %s, want 202", path, o)
 		}

@@ -150,10 +150,12 @@ func (s *server) idempotent(w http.ResponseWriter, r *http.Request, key string, 
 }
 
 // replayedHeaders are the answer's headers a replay repeats: those that
-// name what the request made (the body alone does not, for a 204).
+// name what the request made (the body alone does not, for a 204), the
+// ETag of the body it repeats, and Cache-Control (a body that carries
+// credentials stays no-store when replayed).
 func replayedHeaders(h http.Header) map[string]string {
 	var out map[string]string
-	for _, k := range []string{"Location", PurgeJobHeader, FilesKeptHeader} {
+	for _, k := range []string{"Location", PurgeJobHeader, FilesKeptHeader, "ETag", "Cache-Control"} {
 		if v := h.Get(k); v != "" {
 			if out == nil {
 				out = map[string]string{}
