@@ -212,6 +212,13 @@ func (s *Sim) storageSweepOf(held map[*Gen]bool, only *Gen, api bool) error {
 		return err
 	}
 	var wrong, kept []string
+	for k := range post {
+		if _, was := pre[k]; !was {
+			// A sweep only deletes: a key current after it and not before
+			// is a delete marker taken off the versions behind it.
+			wrong = append(wrong, k+" (current again: "+s.whose(k)+")")
+		}
+	}
 	for k := range pre {
 		_, there := post[k]
 		switch {
