@@ -513,7 +513,6 @@ var barrierWeights = []struct {
 	{"stale-sweep", 3}, {"stale-undrop", 2}, {"stale-hold", 2}, {"backfill", 3},
 	{"retention-sweep", 4}, {"fault", 3}, {"overwrite-repair", 2}, {"scope-hold", 3},
 	{"storage-sweep", 2}, {"nested-namespaces", 1}, {"pattern-grant", 1},
-	{"failed-job", 1}, {"gc-off", 1}, {"keyed-retry", 1}, {"moved-session", 1}, {"two-catalogs", 1}, {"listings", 1}, {"lost-delivery", 1}, // corners_test.go
 }
 
 // barrierTour: the barrier kinds by weight, lightest first; kinds of one

@@ -323,7 +323,17 @@ func (s *Sim) opNSDrop() *Op {
 		}
 	}
 	slices.Sort(empty) // map order is random; a seed's choices are not
-	if len(empty) > 0 && s.chance(0.6) {
+	if s.touring {
+		// The tour: any namespace that holds nothing live.
+		empty = empty[:0]
+		for ns := range s.m.namespaces {
+			if !s.liveIn(ns) {
+				empty = append(empty, ns)
+			}
+		}
+		slices.Sort(empty)
+	}
+	if len(empty) > 0 && (s.chance(0.6) || s.touring) {
 		return s.opNSDropAt(pick(s, empty))
 	}
 	return s.opNSDropAt(s.pickNS())
@@ -386,7 +396,7 @@ var (
 )
 
 func (s *Sim) duration() (string, bool) {
-	if s.chance(0.35) && s.allow("bad-duration") {
+	if s.chance(0.35) && s.allow("bad-duration") && !s.touring {
 		return pick(s, invalidDurations), false
 	}
 	return pick(s, validDurations), true

@@ -165,6 +165,10 @@ type Sim struct {
 	// afterHeal runs once in the next drain, after its heal (a fault the
 	// drain must meet: corners_test.go).
 	afterHeal func()
+	// touring: tourOp is making its op (swarm_test.go).
+	touring bool
+	// cornersRun: corner barriers run or skipped (corners_test.go).
+	cornersRun int
 	// schedule: each round's replay line; expect: a failed run's.
 	schedule     []string
 	expect       []string
@@ -369,7 +373,9 @@ func (s *Sim) round() error {
 	if scripted != nil {
 		b = scripted.b
 	} else {
-		b = s.pickBarrier()
+		if b = s.corner(); b == nil {
+			b = s.pickBarrier()
+		}
 	}
 	if b != nil {
 		s.logf("== %s", b.desc)

@@ -111,6 +111,10 @@ func (s *Sim) tourOp(actor int) *Op {
 	slices.SortStableFunc(kinds, func(a, b string) int {
 		return cmp.Or(cmp.Compare(s.tried[a], s.tried[b]), cmp.Compare(weights[a], weights[b]))
 	})
+	// Touring, a duration is drawn well-formed (a malformed one is
+	// refused whatever else holds).
+	s.touring = true
+	defer func() { s.touring = false }()
 	for _, k := range kinds[:min(len(kinds), 5)] {
 		s.tried[k]++
 		if op := s.makeOp(k, actor); op != nil {
