@@ -118,6 +118,22 @@ func (s *Sim) keysUnder(loc string) (map[string]int64, error) {
 	return out, nil
 }
 
+// drainTo lets the pipeline come to rest and reads g's purge job, which
+// must have ended in state want (why: the violation's reason).
+func (s *Sim) drainTo(g *Gen, want, why string) (jobView, error) {
+	if err := s.drain(); err != nil {
+		return jobView{}, err
+	}
+	j, err := s.job(g.job)
+	if err != nil {
+		return j, err
+	}
+	if j.State != want {
+		return j, s.violatef("%s: purge job %s ended %s, want %s (%s): %v", g, j.ID, j.State, want, why, j.Raw)
+	}
+	return j, nil
+}
+
 // --- a FAILED job: claims kept, retry, abandon ---
 
 // failedJob: a table at an explicit location is dropped with purge while
@@ -151,15 +167,9 @@ func (s *Sim) failedJob() *barrier {
 		if err != nil {
 			return err
 		}
-		if err := s.drain(); err != nil {
-			return err
-		}
-		j, err := s.job(g.job)
+		j, err := s.drainTo(g, "FAILED", "its metadata file is not one; SPEC §3: metadata unreadable is FAILED")
 		if err != nil {
 			return err
-		}
-		if j.State != "FAILED" {
-			return s.violatef("%s: its purge job %s read a metadata file that is not one and ended %s (SPEC §3: metadata unreadable is FAILED): %v", g, j.ID, j.State, j.Raw)
 		}
 		s.acted = true
 		if claims, _ := j.Raw["claims"].([]any); len(claims) == 0 {
@@ -207,15 +217,10 @@ func (s *Sim) failedJob() *barrier {
 			s.afterHeal = func() {
 				s.w.srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Code: "SlowDown", Match: func(string) bool { return n.Add(1) <= 2 }})
 			}
-			if err := s.drain(); err != nil {
-				return err
-			}
+			j, err = s.drainTo(g, "SUCCEEDED", "retried with its metadata back")
 			s.w.srv.S3Emulator.SetKeyFault(nil)
-			if j, err = s.job(g.job); err != nil {
+			if err != nil {
 				return err
-			}
-			if j.State != "SUCCEEDED" {
-				return s.violatef("%s: FAILED job %s retried with its metadata back ended %s: %v", g, j.ID, j.State, j.Raw)
 			}
 			s.logf("   %s: job %s retried to SUCCEEDED", g, j.ID)
 			return nil // the check holds it to a purge's promises
@@ -275,15 +280,9 @@ func (s *Sim) gcOff() *barrier {
 		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
 			return err
 		}
-		if err := s.drain(); err != nil {
-			return err
-		}
-		j, err := s.job(g.job)
+		j, err := s.drainTo(g, "SUCCEEDED", "gc.enabled=false")
 		if err != nil {
 			return err
-		}
-		if j.State != "SUCCEEDED" {
-			return s.violatef("%s (gc.enabled=false): purge job %s ended %s: %v", g, j.ID, j.State, j.Raw)
 		}
 		s.acted = true
 		after, err := s.keysUnder(g.location)
