@@ -20,6 +20,8 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/partitions"
+	"github.com/icehold/icehold/shared/router"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // vendedFor loads a table asking for vended credentials as token, checks
@@ -466,6 +468,76 @@ func TestPurgeLeavesNoVersion(t *testing.T) {
 	}
 	if n := len(out.Versions) + len(out.DeleteMarkers); n > 0 {
 		t.Errorf("%d versions and delete markers left under %s after SUCCEEDED", n, prefix)
+	}
+}
+
+// Defect (the simulation's warehouse-scope corner): with
+// purge.delete-scope=warehouse a purge deleted a reachable file outside its
+// table's location by key only, so on a versioned warehouse the bytes stayed
+// as a noncurrent version behind a delete marker: the final listing prunes
+// the versions of the prefix the table owned, never of a key outside it.
+// Every icehold delete leaves nothing (docs/design/storagesweep.md); such a
+// key's versions go with it.
+func TestWarehouseScopePurgeLeavesNoVersionOutsideItsLocation(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
+	cfg, _ := awsconfig.Load(ctx, ep)
+	s3c := awsconfig.S3(cfg, ep)
+	if v, err := s3c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(srv.Info.Bucket)}); err != nil || v.Status != "Enabled" {
+		t.Skipf("the warehouse keeps no versions here (%v): run under make test-moto", err)
+	}
+	name := uniq("widever")
+	wh := "s3://" + srv.Info.Bucket + "/" + name
+	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": wh,
+		"properties": map[string]string{"purge.delete-scope": "warehouse"}})
+	cat, err := rest.NewCatalog(ctx, "icehold", shared.URL, rest.WithOAuthToken(shared.Token), rest.WithWarehouseLocation(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.CreateNamespace(ctx, table.Identifier{"n"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl := writtenTable(t, cat, "n", "t", nil, false)
+	data, _ := reachable(t, tbl)
+	var src string
+	for f := range data {
+		src = f
+		break
+	}
+	// A copy of one of its data files under a prefix no table owns, added
+	// to the table by a second snapshot.
+	_, srcKey, _ := strings.Cut(strings.TrimPrefix(src, "s3://"), "/")
+	outsideKey := name + "/shared/x.parquet"
+	if _, err := s3c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(srv.Info.Bucket), Key: aws.String(outsideKey), CopySource: aws.String(srv.Info.Bucket + "/" + srcKey)}); err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.AddFiles(ctx, []string{"s3://" + srv.Info.Bucket + "/" + outsideKey}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, 204, "DELETE", "/v1/"+name+"/namespaces/n/tables/t?purgeRequested=true", shared.Token, nil)
+	var list struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs", shared.Token, nil), &list)
+	if len(list.Jobs) != 1 {
+		t.Fatalf("%d jobs", len(list.Jobs))
+	}
+	var job jobJSON
+	waitFor(t, "the job", time.Minute, func() bool {
+		mustDecode(t, mustCall(t, 200, "GET", router.JobPath(name, list.Jobs[0].ID), shared.Token, nil), &job)
+		return job.State == store.JobSucceeded
+	})
+	out, err := s3c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(srv.Info.Bucket), Prefix: aws.String(outsideKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.Versions) + len(out.DeleteMarkers); n > 0 {
+		t.Errorf("%d versions and delete markers of %s (outside the table, deleted under the warehouse scope) left after SUCCEEDED", n, outsideKey)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/icehold/icehold/shared/eventbus"
+	"github.com/icehold/icehold/shared/objects"
 	"github.com/icehold/icehold/shared/outbox"
 	"github.com/icehold/icehold/shared/store"
 )
@@ -234,11 +235,26 @@ func (s *Service) runBatch(ctx context.Context, j store.Job, b store.Batch) erro
 	skipped := int64(0)
 	step := func(to [2]int, done bool) error {
 		// By key: the table's own files lie under the prefix the final
-		// listing prunes of every version (versions.go).
-		t, err := s.deleteKeys(ctx, g.bucket(), j.Scope, chunk)
+		// listing prunes of every version (versions.go). A file outside it
+		// (purge.delete-scope=warehouse) goes with its versions: no listing
+		// comes after it.
+		var inside, outside []object
+		for _, o := range chunk {
+			if listed(objects.Location{Bucket: g.bucket(), Key: o.key}) {
+				inside = append(inside, o)
+			} else {
+				outside = append(outside, o)
+			}
+		}
+		t, err := s.deleteKeys(ctx, g.bucket(), j.Scope, inside)
 		if err != nil {
 			return err
 		}
+		u, err := s.deleteObjects(ctx, g.bucket(), j.Scope, outside)
+		if err != nil {
+			return err
+		}
+		t.add(u)
 		if err := s.crash("delete.before-checkpoint"); err != nil {
 			return err
 		}
