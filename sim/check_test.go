@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -55,7 +56,14 @@ func (s *Sim) paged(path, token string) string {
 
 func (s *Sim) observe() ([]liveObs, []softObs, error) {
 	var lives []liveObs
-	for _, ns := range namespaces {
+	// The pool's and those the corners made (prefix-names).
+	all := slices.Clone(namespaces)
+	for _, ns := range slices.Sorted(maps.Keys(s.m.namespaces)) {
+		if !slices.Contains(all, ns) {
+			all = append(all, ns)
+		}
+	}
+	for _, ns := range all {
 		token := ""
 		for {
 			path := s.paged("/v1/"+catalogName+"/namespaces/"+ns+"/tables", token)
@@ -646,6 +654,18 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.listings()
 	case "lost-delivery":
 		return s.lostDelivery()
+	case "authz":
+		return s.authzProbe()
+	case "held-drop":
+		return s.heldDrop()
+	case "prefix-names":
+		return s.prefixNames()
+	case "gc-off-expiry":
+		return s.gcOffExpiry()
+	case "recovered-purge":
+		return s.recoveredPurge()
+	case "warehouse-scope":
+		return s.warehouseScope()
 	case "quiesce":
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":
@@ -785,6 +805,9 @@ func (s *Sim) quiesce(final bool) error {
 		if err := s.checkEvents(); err != nil {
 			return err
 		}
+	}
+	if err := s.checkViewPurges(); err != nil {
+		return err
 	}
 	if err := s.checkTeardown(); err != nil {
 		return err

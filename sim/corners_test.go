@@ -29,14 +29,14 @@ import (
 // corners are run on a schedule of their own, not drawn among the barriers:
 // each seed's barrier picks are fewer than the barrier kinds, and the
 // corners in the tour left a weighted kind unreached (make sim's coverage).
-var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery"}
+var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope"}
 
-// cornerEvery: one corner is due every so many steps (five in make sim's
-// 150: over six seeds each corner runs four times or more), in turn from a
-// place the seed picks.
-const cornerEvery = 30
+// cornerEvery: one corner is due every so many steps (seven in make sim's
+// 150: over six seeds each of the thirteen corners runs three times or
+// more), in turn from a place the seed picks.
+const cornerEvery = 20
 
-// corner: the corner barrier due now, if one is (due at steps 15, 45, …;
+// corner: the corner barrier due now, if one is (due at steps 10, 30, …;
 // run at the first round from then that no template scripts).
 func (s *Sim) corner() *barrier {
 	for s.cornersRun < (s.step+cornerEvery/2)/cornerEvery {
@@ -369,6 +369,24 @@ func (s *Sim) keyedRetry() *barrier {
 			if o := s.w.call(s.ctx, admin, "HEAD", tablePath(ns, name+"x"), nil); o.Status != 404 {
 				return s.violatef("a refused keyed create made %s.%s: HEAD %s", ns, name+"x", o)
 			}
+		}
+		// The query string is part of the request: a keyed drop sent again
+		// with ?purgeRequested=true is another request (a 422), never the
+		// first one's 204 replayed over a purge that did not happen.
+		g2 := s.m.liveAt(ns, name)
+		if g2 == nil {
+			return nil
+		}
+		dropKey := key + "-drop"
+		drop := s.dropOp(ns, name, g2, admin, false)
+		drop.run = func() Outcome {
+			return s.w.call(s.ctx, admin, "DELETE", tablePath(ns, name), nil, "Idempotency-Key", dropKey)
+		}
+		if o, err := s.runFor(drop); err != nil || o.Status != 204 {
+			return err
+		}
+		if o := s.w.call(s.ctx, admin, "DELETE", tablePath(ns, name)+"?purgeRequested=true", nil, "Idempotency-Key", dropKey); o.Status != 422 {
+			return s.violatef("key %s of a drop of %s.%s, sent again with ?purgeRequested=true: %s, want 422", dropKey, ns, name, o)
 		}
 		return nil
 	}}

@@ -139,6 +139,32 @@ func (s *Sim) checkEvents() error {
 			}
 		}
 	}
+	// A record's legal hold change says the value it set (only a
+	// change is announced: docs/design/softdelete.md, Events).
+	holds := map[string]map[bool]int{}
+	for _, e := range evs {
+		if e.Type != "LegalHoldChanged" {
+			continue
+		}
+		on, ok := e.Detail.Detail["legal-hold"].(bool)
+		if !ok {
+			return s.violatef("a LegalHoldChanged event of table %s has no boolean legal-hold: %v", e.Detail.UUID, e.Detail.Detail)
+		}
+		if holds[e.Detail.UUID] == nil {
+			holds[e.Detail.UUID] = map[bool]int{}
+		}
+		holds[e.Detail.UUID][on]++
+	}
+	for uuid, got := range holds {
+		if want := s.m.holdChanges[uuid]; !s.m.holdInexact[uuid] && (got[true] != want[true] || got[false] != want[false]) {
+			return s.violatef("table %s: LegalHoldChanged events set the hold %d times and cleared it %d times; the accepted changes set it %d times and cleared it %d", uuid, got[true], got[false], want[true], want[false])
+		}
+	}
+	for uuid, want := range s.m.holdChanges {
+		if got := holds[uuid]; !s.m.holdInexact[uuid] && (got[true] != want[true] || got[false] != want[false]) {
+			return s.violatef("table %s: the accepted changes of its record's legal hold set it %d times and cleared it %d; its LegalHoldChanged events %d and %d", uuid, want[true], want[false], got[true], got[false])
+		}
+	}
 	for _, typ := range []string{"TableSoftDeleted", "TablePermanentlyDeleted"} {
 		for uuid := range byType[typ] {
 			if !s.explains(typ, uuid) {
@@ -196,7 +222,7 @@ func (s *Sim) checkMetrics() error {
 		}
 	}
 	want := map[string]float64{}
-	for _, cat := range []string{catalogName, "simx", "simy"} {
+	for _, cat := range []string{catalogName, "simx", "simy", scopeCatalog} {
 		jobs, err := s.jobsOf(cat)
 		if err != nil {
 			return err

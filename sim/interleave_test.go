@@ -357,6 +357,7 @@ func (s *Sim) staleLegalHoldOf(g *Gen) *barrier {
 		if err := s.judge(op, o); err != nil {
 			return err
 		}
+		s.m.holdInexact[g.uuid] = true // the record it read was another's
 		if o.Status == 200 && g.state == soft {
 			g.legalHold, g.holdUnsure = on, false
 		}

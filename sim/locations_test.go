@@ -119,6 +119,12 @@ func (s *Sim) opRename() *Op {
 	for i := 0; i < 3 && s.m.liveAt(toNS, toName) != nil && s.chance(0.7); i++ {
 		toNS, toName = s.pickNS(), s.pickName() // mostly a free name: a rename that lands
 	}
+	return s.renameOp(ns, name, g, toNS, toName)
+}
+
+// renameOp: admin renames ns.name (g the live table there, nil none) to
+// toNS.toName.
+func (s *Sim) renameOp(ns, name string, g *Gen, toNS, toName string) *Op {
 	op := &Op{desc: fmt.Sprintf("admin renames %s.%s to %s.%s", ns, name, toNS, toName), keys: append(tableKeys(ns, name), tableKeys(toNS, toName)...)}
 	_, nsOK := s.m.namespaces[toNS]
 	switch {

@@ -162,7 +162,13 @@ type Model struct {
 	purgedApart map[string]bool
 	// undropped: per table uuid, the identifiers accepted undrops restored
 	// it under (what its TableUndropped events must name).
-	undropped   map[string]map[string]bool
+	undropped map[string]map[string]bool
+	// holdChanges: per table uuid, the legal hold values of the record's
+	// changes accepted (what its LegalHoldChanged events must say);
+	// holdInexact: uuids a change of which the model cannot place (a
+	// fault cut its answer off, a round or barrier raced it).
+	holdChanges map[string]map[bool]int
+	holdInexact map[string]bool
 	nextSession int
 	nextTmpl    int
 	tmplRuns    int // templates started (their instances' numbers)
@@ -174,7 +180,25 @@ func newModel(legalPriv bool) *Model {
 	if !legalPriv {
 		grants[holder] = holderPrivileges[1:]
 	}
-	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}, purgedApart: map[string]bool{}, undropped: map[string]map[string]bool{}}
+	return &Model{grants: grants, namespaces: map[string]map[string]string{}, policies: map[string]policy{}, catProps: map[string]string{"soft-delete.enabled": "true"}, legalPriv: legalPriv, views: map[string]*View{}, abandoned: map[string]bool{}, strays: map[string]bool{}, purgedApart: map[string]bool{}, undropped: map[string]map[string]bool{}, holdChanges: map[string]map[bool]int{}, holdInexact: map[string]bool{}}
+}
+
+// heldChange records the answer to a change of g's record's legal hold to
+// on: an accepted change of the value the model knew is one event; one
+// the model cannot place makes the uuid's events unjudged.
+func (m *Model) heldChange(g *Gen, on bool, status int, contended bool) {
+	switch {
+	case g == nil:
+	case status >= 500 || status == 0 || contended || g.holdUnsure:
+		m.holdInexact[g.uuid] = true
+	case status == 200 && g.state == soft:
+		if m.holdChanges[g.uuid] == nil {
+			m.holdChanges[g.uuid] = map[bool]int{}
+		}
+		if g.legalHold != on {
+			m.holdChanges[g.uuid][on]++
+		}
+	}
 }
 
 func (m *Model) add(g *Gen) *Gen {

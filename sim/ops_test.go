@@ -51,7 +51,9 @@ var (
 	// c(1): a namespace whose name is no key-safe segment: the default
 	// location of its tables escapes it (%28, %29), as SPEC §2's default
 	// locations, never ambiguous, ask.
-	namespaces = []string{"a", "b", "c(1)"}
+	// a and ab: a name that starts another (a filter or prefix query
+	// without its separator reaches the other; held-out 7).
+	namespaces = []string{"a", "ab", "c(1)"}
 	tableNames = []string{"t", "u", "v"}
 )
 
@@ -1350,7 +1352,8 @@ func (s *Sim) legalHoldRecordOf(g *Gen, uuid, p string, on bool) *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, p, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables/"+uuid+"/legal-hold", body)
 	}
-	op.after = func(o Outcome, _ bool) error {
+	op.after = func(o Outcome, contended bool) error {
+		s.m.heldChange(g, on, o.Status, contended)
 		if o.Status == 200 && g != nil && g.state == soft {
 			g.legalHold, g.holdUnsure = on, false
 		}

@@ -27,6 +27,7 @@ type View struct {
 	state          state    // live, soft, purging (purge-now accepted) or gone
 	legalHold      bool
 	purgeAt        time.Time
+	job            string // the purge job its purge-now started
 }
 
 func (v *View) ident() string { return v.ns + "." + v.name }
@@ -198,10 +199,22 @@ func (s *Sim) viewPurgeNowOf(v *View) *Op {
 		return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/purge-now", map[string]any{"view-uuid": v.uuid})
 	}
 	op.after = func(o Outcome, _ bool) error {
-		if o.Status == 202 {
-			v.state = purging
-			s.logf("   %s: its permanent delete was accepted", v)
+		if o.Status != 202 {
+			return nil
 		}
+		v.state = purging
+		var j jobView
+		if err := json.Unmarshal(o.Body, &j); err != nil || j.ID == "" {
+			return s.violatef("%s: purge-now answered 202 without a job: %s", v, o)
+		}
+		// A view's files are its metadata files: the pipeline lists its
+		// location for them (a job of kind view), it has no table
+		// metadata to plan from.
+		if j.Kind != "view" {
+			return s.violatef("%s: its purge-now started job %s of kind %q, want view", v, j.ID, j.Kind)
+		}
+		v.job = j.ID
+		s.logf("   %s: its permanent delete was accepted (job %s)", v, j.ID)
 		return nil
 	}
 	return op
@@ -377,6 +390,25 @@ func (s *Sim) checkViews(tables []liveObs, objs map[string]int64) error {
 					return s.violatef("%s: its metadata file %s is gone", v, v.meta)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkViewPurges: at rest, each view purge the model saw accepted ended
+// SUCCEEDED (or CANCELLED: a register of the view's metadata took it back
+// while the job was pending).
+func (s *Sim) checkViewPurges() error {
+	for _, v := range s.m.views {
+		if v.job == "" {
+			continue
+		}
+		j, err := s.job(v.job)
+		if err != nil {
+			return s.violatef("%s: its purge job: %v", v, err)
+		}
+		if j.State != "SUCCEEDED" && j.State != "CANCELLED" {
+			return s.violatef("%s: its purge job %s (kind %s) is %s at rest, want SUCCEEDED: %v", v, j.ID, j.Kind, j.State, j.Raw)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func (w *World) start(ctx context.Context) error {
 	if w.tokens == nil {
 		w.tokens = map[string]string{admin: srv.Info.AdminToken}
 	}
-	for _, p := range principals[1:] {
+	for _, p := range append(slices.Clone(principals[1:]), probe) {
 		if w.tokens[p] != "" {
 			continue
 		}
@@ -293,8 +294,13 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 // client is iceberg-go's REST catalog for principal; status records the
 // last error answer it received (iceberg-go's errors do not carry it).
 func (w *World) client(ctx context.Context, principal string, vended ...bool) (*rest.Catalog, *statusRecorder, error) {
+	return w.clientOf(ctx, catalogName, principal, vended...)
+}
+
+// clientOf: client, of catalog cat.
+func (w *World) clientOf(ctx context.Context, catName, principal string, vended ...bool) (*rest.Catalog, *statusRecorder, error) {
 	rec := &statusRecorder{next: w.transport(http.DefaultTransport)}
-	opts := []rest.Option{rest.WithOAuthToken(w.tokens[principal]), rest.WithWarehouseLocation(catalogName), rest.WithCustomTransport(rec)}
+	opts := []rest.Option{rest.WithOAuthToken(w.tokens[principal]), rest.WithWarehouseLocation(catName), rest.WithCustomTransport(rec)}
 	if len(vended) > 0 && vended[0] {
 		// An engine that asks for vended credentials writes its files
 		// with the session it gets.
