@@ -137,10 +137,13 @@ func (s *Sim) touchedGen(g *Gen) bool {
 // order made of it, and checks the invariants.
 func (s *Sim) check() error {
 	s.w.leaksMu.Lock()
-	leaks := s.w.leaks
+	leaks, bad := s.w.leaks, s.w.badErrors
 	s.w.leaksMu.Unlock()
 	if len(leaks) > 0 {
 		return s.violatef("%d answers carried credentials without Cache-Control: no-store (SPEC §2), e.g. %s", len(leaks), leaks[0])
+	}
+	if len(bad) > 0 {
+		return s.violatef("%d error answers broke the error format (docs/spec.md), e.g. %s", len(bad), bad[0])
 	}
 	lives, softs, err := s.observe()
 	if err != nil {

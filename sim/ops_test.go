@@ -30,6 +30,9 @@ type Op struct {
 	// change nothing; why says why.
 	invalid bool
 	why     string
+	// conflict: the error type a 409 to it must carry (a refusal the model
+	// foresaw, e.g. LegalHoldException; "" any).
+	conflict string
 	// want: the answers the model allows when the op runs alone (nil: any
 	// but a 5xx).
 	want []int
@@ -348,7 +351,7 @@ func (s *Sim) opNSDropAt(ns string) *Op {
 	case !exists:
 		op.want = []int{404}
 	case s.liveIn(ns):
-		op.want = []int{409}
+		op.want, op.conflict = []int{409}, "NamespaceNotEmptyException"
 	default:
 		op.want = []int{204}
 	}
@@ -907,7 +910,7 @@ func (s *Sim) dropOp(ns, name string, g *Gen, p string, purge bool) *Op {
 	case purge && g.holdUnsure:
 		op.want = []int{204, 409}
 	case purge && g.legalHold:
-		op.invalid, op.contingent, op.why = true, true, "the table is under legal hold"
+		op.invalid, op.contingent, op.why, op.conflict = true, true, "the table is under legal hold", "LegalHoldException"
 	default:
 		op.keys = append(op.keys, "uuid:"+g.uuid)
 		op.want = []int{204}
@@ -1294,7 +1297,7 @@ func (s *Sim) opPurgeNow() *Op {
 	case g == nil || (fields["table-uuid"] == nil && len(gens) > 1):
 		op.want = []int{409}
 	case g.legalHold:
-		op.invalid, op.contingent, op.why = true, true, "the soft-deleted table is under legal hold"
+		op.invalid, op.contingent, op.why, op.conflict = true, true, "the soft-deleted table is under legal hold", "LegalHoldException"
 	default:
 		op.want = []int{202}
 	}

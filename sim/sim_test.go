@@ -568,6 +568,11 @@ func (s *Sim) judge(op *Op, o Outcome) error {
 	if len(op.want) > 0 && !s.contended(op) && o.Err == nil && !slices.Contains(op.want, o.Status) {
 		return s.violatef("%s: answered %s, the model allows %v (%s)", op.desc, o, op.want, op.why)
 	}
+	// A conflict says which (clients act on the type: a CommitFailed is
+	// retried, a LegalHold is not).
+	if t := errorType(o.Body); op.conflict != "" && o.Status == 409 && !s.contended(op) && t != "" && t != op.conflict {
+		return s.violatef("%s: answered %s, a %s (%s)", op.desc, o, op.conflict, op.why)
+	}
 	return nil
 }
 

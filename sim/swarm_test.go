@@ -983,7 +983,7 @@ func (s *Sim) purgeNowBy(g *Gen, p string) *Op {
 	ns, name := g.ns, g.name
 	op := &Op{desc: fmt.Sprintf("%s purges now %s", p, g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{202}}
 	if g.legalHold {
-		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the soft-deleted table is under legal hold"
+		op.invalid, op.contingent, op.want, op.why, op.conflict = true, true, []int{409}, "the soft-deleted table is under legal hold", "LegalHoldException"
 	}
 	s.privileged(op, p, "TABLE_DROP_WITH_PURGE")
 	body := fmt.Sprintf(`{"table-uuid": %q}`, g.uuid)

@@ -193,7 +193,7 @@ func (s *Sim) opViewPurgeNow() *Op {
 func (s *Sim) viewPurgeNowOf(v *View) *Op {
 	op := &Op{kind: "view-purge-now", desc: fmt.Sprintf("admin purges %s now", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{202, 404}}
 	if v.legalHold {
-		op.invalid, op.contingent, op.want, op.why = true, true, []int{409}, "the view is under legal hold"
+		op.invalid, op.contingent, op.want, op.why, op.conflict = true, true, []int{409}, "the view is under legal hold", "LegalHoldException"
 	}
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/purge-now", map[string]any{"view-uuid": v.uuid})

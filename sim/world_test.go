@@ -79,6 +79,8 @@ type World struct {
 	// (callAt notes them; each check reports them).
 	leaksMu sync.Mutex
 	leaks   []string
+	// badErrors: error answers outside the error format (errorModelWrong).
+	badErrors []string
 	dir     string
 	clock   *Clock
 	srv     *server.Server
@@ -288,7 +290,64 @@ func (w *World) callAt(ctx context.Context, base, principal, method, path string
 		w.leaks = append(w.leaks, fmt.Sprintf("%s %s -> %d (Cache-Control %q)", method, path, res.StatusCode, res.Header.Get("Cache-Control")))
 		w.leaksMu.Unlock()
 	}
+	if res.StatusCode >= 400 && method != "HEAD" {
+		if why := errorModelWrong(res.StatusCode, out); why != "" {
+			w.leaksMu.Lock()
+			w.badErrors = append(w.badErrors, fmt.Sprintf("%s %s -> %d: %s: %s", method, path, res.StatusCode, why, trunc(string(out), 200)))
+			w.leaksMu.Unlock()
+		}
+	}
 	return Outcome{Status: res.StatusCode, Body: out, Header: res.Header, Err: err}
+}
+
+// errorTypes: the statuses each error type of docs/spec.md's error format
+// is answered with (shared/router's mapping, read from the docs, not the
+// code).
+var errorTypes = map[string][]int{
+	"BadRequestException": {400}, "NotAuthorizedException": {401, 403}, "ForbiddenException": {403},
+	"NoSuchCatalogException": {404}, "NoSuchNamespaceException": {404}, "NoSuchTableException": {404}, "NoSuchViewException": {404},
+	"NotFoundException": {404}, "NoSuchSoftDeletedTableException": {404}, "NoSuchRetentionPolicyException": {404}, "NoSuchInventoryReportException": {404},
+	"MethodNotAllowedException": {405}, "NotAcceptableException": {406},
+	"AlreadyExistsException": {409}, "NamespaceNotEmptyException": {409}, "CommitFailedException": {409}, "LocationOwnedException": {409},
+	"AmbiguousTableException": {409}, "LegalHoldException": {409}, "InvalidHoldPeriodException": {409}, "JobStateException": {409},
+	"UnrepairableException": {409}, "StorageSweepRunningException": {409}, "IdempotencyKeyInFlightException": {409},
+	"RequestEntityTooLargeException": {413}, "UnprocessableEntityException": {422}, "InventoryReportRefusedException": {422},
+	"IdempotencyKeyReusedException": {422}, "NotImplementedException": {501},
+}
+
+// errorModelWrong says how an error answer breaks the error format
+// ({"error": {"message", "type", "code"}}, code the status, a type
+// answered with that status); "" when it does not.
+func errorModelWrong(status int, body []byte) string {
+	var e struct {
+		Error *struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	switch {
+	case json.Unmarshal(body, &e) != nil || e.Error == nil:
+		return "not in the error format"
+	case e.Error.Code != status:
+		return fmt.Sprintf("code %d", e.Error.Code)
+	case e.Error.Message == "":
+		return "no message"
+	case !slices.Contains(errorTypes[e.Error.Type], status):
+		return fmt.Sprintf("type %q is not answered with %d", e.Error.Type, status)
+	}
+	return ""
+}
+
+// errorType: the type of an error answer ("" none).
+func errorType(body []byte) string {
+	var e struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return e.Error.Type
 }
 
 // client is iceberg-go's REST catalog for principal; status records the
