@@ -81,13 +81,13 @@ type World struct {
 	leaks   []string
 	// badErrors: error answers outside the error format (errorModelWrong).
 	badErrors []string
-	dir     string
-	clock   *Clock
-	srv     *server.Server
-	tokens  map[string]string // principal → bearer token
-	ddb     *dynamodb.Client
-	s3      *s3.Client
-	http    *http.Client
+	dir       string
+	clock     *Clock
+	srv       *server.Server
+	tokens    map[string]string // principal → bearer token
+	ddb       *dynamodb.Client
+	s3        *s3.Client
+	http      *http.Client
 	// legalPriv: this build knows TABLE_LEGAL_HOLD (the grant was accepted).
 	legalPriv bool
 	// sec is the second instance (interleavings), built on demand.
