@@ -165,6 +165,9 @@ func (s *Sim) checkEvents() error {
 			return s.violatef("table %s: the accepted changes of its record's legal hold set it %d times and cleared it %d; its LegalHoldChanged events %d and %d", uuid, want[true], want[false], got[true], got[false])
 		}
 	}
+	if err := s.checkViewEvents(evs); err != nil {
+		return err
+	}
 	for _, typ := range []string{"TableSoftDeleted", "TablePermanentlyDeleted"} {
 		for uuid := range byType[typ] {
 			if !s.explains(typ, uuid) {
@@ -249,3 +252,42 @@ func (s *Sim) checkMetrics() error {
 	}
 	return nil
 }
+
+// checkViewEvents: a view's lifecycle is announced as a view's (View*
+// events, and kind "view" on those and on its LegalHoldChanged and Purge*
+// events; no Table* event for it): each drop to soft-deleted and each
+// undrop the model saw accepted alone, once at least, and each purge-now
+// accepted with a ViewPermanentlyDeleted.
+func (s *Sim) checkViewEvents(evs []eventLine) error {
+	views := map[string]*View{}
+	for _, v := range s.m.views {
+		views[v.uuid] = v
+	}
+	count := map[string]int{} // type + " " + uuid
+	for _, e := range evs {
+		v := views[e.Detail.UUID]
+		kind, _ := e.Detail.Detail["kind"].(string)
+		isView := strings.HasPrefix(e.Type, "View")
+		switch {
+		case isView && kind != "view":
+			return s.violatef("a %s event of %s.%s says kind %q, want view", e.Type, strings.Join(e.Detail.Namespace, "."), e.Detail.Table, kind)
+		case strings.HasPrefix(e.Type, "Table") && (kind == "view" || v != nil):
+			return s.violatef("a %s event names %s (kind %q): a view's lifecycle is announced as a view's", e.Type, e.Detail.UUID, kind)
+		case v != nil && !isView && kind != "view":
+			return s.violatef("a %s event of view %s has kind %q, want view", e.Type, v, kind)
+		}
+		count[e.Type+" "+e.Detail.UUID]++
+	}
+	for _, v := range s.m.views {
+		for typ, n := range map[string]int{"ViewSoftDeleted": v.softDrops, "ViewUndropped": v.undrops} {
+			if count[typ+" "+v.uuid] < n {
+				return s.violatef("%s: %d %s events, and the model saw %d accepted", v, count[typ+" "+v.uuid], typ, n)
+			}
+		}
+		if v.job != "" && count["ViewPermanentlyDeleted "+v.uuid] == 0 {
+			return s.violatef("%s: its purge-now was accepted (job %s), and no ViewPermanentlyDeleted event says so", v, v.job)
+		}
+	}
+	return nil
+}
+

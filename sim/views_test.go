@@ -28,6 +28,10 @@ type View struct {
 	legalHold      bool
 	purgeAt        time.Time
 	job            string // the purge job its purge-now started
+	// softDrops, undrops: the drops to soft-deleted and the undrops the
+	// model saw accepted alone (each announced: ViewSoftDeleted,
+	// ViewUndropped).
+	softDrops, undrops int
 }
 
 func (v *View) ident() string { return v.ns + "." + v.name }
@@ -136,7 +140,7 @@ func (s *Sim) opViewDrop() *Op {
 func (s *Sim) viewDropOf(v *View) *Op {
 	op := &Op{kind: "view-drop", desc: fmt.Sprintf("admin drops %s", v), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{204}}
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "DELETE", viewPath(v.ns, v.name), nil) }
-	op.after = func(o Outcome, _ bool) error {
+	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 204 {
 			return nil
 		}
@@ -144,6 +148,9 @@ func (s *Sim) viewDropOf(v *View) *Op {
 			v.state = gone // dropped for good; its files stay (as a table's without purge)
 		} else {
 			v.state = soft
+			if !contended && s.touched["props"] == 0 {
+				v.softDrops++
+			}
 		}
 		s.logf("   %s dropped", v)
 		return nil
@@ -172,9 +179,12 @@ func (s *Sim) viewUndropOf(v *View) *Op {
 		op.want = []int{200, 404, 409} // 404: its hold ended meanwhile; 409: a purging table's tombstone
 	}
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "POST", viewLifecyclePath(v.ns, v.name)+"/undrop", body) }
-	op.after = func(o Outcome, _ bool) error {
+	op.after = func(o Outcome, contended bool) error {
 		if o.Status == 200 {
 			v.state = live
+			if !contended {
+				v.undrops++
+			}
 			s.logf("   %s undropped", v)
 		}
 		return nil
