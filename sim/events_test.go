@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/icehold/icehold/shared/outbox"
 )
@@ -168,6 +169,9 @@ func (s *Sim) checkEvents() error {
 	if err := s.checkViewEvents(evs); err != nil {
 		return err
 	}
+	if err := s.checkSoftDeletedDetails(evs); err != nil {
+		return err
+	}
 	for _, typ := range []string{"TableSoftDeleted", "TablePermanentlyDeleted"} {
 		for uuid := range byType[typ] {
 			if !s.explains(typ, uuid) {
@@ -286,6 +290,40 @@ func (s *Sim) checkViewEvents(evs []eventLine) error {
 		}
 		if v.job != "" && count["ViewPermanentlyDeleted "+v.uuid] == 0 {
 			return s.violatef("%s: its purge-now was accepted (job %s), and no ViewPermanentlyDeleted event says so", v, v.job)
+		}
+	}
+	return nil
+}
+
+// checkSoftDeletedDetails: a soft drop's event says the purge-at its record
+// got (it never moves after the drop): for a table soft-deleted once under
+// its uuid and listed, its TableSoftDeleted event's purge-at is the
+// record's.
+func (s *Sim) checkSoftDeletedDetails(evs []eventLine) error {
+	_, softs, err := s.observe()
+	if err != nil {
+		return err
+	}
+	records := map[string][]softObs{}
+	for _, o := range softs {
+		records[o.UUID] = append(records[o.UUID], o)
+	}
+	drops := map[string][]eventLine{}
+	for _, e := range evs {
+		if e.Type == "TableSoftDeleted" {
+			drops[e.Detail.UUID] = append(drops[e.Detail.UUID], e)
+		}
+	}
+	for uuid, rs := range records {
+		es := drops[uuid]
+		if len(rs) != 1 || len(es) != 1 {
+			continue // several generations: which event is whose is not the point here
+		}
+		got, _ := es[0].Detail.Detail["purge-at"].(string)
+		at, err1 := time.Parse(time.RFC3339, got)
+		want, err2 := time.Parse(time.RFC3339, rs[0].PurgeAt)
+		if err1 != nil || err2 != nil || !at.Equal(want) {
+			return s.violatef("soft-deleted %s.%s (%s): its TableSoftDeleted event says purge-at %q, the record %q", strings.Join(rs[0].Namespace, "."), rs[0].Name, short(uuid), got, rs[0].PurgeAt)
 		}
 	}
 	return nil
