@@ -239,7 +239,18 @@ func (s *Sim) gcOffExpiry() *barrier {
 		}
 		s.acted = true
 		s.logf("   %s: the sweep past its snapshots' age kept its %d files", g, len(before))
-		return nil
+		// Back to the rounds as any table (whose purges the model holds to
+		// deleting everything: soak seeds 1038 and 1070).
+		on := &Op{desc: fmt.Sprintf("admin sets gc.enabled=true on %s", g), keys: append(tableKeys(ns, name), "uuid:"+g.uuid), want: []int{200}}
+		on.run = func() Outcome { return s.commitProps(admin, ns, name, map[string]string{"gc.enabled": "true"}, nil) }
+		on.after = func(o Outcome, _ bool) error {
+			if o.Status != 200 {
+				return nil
+			}
+			return s.propsCommitted(o, ns, name, func(*Gen) {})
+		}
+		_, err = s.runFor(on)
+		return err
 	}}
 }
 

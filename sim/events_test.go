@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type eventLine struct {
 	Type   string `json:"detail-type"`
 	Detail struct {
 		ID        string         `json:"event-id"`
+		Actor     string         `json:"actor"`
 		Namespace []string       `json:"namespace"`
 		Table     string         `json:"table"`
 		UUID      string         `json:"table-uuid"`
@@ -164,6 +166,16 @@ func (s *Sim) checkEvents() error {
 	for uuid, want := range s.m.holdChanges {
 		if got := holds[uuid]; !s.m.holdInexact[uuid] && (got[true] != want[true] || got[false] != want[false]) {
 			return s.violatef("table %s: the accepted changes of its record's legal hold set it %d times and cleared it %d; its LegalHoldChanged events %d and %d", uuid, want[true], want[false], got[true], got[false])
+		}
+	}
+	// A change a request made names who sent it (the sweeps' own changes
+	// are TablePermanentlyDeleted and the Purge* events).
+	for _, e := range evs {
+		switch e.Type {
+		case "TableSoftDeleted", "TableUndropped", "LegalHoldChanged", "ViewSoftDeleted", "ViewUndropped":
+			if !slices.Contains(principals, e.Detail.Actor) {
+				return s.violatef("a %s event of %s.%s names actor %q, no principal that sends requests here", e.Type, strings.Join(e.Detail.Namespace, "."), e.Detail.Table, e.Detail.Actor)
+			}
 		}
 	}
 	if err := s.checkViewEvents(evs); err != nil {
@@ -328,4 +340,3 @@ func (s *Sim) checkSoftDeletedDetails(evs []eventLine) error {
 	}
 	return nil
 }
-
