@@ -417,13 +417,51 @@ func TestFinalListingPagesPastAThousand(t *testing.T) {
 	assertNothingLeft(t, srv, job, loc, before, len(stray))
 }
 
+// wideCatalog makes a catalog (named from prefix) whose purges may delete
+// inside its whole warehouse (purge.delete-scope=warehouse), with
+// namespace n.
+func wideCatalog(t *testing.T, srv *server.Server, prefix string) (name, warehouse string, cat *rest.Catalog) {
+	t.Helper()
+	name = uniq(prefix)
+	warehouse = "s3://" + srv.Info.Bucket + "/" + name
+	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": warehouse,
+		"properties": map[string]string{"purge.delete-scope": "warehouse"}})
+	cat, err := rest.NewCatalog(context.Background(), "icehold", shared.URL, rest.WithOAuthToken(shared.Token), rest.WithWarehouseLocation(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.CreateNamespace(context.Background(), table.Identifier{"n"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return name, warehouse, cat
+}
+
+// purgeWide drops table n.t of wideCatalog's catalog name with purge and
+// waits for its job to succeed.
+func purgeWide(t *testing.T, name string) jobJSON {
+	t.Helper()
+	mustCall(t, 204, "DELETE", "/v1/"+name+"/namespaces/n/tables/t?purgeRequested=true", shared.Token, nil)
+	var list struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs", shared.Token, nil), &list)
+	if len(list.Jobs) != 1 {
+		t.Fatalf("%d jobs", len(list.Jobs))
+	}
+	var job jobJSON
+	waitFor(t, "the job", time.Minute, func() bool {
+		mustDecode(t, mustCall(t, 200, "GET", router.JobPath(name, list.Jobs[0].ID), shared.Token, nil), &job)
+		return job.State == store.JobSucceeded
+	})
+	return job
+}
+
 // The final listing covers only a location the table owned alone: a table
 // with gc.enabled=false keeps its data files and the files no metadata
 // reached, and the warehouse scope (purge.delete-scope=warehouse) widens
 // what reachable files may go, never what is listed.
 func TestPurgeListsOnlyWhatItsTableOwnedAlone(t *testing.T) {
 	srv := localOnly(t)
-	ctx := context.Background()
 
 	t.Run("gc.enabled=false", func(t *testing.T) {
 		cat := client(t, shared.Token)
@@ -445,35 +483,13 @@ func TestPurgeListsOnlyWhatItsTableOwnedAlone(t *testing.T) {
 	})
 
 	t.Run("warehouse scope", func(t *testing.T) {
-		name := uniq("wide")
-		wh := "s3://" + srv.Info.Bucket + "/" + name
-		mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": wh,
-			"properties": map[string]string{"purge.delete-scope": "warehouse"}})
-		cat, err := rest.NewCatalog(ctx, "icehold", shared.URL, rest.WithOAuthToken(shared.Token), rest.WithWarehouseLocation(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.CreateNamespace(ctx, table.Identifier{"n"}, nil); err != nil {
-			t.Fatal(err)
-		}
+		name, wh, cat := wideCatalog(t, srv, "wide")
 		tbl := writtenTable(t, cat, "n", "t", nil, false)
 		loc := strings.TrimRight(tbl.Location(), "/")
 		loose := []string{wh + "/n/loose.parquet", wh + "/elsewhere/x.parquet", loc + "-sibling/x.parquet"}
 		putObjects(t, srv, append(loose, loc+"/data/uncommitted.parquet")...)
 		before := objectsUnder(t, srv, loc)
-		mustCall(t, 204, "DELETE", "/v1/"+name+"/namespaces/n/tables/t?purgeRequested=true", shared.Token, nil)
-		var list struct {
-			Jobs []jobJSON `json:"jobs"`
-		}
-		mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs", shared.Token, nil), &list)
-		if len(list.Jobs) != 1 {
-			t.Fatalf("%d jobs", len(list.Jobs))
-		}
-		var job jobJSON
-		waitFor(t, "the job", time.Minute, func() bool {
-			mustDecode(t, mustCall(t, 200, "GET", router.JobPath(name, list.Jobs[0].ID), shared.Token, nil), &job)
-			return job.State == store.JobSucceeded
-		})
+		job := purgeWide(t, name)
 		assertNothingLeft(t, srv, job, loc, before, 1)
 		now := bucketObjects(t, srv)
 		for _, p := range loose {

@@ -20,8 +20,6 @@ import (
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/awsconfig"
 	"github.com/icehold/icehold/shared/partitions"
-	"github.com/icehold/icehold/shared/router"
-	"github.com/icehold/icehold/shared/store"
 )
 
 // vendedFor loads a table asking for vended credentials as token, checks
@@ -427,12 +425,10 @@ func TestVendedSessionsEndWithTheirDuration(t *testing.T) {
 	}
 }
 
-// On the versioned warehouse (the embedded S3's, moto's; the test skips
-// on an S3 that keeps none) a purge leaves nothing
-// under the table's location, versions and delete markers included, even
-// of a file an engine overwrote (two versions) before the drop.
-func TestPurgeLeavesNoVersion(t *testing.T) {
-	srv := localOnly(t)
+// versionedS3: a client of the warehouse's S3, which must keep versions
+// (the test skips on one that keeps none).
+func versionedS3(t *testing.T, srv *server.Server) *s3.Client {
+	t.Helper()
 	ctx := context.Background()
 	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
 	cfg, _ := awsconfig.Load(ctx, ep)
@@ -440,6 +436,17 @@ func TestPurgeLeavesNoVersion(t *testing.T) {
 	if v, err := s3c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(srv.Info.Bucket)}); err != nil || v.Status != "Enabled" {
 		t.Skipf("the warehouse keeps no versions here (%v): run under make test-moto", err)
 	}
+	return s3c
+}
+
+// On the versioned warehouse (the embedded S3's, moto's; the test skips
+// on an S3 that keeps none) a purge leaves nothing
+// under the table's location, versions and delete markers included, even
+// of a file an engine overwrote (two versions) before the drop.
+func TestPurgeLeavesNoVersion(t *testing.T) {
+	srv := localOnly(t)
+	ctx := context.Background()
+	s3c := versionedS3(t, srv)
 	cat := client(t, shared.Token)
 	ns := uniq("versions")
 	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
@@ -481,23 +488,8 @@ func TestPurgeLeavesNoVersion(t *testing.T) {
 func TestWarehouseScopePurgeLeavesNoVersionOutsideItsLocation(t *testing.T) {
 	srv := localOnly(t)
 	ctx := context.Background()
-	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
-	cfg, _ := awsconfig.Load(ctx, ep)
-	s3c := awsconfig.S3(cfg, ep)
-	if v, err := s3c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(srv.Info.Bucket)}); err != nil || v.Status != "Enabled" {
-		t.Skipf("the warehouse keeps no versions here (%v): run under make test-moto", err)
-	}
-	name := uniq("widever")
-	wh := "s3://" + srv.Info.Bucket + "/" + name
-	mustCall(t, 201, "POST", "/lifecycle/v1/catalogs", shared.Token, map[string]any{"name": name, "warehouse": wh,
-		"properties": map[string]string{"purge.delete-scope": "warehouse"}})
-	cat, err := rest.NewCatalog(ctx, "icehold", shared.URL, rest.WithOAuthToken(shared.Token), rest.WithWarehouseLocation(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.CreateNamespace(ctx, table.Identifier{"n"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	s3c := versionedS3(t, srv)
+	name, _, cat := wideCatalog(t, srv, "widever")
 	tbl := writtenTable(t, cat, "n", "t", nil, false)
 	data, _ := reachable(t, tbl)
 	var src string
@@ -519,19 +511,7 @@ func TestWarehouseScopePurgeLeavesNoVersionOutsideItsLocation(t *testing.T) {
 	if _, err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustCall(t, 204, "DELETE", "/v1/"+name+"/namespaces/n/tables/t?purgeRequested=true", shared.Token, nil)
-	var list struct {
-		Jobs []jobJSON `json:"jobs"`
-	}
-	mustDecode(t, mustCall(t, 200, "GET", "/lifecycle/v1/catalogs/"+name+"/purge-jobs", shared.Token, nil), &list)
-	if len(list.Jobs) != 1 {
-		t.Fatalf("%d jobs", len(list.Jobs))
-	}
-	var job jobJSON
-	waitFor(t, "the job", time.Minute, func() bool {
-		mustDecode(t, mustCall(t, 200, "GET", router.JobPath(name, list.Jobs[0].ID), shared.Token, nil), &job)
-		return job.State == store.JobSucceeded
-	})
+	purgeWide(t, name)
 	out, err := s3c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(srv.Info.Bucket), Prefix: aws.String(outsideKey)})
 	if err != nil {
 		t.Fatal(err)
@@ -549,12 +529,7 @@ func TestWarehouseScopePurgeLeavesNoVersionOutsideItsLocation(t *testing.T) {
 func TestRepairRestoresFromVersions(t *testing.T) {
 	srv := localOnly(t)
 	ctx := context.Background()
-	ep := awsconfig.Endpoints{S3: srv.Info.S3Endpoint, Region: srv.Info.Region, AccessKey: srv.Info.AccessKey, SecretKey: srv.Info.SecretKey}
-	cfg, _ := awsconfig.Load(ctx, ep)
-	s3c := awsconfig.S3(cfg, ep)
-	if v, err := s3c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(srv.Info.Bucket)}); err != nil || v.Status != "Enabled" {
-		t.Skipf("the warehouse keeps no versions here (%v): run under make test-moto", err)
-	}
+	s3c := versionedS3(t, srv)
 	cat := client(t, shared.Token)
 	ns := uniq("repair")
 	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {

@@ -223,17 +223,10 @@ func (s *Sim) gcOffExpiry() *barrier {
 		if err := s.drain(); err != nil { // an expire job deletes through the pipeline
 			return err
 		}
-		after, err := s.keysUnder(g.location)
+		lost, err := s.lostUnder(g.location, before)
 		if err != nil {
 			return err
 		}
-		var lost []string
-		for k := range before {
-			if _, ok := after[k]; !ok {
-				lost = append(lost, k)
-			}
-		}
-		slices.Sort(lost)
 		if len(lost) > 0 {
 			return s.violatef("%s (gc.enabled=false): the retention sweep deleted %d of its files, e.g. %v", g, len(lost), lost[:min(3, len(lost))])
 		}
@@ -291,17 +284,10 @@ func (s *Sim) recoveredPurge() *barrier {
 				return err
 			}
 		}
-		after, err := s.keysUnder(g.location)
+		lost, err := s.lostUnder(g.location, before)
 		if err != nil {
 			return err
 		}
-		var lost []string
-		for k := range before {
-			if _, ok := after[k]; !ok {
-				lost = append(lost, k)
-			}
-		}
-		slices.Sort(lost)
 		if len(lost) > 0 {
 			return s.violatef("%s registered back from its pending purge: job %s deleted %d of its files, e.g. %v", g, job, len(lost), lost[:min(3, len(lost))])
 		}
@@ -458,4 +444,20 @@ func (s *Sim) warehouseScope() *barrier {
 		s.logf("   %s.%s.t purged: the unowned file it added went, u's stayed and u read its rows", scopeCatalog, ns)
 		return nil
 	}}
+}
+
+// lostUnder: the keys of before no longer under loc, sorted.
+func (s *Sim) lostUnder(loc string, before map[string]int64) ([]string, error) {
+	after, err := s.keysUnder(loc)
+	if err != nil {
+		return nil, err
+	}
+	var lost []string
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			lost = append(lost, k)
+		}
+	}
+	slices.Sort(lost)
+	return lost, nil
 }
