@@ -148,6 +148,16 @@ func (s *Sim) prefixNames() *barrier {
 		if _, err := s.runFor(s.opNSDropAt(p)); err != nil {
 			return err
 		}
+		// A view route at a table's identifier finds no view (a table and
+		// a view keep apart by identifier): the table stays.
+		for _, method := range []string{"HEAD", "GET", "DELETE"} {
+			if o := s.w.call(s.ctx, admin, method, viewPath(pb, "moved"), nil); o.Status != 404 {
+				return s.violatef("%s %s, the identifier of table %s: %s, want 404", method, viewPath(pb, "moved"), inP, o)
+			}
+		}
+		if o := s.w.call(s.ctx, admin, "HEAD", tablePath(pb, "moved"), nil); inP.state == live && o.Status != 204 {
+			return s.violatef("table %s after view routes at its identifier: HEAD %s", inP, o)
+		}
 		s.acted = true
 		s.logf("   %s emptied by a rename and dropped; %s's soft-deleted table listed under its own name only", p, pb)
 		return nil

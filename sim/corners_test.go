@@ -388,6 +388,28 @@ func (s *Sim) keyedRetry() *barrier {
 		if o := s.w.call(s.ctx, admin, "DELETE", tablePath(ns, name)+"?purgeRequested=true", nil, "Idempotency-Key", dropKey); o.Status != 422 {
 			return s.violatef("key %s of a drop of %s.%s, sent again with ?purgeRequested=true: %s, want 422", dropKey, ns, name, o)
 		}
+		// A replay repeats the handles the first answer gave: a drop with
+		// purge retried after a lost answer still names its job.
+		g3, err := s.freshTable("kp", "", nil)
+		if err != nil || g3 == nil {
+			return err
+		}
+		purgeKey := key + "-purge"
+		keyedPurge := func() Outcome {
+			return s.w.call(s.ctx, admin, "DELETE", tablePath(g3.ns, g3.name)+"?purgeRequested=true", nil, "Idempotency-Key", purgeKey)
+		}
+		purge := s.dropOp(g3.ns, g3.name, g3, admin, true)
+		purge.run = keyedPurge
+		first2, err := s.runFor(purge)
+		if err != nil || first2.Status != 204 {
+			return err
+		}
+		again2 := keyedPurge()
+		for _, h := range []string{"Icehold-Purge-Job", "Location"} {
+			if again2.Header.Get(h) != first2.Header.Get(h) {
+				return s.violatef("the keyed drop with purge of %s sent again: header %s %q, the first answer's %q", g3, h, again2.Header.Get(h), first2.Header.Get(h))
+			}
+		}
 		return nil
 	}}
 }

@@ -281,7 +281,7 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: forge || (from != nil && from.forged),
-			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
+			legalHold: held(res.Metadata.Props["icehold.legal-hold"]), holdProp: res.Metadata.Props["soft-delete.hold-period"]})
 		if from != nil {
 			// An older version holds some of them, rows deleted since
 			// among them; rows the source's own checks never settled (a

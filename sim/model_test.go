@@ -588,3 +588,23 @@ func metaVersion(path string) int {
 }
 
 var _ = iceberg.PrimitiveTypes
+
+// held reads icehold.legal-hold as every path that sets it does (a
+// boolean in any of strconv.ParseBool's spellings).
+func held(v string) bool {
+	on, _ := strconv.ParseBool(v)
+	return on
+}
+
+// spelled writes a boolean as clients do: mostly true/false, sometimes
+// TRUE, True, 1 or t (Spark SQL users write 'TRUE'; held-out 8: a hold
+// read as exactly "true" held nothing written otherwise).
+func (s *Sim) spelled(on bool) string {
+	if s.chance(0.6) {
+		return strconv.FormatBool(on)
+	}
+	if on {
+		return pick(s, []string{"TRUE", "True", "1", "t"})
+	}
+	return pick(s, []string{"FALSE", "False", "0", "f"})
+}

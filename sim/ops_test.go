@@ -448,7 +448,7 @@ func (s *Sim) createOp(ns, name, p, loc string, props map[string]string) *Op {
 func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map[string]string) *Op {
 	op := &Op{keys: tableKeys(ns, name)}
 	var reasons []string
-	if props["icehold.legal-hold"] == "true" && !s.m.canLegalHold(p) {
+	if held(props["icehold.legal-hold"]) && !s.m.canLegalHold(p) {
 		op.invalid = true
 		reasons = append(reasons, p+" sets a legal hold without TABLE_LEGAL_HOLD")
 	}
@@ -512,7 +512,7 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 		}
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation},
-			legalHold: props["icehold.legal-hold"] == "true", holdProp: props["soft-delete.hold-period"]})
+			legalHold: held(props["icehold.legal-hold"]), holdProp: props["soft-delete.hold-period"]})
 		s.logf("   %s created at %s", g, g.location)
 		return s.record(g, g.meta, true)
 	}
@@ -1249,7 +1249,7 @@ func (s *Sim) opUndropAfter(ns, name string) func(Outcome, bool) error {
 		if err := s.record(ug, ug.meta, false); err != nil {
 			return err
 		}
-		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && r.props["icehold.legal-hold"] == "true" && !ug.legalHold {
+		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, ug.meta); err == nil && held(r.props["icehold.legal-hold"]) && !ug.legalHold {
 			ug.holdUnsure = true
 		}
 		s.logf("   %s undropped", ug)
@@ -1394,9 +1394,9 @@ func (s *Sim) opLegalHoldProp() *Op {
 	var on bool
 	switch s.rng.IntN(3) {
 	case 0:
-		set["icehold.legal-hold"], on = "true", true
+		set["icehold.legal-hold"], on = s.spelled(true), true
 	case 1:
-		set["icehold.legal-hold"] = "false"
+		set["icehold.legal-hold"] = s.spelled(false)
 	default:
 		remove = []string{"icehold.legal-hold"}
 	}
@@ -1405,7 +1405,7 @@ func (s *Sim) opLegalHoldProp() *Op {
 
 // opSetLegalHoldProp sets or clears g's legal hold by a commit (an intruder).
 func (s *Sim) opSetLegalHoldProp(g *Gen, p string, on bool) *Op {
-	return s.legalHoldPropOp(g.ns, g.name, g, p, map[string]string{"icehold.legal-hold": fmt.Sprint(on)}, nil, on)
+	return s.legalHoldPropOp(g.ns, g.name, g, p, map[string]string{"icehold.legal-hold": s.spelled(on)}, nil, on)
 }
 
 func (s *Sim) legalHoldPropOp(ns, name string, g *Gen, p string, set map[string]string, remove []string, on bool) *Op {

@@ -46,7 +46,7 @@ func (s *Sim) opTransaction() *Op {
 		ch := txChange{ns: ns, name: name, g: g, set: map[string]string{}}
 		switch s.rng.IntN(6) {
 		case 0, 1:
-			ch.set["icehold.legal-hold"] = fmt.Sprint(s.chance(0.6))
+			ch.set["icehold.legal-hold"] = s.spelled(s.chance(0.6))
 		case 2:
 			v, _ := s.duration()
 			ch.set["soft-delete.hold-period"] = v
@@ -151,7 +151,7 @@ func (s *Sim) txOp(p string, chs []txChange) *Op {
 				continue // moved in the round: the observation finds it
 			}
 			if v, ok := ch.set["icehold.legal-hold"]; ok {
-				g.legalHold, g.holdUnsure = v == "true", false
+				g.legalHold, g.holdUnsure = held(v), false
 			}
 			if slices.Contains(ch.remove, "icehold.legal-hold") {
 				g.legalHold, g.holdUnsure = false, false
@@ -205,7 +205,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 	}
 	s.privileged(op, p, "TABLE_CREATE", "TABLE_WRITE")
 	// The hold the metadata sets is a change of the table's hold.
-	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && (r.props["icehold.legal-hold"] == "true") != t.legalHold && !s.m.canLegalHold(p) {
+	if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && (held(r.props["icehold.legal-hold"])) != t.legalHold && !s.m.canLegalHold(p) {
 		op.want = []int{403}
 		if t.holdUnsure {
 			op.want = append(op.want, 200, 400, 409)
@@ -251,7 +251,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 			if res.Metadata.Location != "" && !overlaps(res.Metadata.Location, old.location) {
 				s.m.moveTo(old, res.Metadata.Location)
 			}
-			old.legalHold, old.holdUnsure = res.Metadata.Props["icehold.legal-hold"] == "true", false
+			old.legalHold, old.holdUnsure = held(res.Metadata.Props["icehold.legal-hold"]), false
 			old.holdProp = res.Metadata.Props["soft-delete.hold-period"]
 			for id, d := range old.rows {
 				old.maybe[id] = d
@@ -275,7 +275,7 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 		s.readopt(res)
 		g := s.m.add(&Gen{uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location, state: live,
 			meta: res.MetadataLocation, metas: []string{res.MetadataLocation}, forged: src.forged,
-			legalHold: res.Metadata.Props["icehold.legal-hold"] == "true", holdProp: res.Metadata.Props["soft-delete.hold-period"]})
+			legalHold: held(res.Metadata.Props["icehold.legal-hold"]), holdProp: res.Metadata.Props["soft-delete.hold-period"]})
 		for _, rows := range []map[int64]string{src.rows, src.maybe, src.ever} {
 			for id, d := range rows {
 				g.maybe[id], g.ever[id] = d, d
@@ -383,7 +383,7 @@ func (s *Sim) viewReplaceOf(v *View, p string) *Op {
 	on := v.legalHold
 	if s.chance(0.4) {
 		on = s.chance(0.5)
-		set["icehold.legal-hold"] = fmt.Sprint(on)
+		set["icehold.legal-hold"] = s.spelled(on)
 	}
 	op := &Op{kind: "view-replace", desc: fmt.Sprintf("%s replaces %s: set %v", p, v, set), keys: append(tableKeys(v.ns, v.name), "uuid:"+v.uuid), want: []int{200}}
 	if _, writes := set["icehold.legal-hold"]; writes && !s.m.canLegalHold(p) {
@@ -530,7 +530,7 @@ func (s *Sim) viewRegistered(ns, name string, src *View) func(o Outcome, _ bool)
 		}
 		s.m.nextID++
 		v := &View{seq: s.m.nextID, uuid: res.Metadata.UUID, ns: ns, name: name, location: res.Metadata.Location,
-			meta: res.MetadataLocation, state: live, legalHold: res.Metadata.Props["icehold.legal-hold"] == "true"}
+			meta: res.MetadataLocation, state: live, legalHold: held(res.Metadata.Props["icehold.legal-hold"])}
 		if old := s.m.views[v.uuid]; old != nil && old.state != gone && old.state != purging {
 			from := "a copy"
 			if src != nil {
