@@ -669,6 +669,14 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.recoveredPurge()
 	case "warehouse-scope":
 		return s.warehouseScope()
+	case "racing-commits":
+		return s.racingCommits()
+	case "required-vending":
+		return s.requiredVending()
+	case "version-window":
+		return s.versionWindow()
+	case "two-generations":
+		return s.twoGenerations()
 	case "quiesce":
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":

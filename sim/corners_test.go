@@ -29,7 +29,7 @@ import (
 // corners are run on a schedule of their own, not drawn among the barriers:
 // each seed's barrier picks are fewer than the barrier kinds, and the
 // corners in the tour left a weighted kind unreached (make sim's coverage).
-var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope"}
+var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope", "racing-commits", "required-vending", "version-window", "two-generations"}
 
 // cornerEvery: one corner is due every so many steps (seven in make sim's
 // 150: over six seeds each of the thirteen corners runs three times or

@@ -241,7 +241,7 @@ func (s *Sim) checkMetrics() error {
 		}
 	}
 	want := map[string]float64{}
-	for _, cat := range []string{catalogName, "simx", "simy", scopeCatalog} {
+	for _, cat := range []string{catalogName, "simx", "simy", scopeCatalog, vendingCatalog} {
 		jobs, err := s.jobsOf(cat)
 		if err != nil {
 			return err

@@ -138,7 +138,7 @@ func (s *Sim) overwriteRepair() *barrier {
 	if len(gs) == 0 {
 		return &barrier{desc: "overwrite and repair: no live table", run: func() error { return nil }}
 	}
-	return s.overwriteRepairOf(pick(s, gs))
+	return s.overwriteRepairOf(pick(s, gs), 0)
 }
 
 // overwriteRepairOf: the overwrite and repair of a committed file of g
@@ -146,8 +146,12 @@ func (s *Sim) overwriteRepair() *barrier {
 // longest), then, when that file is older than the version window (or one
 // time in three), a storage sweep at once: the versions the overwrite and
 // the repair left are noncurrent since now, however old the file (the
-// window counts from the replacement, SPEC §2).
-func (s *Sim) overwriteRepairOf(g *Gen) *barrier {
+// window counts from the replacement, SPEC §2). age > 0: between the
+// overwrite and the repair the clock moves on by age and a storage sweep
+// runs (the version the overwrite replaced is then age old: the sweep
+// keeps it while age is within the version window, whatever the orphan
+// window).
+func (s *Sim) overwriteRepairOf(g *Gen, age time.Duration) *barrier {
 	oldest := s.chance(0.5)
 	sweepAnyway := s.chance(1.0 / 3)
 	return &barrier{kind: "overwrite-repair", desc: "an engine overwrites a committed file of " + g.String() + ", then verify and repair", run: func() error {
@@ -198,6 +202,14 @@ func (s *Sim) overwriteRepairOf(g *Gen) *barrier {
 		s.fresh = nil
 		s.acted = true
 		s.logf("   overwrote %s (%d bytes recorded, %d written)", f, r.sizes[f], len(body))
+		if age > 0 {
+			s.w.clock.Advance(age)
+			s.logf("   now %s, %v after the overwrite", s.w.clock.Now().Format(time.RFC3339), age)
+			if err := s.storageSweep(nil); err != nil {
+				return err
+			}
+			s.acted = true // the overwrite changed state, whatever the sweep did
+		}
 		path := lifecyclePath(g.ns, g.name)
 		o := s.w.call(s.ctx, admin, "GET", path+"/verify", nil)
 		if o.Status != 200 {

@@ -471,7 +471,7 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 		// and a storage sweep at once keeps the versions that left.
 		func() *plan {
 			if g := t.live("a"); g != nil && !g.legalHold && !g.holdUnsure {
-				return &plan{b: s.overwriteRepairOf(g)}
+				return &plan{b: s.overwriteRepairOf(g, 0)}
 			}
 			return nil
 		},
