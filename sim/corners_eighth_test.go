@@ -23,14 +23,21 @@ import (
 // racers: how many appends race.
 const racers = 3
 
-// racingCommits: three engines load a table at one snapshot and append at
-// once. The bucket holds each commit at its metadata write until all three
-// are there, so every one is checked against the same base before any
-// pointer moves: exactly one may win (an optimistic commit is a
+// racingCommits: three writers load a table at one snapshot and commit at
+// once, each one way a client commits: an engine's append (iceberg-go), a
+// single-table commit, a transactions/commit, both asserting the snapshot
+// they read. The bucket holds each commit at its metadata write until all
+// three are there, so every one is checked against the same base before
+// any pointer moves: exactly one may win (an optimistic commit is a
 // compare-and-swap), the others must get a 409 CommitFailedException, and
-// the table must scan its rows and the winner's, none of the losers'.
+// the table must scan its rows and an appending winner's, none of a
+// loser's.
 func (s *Sim) racingCommits() *barrier {
-	return &barrier{kind: "racing-commits", desc: fmt.Sprintf("%d appends to one table from one snapshot at once", racers), run: func() error {
+	ways := make([]string, racers)
+	for i := range ways {
+		ways[i] = pick(s, []string{"append", "append", "commit", "transaction"})
+	}
+	return &barrier{kind: "racing-commits", desc: fmt.Sprintf("%d commits to one table from one snapshot at once: %v", racers, ways), run: func() error {
 		s.acted = false
 		g, err := s.freshTable("rc", "", nil)
 		if err != nil || g == nil {
@@ -48,34 +55,63 @@ func (s *Sim) racingCommits() *barrier {
 				return s.violatef("%s: load: %v", g, err)
 			}
 			tbls = append(tbls, t)
+			if ways[i] != "append" {
+				continue
+			}
 			rows[i] = map[int64]string{}
 			for range 2 {
 				s.m.nextRow++
 				rows[i][s.m.nextRow] = s.day()
 			}
 		}
+		snap := tbls[0].CurrentSnapshot()
+		if snap == nil {
+			return nil
+		}
 		meta, ok := keyOf(strings.TrimRight(g.location, "/") + "/metadata/")
 		if !ok {
 			return nil
 		}
-		release := gate(racers, func(r *http.Request) bool {
+		change := func(i int) map[string]any {
+			return map[string]any{
+				"requirements": []any{map[string]any{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": snap.SnapshotID}},
+				"updates":      []any{map[string]any{"action": "set-properties", "updates": map[string]string{"sim.race": fmt.Sprint(i)}}},
+			}
+		}
+		s.w.srv.S3Emulator.SetObserver(gate(racers, func(r *http.Request) bool {
 			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, ".metadata.json") && strings.Contains(r.URL.Path, "/"+meta)
-		})
-		s.w.srv.S3Emulator.SetObserver(release)
+		}))
 		results := make([]*table.Table, racers)
-		errs := make([]error, racers)
+		outs := make([]string, racers) // how each ended: "" won, else why not
 		var wg sync.WaitGroup
 		for i := range racers {
 			wg.Go(func() {
-				data, err := arrowRows(rows[i])
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				defer data.Release()
-				tx := tbls[i].NewTransaction()
-				if errs[i] = tx.AppendTable(s.ctx, data, 1000, nil); errs[i] == nil {
-					results[i], errs[i] = tx.Commit(s.ctx)
+				switch ways[i] {
+				case "append":
+					data, err := arrowRows(rows[i])
+					if err != nil {
+						outs[i] = err.Error()
+						return
+					}
+					defer data.Release()
+					tx := tbls[i].NewTransaction()
+					if err = tx.AppendTable(s.ctx, data, 1000, nil); err == nil {
+						results[i], err = tx.Commit(s.ctx)
+					}
+					switch {
+					case errors.Is(err, table.ErrCommitFailed):
+						outs[i] = "409"
+					case err != nil:
+						outs[i] = err.Error()
+					}
+				case "commit":
+					o := s.w.call(s.ctx, admin, "POST", tablePath(g.ns, g.name), change(i))
+					outs[i] = raceOutcome(o, 200)
+				case "transaction":
+					c := change(i)
+					c["identifier"] = map[string]any{"namespace": []string{g.ns}, "name": g.name}
+					o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/transactions/commit", map[string]any{"table-changes": []any{c}})
+					outs[i] = raceOutcome(o, 204)
 				}
 			})
 		}
@@ -84,24 +120,44 @@ func (s *Sim) racingCommits() *barrier {
 		s.fresh = nil
 		s.acted = true
 		var won []int
-		for i, err := range errs {
-			switch {
-			case err == nil:
+		for i, out := range outs {
+			switch out {
+			case "":
 				won = append(won, i)
-			case !errors.Is(err, table.ErrCommitFailed):
-				return s.violatef("%s: an append racing %d others from one snapshot: %v, want 200 or 409 CommitFailedException", g, racers-1, err)
+			case "409":
+			default:
+				return s.violatef("%s: a %s racing %d other commits from one snapshot: %s, want a win or 409 CommitFailedException", g, ways[i], racers-1, out)
 			}
 		}
 		if len(won) != 1 {
-			return s.violatef("%s: %d of %d appends from one snapshot were answered 200 (one commit wins a race, the others get 409: two 200s lose an update)", g, len(won), racers)
+			return s.violatef("%s: %d of %d commits from one snapshot (%v) won (one commit wins a race, the others get 409: two wins lose an update)", g, len(won), racers, ways)
 		}
 		w := won[0]
-		if err := s.committed(g.uuid, g.ns, g.name, results[w].MetadataLocation(), rows[w], nil, false); err != nil {
+		t, err := cat.LoadTable(s.ctx, table.Identifier{g.ns, g.name})
+		if err != nil {
+			return s.violatef("%s: load after the race: %v", g, err)
+		}
+		if results[w] != nil && results[w].MetadataLocation() != t.MetadataLocation() {
+			return s.violatef("%s: the winning append committed %s, and the table's metadata is %s", g, results[w].MetadataLocation(), t.MetadataLocation())
+		}
+		if err := s.committed(g.uuid, g.ns, g.name, t.MetadataLocation(), rows[w], nil, false); err != nil {
 			return err
 		}
-		s.logf("   append %d of %d won (%s), the others 409", w+1, racers, results[w].MetadataLocation())
-		return s.checkRows(g, "after appends that raced from one snapshot")
+		s.logf("   the %s (%d of %d) won, the others 409", ways[w], w+1, racers)
+		return s.checkRows(g, "after commits that raced from one snapshot")
 	}}
+}
+
+// raceOutcome: "" for a win (status ok), "409" for a CommitFailedException,
+// else the answer.
+func raceOutcome(o Outcome, ok int) string {
+	switch {
+	case o.Status == ok:
+		return ""
+	case o.Status == 409 && strings.Contains(string(o.Body), "CommitFailedException"):
+		return "409"
+	}
+	return o.String()
 }
 
 // gate returns an S3 observer that holds each request match selects until
