@@ -199,7 +199,7 @@ func (s *Sim) softUUIDs(query string) ([]string, error) {
 func (s *Sim) gcOffExpiry() *barrier {
 	return &barrier{kind: "gc-off-expiry", desc: "a gc.enabled=false table past its snapshots' age, then the retention sweep", run: func() error {
 		s.acted = false
-		g, err := s.freshTable("ge", "", map[string]string{"format-version": "2", "gc.enabled": "false"})
+		g, err := s.freshTable("ge", "", map[string]string{"format-version": "2", "gc.enabled": s.spelled(false)})
 		if err != nil || g == nil {
 			return err
 		}

@@ -32,7 +32,7 @@ import (
 var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope", "racing-commits", "required-vending", "version-window", "two-generations"}
 
 // cornerEvery: one corner is due every so many steps (seven in make sim's
-// 150: over six seeds each of the thirteen corners runs three times or
+// 150: over six seeds each of the seventeen corners is due twice or
 // more), in turn from a place the seed picks.
 const cornerEvery = 20
 
@@ -269,7 +269,7 @@ func (s *Sim) failedJob() *barrier {
 func (s *Sim) gcOff() *barrier {
 	return &barrier{kind: "gc-off", desc: "a table with gc.enabled=false dropped with purge", run: func() error {
 		s.acted = false
-		g, err := s.freshTable("gc", "", map[string]string{"format-version": "2", "gc.enabled": "false"})
+		g, err := s.freshTable("gc", "", map[string]string{"format-version": "2", "gc.enabled": s.spelled(false)})
 		if err != nil || g == nil {
 			return err
 		}

@@ -111,8 +111,11 @@ func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 	}
 	s.privileged(op, p, "TABLE_READ")
 	write := s.may(p, "TABLE_WRITE")
+	// The header is a list of mechanisms (the REST spec): clients name
+	// more than one, in any order.
+	asks := pick(s, []string{"vended-credentials", "vended-credentials", "remote-signing,vended-credentials", "vended-credentials, remote-signing"})
 	op.run = func() Outcome {
-		return s.w.call(s.ctx, p, "GET", tablePath(ns, name), nil, delegation, "vended-credentials")
+		return s.w.call(s.ctx, p, "GET", tablePath(ns, name), nil, delegation, asks)
 	}
 	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {

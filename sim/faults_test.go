@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -154,10 +155,11 @@ var sweepWindows = map[string]time.Duration{"P3D": 72 * time.Hour, "PT6H": 6 * t
 
 func (s *Sim) opCatalogSetting() *Op {
 	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled", "storage-sweep.orphan-window", "storage.version-window"})
-	v := pick(s, []string{"true", "false"})
-	if key == "soft-delete.enabled" && v == "false" && s.chance(0.5) {
-		v = "true" // mostly on: soft delete is what is under test
+	on := s.chance(0.5)
+	if key == "soft-delete.enabled" && !on && s.chance(0.5) {
+		on = true // mostly on: soft delete is what is under test
 	}
+	v := s.spelled(on) // as clients spell a boolean: the model reads it as the catalog does
 	if strings.HasPrefix(key, "storage") {
 		v = pick(s, slices.Sorted(maps.Keys(sweepWindows)))
 	}
@@ -183,7 +185,8 @@ func (s *Sim) window(key string, def time.Duration) time.Duration {
 
 // softOn: the catalog soft-deletes (in the model's view).
 func (s *Sim) softOn(props map[string]string) bool {
-	return !strings.EqualFold(props["soft-delete.enabled"], "false")
+	on, _ := strconv.ParseBool(props["soft-delete.enabled"])
+	return on
 }
 
 // patternGrant: a grant to an IAM pattern that matches the reader alone

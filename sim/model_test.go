@@ -596,6 +596,13 @@ func held(v string) bool {
 	return on
 }
 
+// gcDisabled: a table's properties turn gc off (iceberg-go's GetBool:
+// a value ParseBool reads as false; anything else keeps the default, on).
+func gcDisabled(props map[string]string) bool {
+	on, err := strconv.ParseBool(props["gc.enabled"])
+	return err == nil && !on
+}
+
 // spelled writes a boolean as clients do: mostly true/false, sometimes
 // TRUE, True, 1 or t (Spark SQL users write 'TRUE'; held-out 8: a hold
 // read as exactly "true" held nothing written otherwise).

@@ -77,7 +77,7 @@ func (s *Sim) nestedNamespaces() *barrier {
 		// engine drops the tables, then the namespace); its record stays
 		// and is purged now after the namespace went.
 		var soft string
-		if s.m.catProps["soft-delete.enabled"] == "true" {
+		if s.softOn(s.m.catProps) {
 			o, err := call(200, "POST", path(child)+"/tables", map[string]any{"name": "u", "schema": json.RawMessage(schemaJSON)})
 			if err != nil {
 				return err

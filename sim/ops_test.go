@@ -7,6 +7,7 @@ import (
 	"github.com/icehold/icehold/shared/objects"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -978,7 +979,11 @@ func cloneMap(m map[string]string) map[string]string {
 func (s *Sim) softDropped(g *Gen, props, nsProps map[string]string) {
 	now := s.w.clock.Now()
 	g.state, g.droppedAt, g.softBefore, g.everSoft = soft, now, g.everSoft, true
-	poe := func(m map[string]string) bool { return !strings.EqualFold(m["soft-delete.purge-on-expiry"], "false") }
+	poe := func(m map[string]string) bool {
+		v, set := m["soft-delete.purge-on-expiry"]
+		on, _ := strconv.ParseBool(v)
+		return on || !set // on unless set off
+	}
 	g.purgeOnExpiry, g.poeUnsure = poe(s.m.catProps), props == nil || poe(props) != poe(s.m.catProps)
 	g.purgeAt = now.Add(s.m.holdFor(g))
 	s.logf("   %s soft-deleted, purge at %s (hold %v)", g, g.purgeAt.Format(time.RFC3339), s.m.holdFor(g))
@@ -1077,10 +1082,11 @@ func (s *Sim) softTarget() (ns, name string, gens []*Gen) {
 
 // lifecycleBody renders a lifecycle route's body: mostly the valid one,
 // otherwise a malformed variant (SPEC §2: unknown fields, duplicated keys,
-// nulls and wrong types are a 400 that changes nothing).
+// nulls and wrong types are a 400 that changes nothing); touring, the
+// valid one (the tour is there for a kind's accepted case).
 func (s *Sim) lifecycleBody(fields map[string]any, required string) (body string, bad string) {
 	valid, _ := json.Marshal(fields)
-	if !s.chance(0.3) || !s.allow("bad-body") {
+	if s.touring || !s.chance(0.3) || !s.allow("bad-body") {
 		return string(valid), ""
 	}
 	keys := make([]string, 0, len(fields))

@@ -343,7 +343,7 @@ func (s *Sim) expiryPredictable(g *Gen) bool {
 		return false
 	}
 	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, g.meta)
-	if err != nil || held(r.props["icehold.legal-hold"]) || r.props["gc.enabled"] == "false" || len(r.refs) != len(g.h.refs) {
+	if err != nil || held(r.props["icehold.legal-hold"]) || gcDisabled(r.props) || len(r.refs) != len(g.h.refs) {
 		return false
 	}
 	for k, v := range r.props {

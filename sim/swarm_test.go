@@ -111,8 +111,8 @@ func (s *Sim) tourOp(actor int) *Op {
 	slices.SortStableFunc(kinds, func(a, b string) int {
 		return cmp.Or(cmp.Compare(s.tried[a], s.tried[b]), cmp.Compare(weights[a], weights[b]))
 	})
-	// Touring, a duration is drawn well-formed (a malformed one is
-	// refused whatever else holds).
+	// Touring, a duration and a lifecycle body are drawn well-formed (a
+	// malformed one is refused whatever else holds).
 	s.touring = true
 	defer func() { s.touring = false }()
 	for _, k := range kinds[:min(len(kinds), 5)] {

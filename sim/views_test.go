@@ -144,7 +144,7 @@ func (s *Sim) viewDropOf(v *View) *Op {
 		if o.Status != 204 {
 			return nil
 		}
-		if s.m.catProps["soft-delete.enabled"] == "false" {
+		if !s.softOn(s.m.catProps) {
 			v.state = gone // dropped for good; its files stay (as a table's without purge)
 		} else {
 			v.state = soft
