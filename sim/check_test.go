@@ -28,6 +28,7 @@ type softObs struct {
 	UUID      string   `json:"table-uuid"`
 	Meta      string   `json:"metadata-location"`
 	PurgeAt   string   `json:"purge-at"`
+	Hold      string   `json:"hold-period"`
 	LegalHold bool     `json:"legal-hold"`
 	// PurgeOnExpiry: the catalog's setting when it was dropped.
 	PurgeOnExpiry bool `json:"purge-on-expiry"`

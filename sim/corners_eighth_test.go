@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -193,16 +194,17 @@ const vendingCatalog = "simv"
 // config and every table answer carry no static S3 keys (engines get the
 // table's session only, docs/engines.md), each table answer with a
 // metadata location carries storage credentials, and an engine appends
-// with them.
+// with them. A load revalidated at once is a 304; two minutes before its
+// session expires, a 200 with a fresh session.
 func (s *Sim) requiredVending() *barrier {
 	s.m.nextID++
 	ns := fmt.Sprintf("rv%d", s.m.nextID)
 	return &barrier{kind: "required-vending", desc: "catalog " + vendingCatalog + " requires vended credentials: its config and table answers hand no static keys", run: func() error {
 		s.acted = false
-		call := func(want int, method, path string, body any) (Outcome, error) {
-			o := s.w.call(s.ctx, admin, method, path, body)
+		call := func(want int, method, path string, body any, headers ...string) (Outcome, error) {
+			o := s.w.call(s.ctx, admin, method, path, body, headers...)
 			if o.Status != want {
-				return o, s.violatef("required vending: %s %s: %s, want %d", method, path, o, want)
+				return o, s.violatef("required vending: %s %s %v: %s, want %d", method, path, headers, o, want)
 			}
 			return o, nil
 		}
@@ -248,7 +250,8 @@ func (s *Sim) requiredVending() *barrier {
 			return err
 		}
 		// tableAnswer: a table answer carries no static key, and the
-		// table's session.
+		// table's session; it returns when that session expires.
+		var expires time.Time
 		tableAnswer := func(what string, o Outcome) error {
 			var res struct {
 				Config map[string]string `json:"config"`
@@ -266,6 +269,11 @@ func (s *Sim) requiredVending() *barrier {
 			if len(res.Creds) == 0 {
 				return s.violatef("required vending: %s carries no storage-credentials (vended-credentials required: every table answer does): %s", what, trunc(string(o.Body), 300))
 			}
+			ms, err := strconv.ParseInt(res.Creds[0].Config["s3.session-token-expires-at-ms"], 10, 64)
+			if err != nil {
+				return s.violatef("required vending: %s: a session with no expiry: %v", what, res.Creds[0].Config)
+			}
+			expires = time.UnixMilli(ms)
 			return nil
 		}
 		o, err = call(200, "POST", nsPath+"/tables", map[string]any{"name": "t", "schema": json.RawMessage(schemaJSON)})
@@ -308,6 +316,25 @@ func (s *Sim) requiredVending() *barrier {
 		}
 		if err := tableAnswer("a load answer", o); err != nil {
 			return err
+		}
+		// Revalidated (If-None-Match) at once, the load keeps its
+		// session (304); two minutes before the session expires, within
+		// the five an engine refreshes in, it gets a fresh one (a 304
+		// then would leave it expired keys: docs/spec.md §2, the tag
+		// covers the credentials' expiry).
+		tag := o.Header.Get("ETag")
+		if o, err = call(304, "GET", nsPath+"/tables/t", nil, "If-None-Match", tag); err != nil {
+			return err
+		}
+		s.w.clock.Advance(expires.Sub(s.w.clock.Now()) - 2*time.Minute)
+		if o, err = call(200, "GET", nsPath+"/tables/t", nil, "If-None-Match", tag); err != nil {
+			return err
+		}
+		if err := tableAnswer("a revalidation two minutes before the session expires", o); err != nil {
+			return err
+		}
+		if left := expires.Sub(s.w.clock.Now()); left < 10*time.Minute {
+			return s.violatef("required vending: a revalidation two minutes before the session expires hands a session with %v to live", left)
 		}
 		if _, err := call(204, "DELETE", nsPath+"/tables/t?purgeRequested=true", nil); err != nil {
 			return err

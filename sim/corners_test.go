@@ -140,125 +140,135 @@ func (s *Sim) drainTo(g *Gen, want, why string) (jobView, error) {
 // its metadata file cannot be read (a bad version put over it before the
 // pipeline runs): its job must end FAILED and keep its claims (a create at
 // the location is refused, naming it; no one without CATALOG_MANAGE may
-// retry or abandon it). With the metadata back, the operator either
-// retries it (to SUCCEEDED, with S3 throttling two keys of its deletes:
-// the counters stay exact) or abandons it (the claims go, every file
-// stays, and a create there is accepted).
+// retry or abandon it). With the metadata back, the operator retries one
+// such job (to SUCCEEDED, with S3 throttling two keys of its deletes: the
+// counters stay exact) and abandons another (the claims go, every file
+// stays, and a create there is accepted). Both, each time: the first
+// retry of a job was drawn in half the runs, and a bug in it survived
+// make sim (held-out 9).
 func (s *Sim) failedJob() *barrier {
-	s.m.nextID++
-	loc := warehouse + fmt.Sprintf("/L/fj%d", s.m.nextID)
-	retry := s.chance(0.5)
-	verb := map[bool]string{true: "retried", false: "abandoned"}[retry]
-	return &barrier{kind: "failed-job", desc: "a purge that FAILS (its metadata unreadable) at " + loc + ", then " + verb, run: func() error {
+	return &barrier{kind: "failed-job", desc: "two purges that FAIL (their metadata unreadable), one retried, one abandoned", run: func() error {
 		s.acted = false
-		g, err := s.freshTable("fj", loc, nil)
-		if err != nil || g == nil {
-			return err
-		}
-		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
-			return err
-		}
-		key, _ := keyOf(g.meta)
-		put, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("{ not metadata"))})
-		if err != nil {
-			return fmt.Errorf("spoil %s: %w", key, err)
-		}
-		before, err := s.keysUnder(g.location)
-		if err != nil {
-			return err
-		}
-		j, err := s.drainTo(g, "FAILED", "its metadata file is not one; SPEC §3: metadata unreadable is FAILED")
-		if err != nil {
-			return err
-		}
-		s.acted = true
-		if claims, _ := j.Raw["claims"].([]any); len(claims) == 0 {
-			return s.violatef("%s: its FAILED job %s keeps no claims (docs/operations.md: a FAILED job keeps them until retried or abandoned): %v", g, j.ID, j.Raw)
-		}
-		// teardown-check names it (deleting the stack would strand it).
-		failedListed := func() (bool, error) {
-			rep, err := s.w.srv.Catalog.Teardown(s.ctx)
-			if err != nil {
-				return false, s.violatef("teardown-check: %v", err)
-			}
-			return slices.ContainsFunc(rep.Failed, func(l string) bool { return strings.Contains(l, j.ID) }), nil
-		}
-		if listed, err := failedListed(); err != nil {
-			return err
-		} else if !listed {
-			return s.violatef("%s: teardown-check does not name its FAILED job %s, which keeps its claims", g, j.ID)
-		}
-		jobPath := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs/" + url.PathEscape(j.ID)
-		probe := map[string]any{"name": "probe", "schema": json.RawMessage(schemaJSON), "location": loc}
-		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/tables", probe); o.Status != 409 {
-			return s.violatef("%s: a create at %s while its FAILED job %s keeps the location: %s, want 409", g, loc, j.ID, o)
-		}
-		for _, p := range []string{writer, reader} {
-			if s.may(p, "CATALOG_MANAGE") {
-				continue
-			}
-			for _, v := range []string{"retry", "abandon"} {
-				if o := s.w.call(s.ctx, p, "POST", jobPath+"/"+v, nil); o.Status != 403 {
-					return s.violatef("%s (without CATALOG_MANAGE) %s FAILED job %s: %s, want 403", p, v, j.ID, o)
-				}
-			}
-		}
-		// The metadata back: the bad version removed by its id.
-		if _, err := s.w.s3.DeleteObject(s.ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: put.VersionId}); err != nil {
-			return fmt.Errorf("restore %s: %w", key, err)
-		}
-		if retry {
-			if o := s.w.call(s.ctx, admin, "POST", jobPath+"/retry", nil); o.Status != 202 {
-				return s.violatef("admin retries FAILED job %s: %s, want 202", j.ID, o)
-			}
-			// S3 throttles two keys of the retry's deletes: retried, each
-			// counted once (checkCounters at the check).
-			var n atomic.Int32
-			s.afterHeal = func() {
-				s.w.srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Code: "SlowDown", Match: func(string) bool { return n.Add(1) <= 2 }})
-			}
-			j, err = s.drainTo(g, "SUCCEEDED", "retried with its metadata back")
-			s.w.srv.S3Emulator.SetKeyFault(nil)
-			if err != nil {
+		for _, retry := range []bool{true, false} {
+			s.m.nextID++
+			if err := s.failedJobAt(warehouse+fmt.Sprintf("/L/fj%d", s.m.nextID), retry); err != nil {
 				return err
 			}
-			s.logf("   %s: job %s retried to SUCCEEDED", g, j.ID)
-			return nil // the check holds it to a purge's promises
-		}
-		o := s.w.call(s.ctx, admin, "POST", jobPath+"/abandon", nil)
-		if o.Status != 200 {
-			return s.violatef("admin abandons FAILED job %s: %s, want 200", j.ID, o)
-		}
-		if j, err = s.job(g.job); err != nil {
-			return err
-		}
-		if claims, _ := j.Raw["claims"].([]any); j.State != "FAILED" || len(claims) > 0 {
-			return s.violatef("%s: abandoned job %s is %s with claims %v, want FAILED with none", g, j.ID, j.State, j.Raw["claims"])
-		}
-		after, err := s.keysUnder(g.location)
-		if err != nil {
-			return err
-		}
-		for k := range before {
-			if _, ok := after[k]; !ok {
-				return s.violatef("%s: abandoning job %s deleted %s (an abandon leaves every file)", g, j.ID, k)
-			}
-		}
-		if listed, err := failedListed(); err != nil {
-			return err
-		} else if listed {
-			return s.violatef("%s: teardown-check still names job %s, abandoned", g, j.ID)
-		}
-		g.state = released
-		s.logf("   %s: job %s abandoned; its %d files stay, owned by nobody", g, j.ID, len(after))
-		// Its location free again: a create there is accepted.
-		if o, err := s.runFor(s.createOp(g.ns, "fjtaken"+fmt.Sprint(s.m.nextID), admin, loc, map[string]string{"format-version": "2"})); err != nil {
-			return err
-		} else if o.Status != 200 {
-			return s.violatef("a create at %s after job %s was abandoned: %s, want 200 (its claims went)", loc, j.ID, o)
 		}
 		return nil
 	}}
+}
+
+// failedJobAt: a table at loc, its purge FAILED, then retried or
+// abandoned (failedJob).
+func (s *Sim) failedJobAt(loc string, retry bool) error {
+	g, err := s.freshTable("fj", loc, nil)
+	if err != nil || g == nil {
+		return err
+	}
+	if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
+		return err
+	}
+	key, _ := keyOf(g.meta)
+	put, err := s.w.s3.PutObject(s.ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("{ not metadata"))})
+	if err != nil {
+		return fmt.Errorf("spoil %s: %w", key, err)
+	}
+	before, err := s.keysUnder(g.location)
+	if err != nil {
+		return err
+	}
+	j, err := s.drainTo(g, "FAILED", "its metadata file is not one; SPEC §3: metadata unreadable is FAILED")
+	if err != nil {
+		return err
+	}
+	s.acted = true
+	if claims, _ := j.Raw["claims"].([]any); len(claims) == 0 {
+		return s.violatef("%s: its FAILED job %s keeps no claims (docs/operations.md: a FAILED job keeps them until retried or abandoned): %v", g, j.ID, j.Raw)
+	}
+	// teardown-check names it (deleting the stack would strand it).
+	failedListed := func() (bool, error) {
+		rep, err := s.w.srv.Catalog.Teardown(s.ctx)
+		if err != nil {
+			return false, s.violatef("teardown-check: %v", err)
+		}
+		return slices.ContainsFunc(rep.Failed, func(l string) bool { return strings.Contains(l, j.ID) }), nil
+	}
+	if listed, err := failedListed(); err != nil {
+		return err
+	} else if !listed {
+		return s.violatef("%s: teardown-check does not name its FAILED job %s, which keeps its claims", g, j.ID)
+	}
+	jobPath := "/lifecycle/v1/catalogs/" + catalogName + "/purge-jobs/" + url.PathEscape(j.ID)
+	probe := map[string]any{"name": "probe", "schema": json.RawMessage(schemaJSON), "location": loc}
+	if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns)+"/tables", probe); o.Status != 409 {
+		return s.violatef("%s: a create at %s while its FAILED job %s keeps the location: %s, want 409", g, loc, j.ID, o)
+	}
+	for _, p := range []string{writer, reader} {
+		if s.may(p, "CATALOG_MANAGE") {
+			continue
+		}
+		for _, v := range []string{"retry", "abandon"} {
+			if o := s.w.call(s.ctx, p, "POST", jobPath+"/"+v, nil); o.Status != 403 {
+				return s.violatef("%s (without CATALOG_MANAGE) %s FAILED job %s: %s, want 403", p, v, j.ID, o)
+			}
+		}
+	}
+	// The metadata back: the bad version removed by its id.
+	if _, err := s.w.s3.DeleteObject(s.ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: put.VersionId}); err != nil {
+		return fmt.Errorf("restore %s: %w", key, err)
+	}
+	if retry {
+		if o := s.w.call(s.ctx, admin, "POST", jobPath+"/retry", nil); o.Status != 202 {
+			return s.violatef("admin retries FAILED job %s: %s, want 202", j.ID, o)
+		}
+		// S3 throttles two keys of the retry's deletes: retried, each
+		// counted once (checkCounters at the check).
+		var n atomic.Int32
+		s.afterHeal = func() {
+			s.w.srv.S3Emulator.SetKeyFault(&emulators.KeyFault{Code: "SlowDown", Match: func(string) bool { return n.Add(1) <= 2 }})
+		}
+		j, err = s.drainTo(g, "SUCCEEDED", "retried with its metadata back")
+		s.w.srv.S3Emulator.SetKeyFault(nil)
+		if err != nil {
+			return err
+		}
+		s.logf("   %s: job %s retried to SUCCEEDED", g, j.ID)
+		return nil // the check holds it to a purge's promises
+	}
+	o := s.w.call(s.ctx, admin, "POST", jobPath+"/abandon", nil)
+	if o.Status != 200 {
+		return s.violatef("admin abandons FAILED job %s: %s, want 200", j.ID, o)
+	}
+	if j, err = s.job(g.job); err != nil {
+		return err
+	}
+	if claims, _ := j.Raw["claims"].([]any); j.State != "FAILED" || len(claims) > 0 {
+		return s.violatef("%s: abandoned job %s is %s with claims %v, want FAILED with none", g, j.ID, j.State, j.Raw["claims"])
+	}
+	after, err := s.keysUnder(g.location)
+	if err != nil {
+		return err
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			return s.violatef("%s: abandoning job %s deleted %s (an abandon leaves every file)", g, j.ID, k)
+		}
+	}
+	if listed, err := failedListed(); err != nil {
+		return err
+	} else if listed {
+		return s.violatef("%s: teardown-check still names job %s, abandoned", g, j.ID)
+	}
+	g.state = released
+	s.logf("   %s: job %s abandoned; its %d files stay, owned by nobody", g, j.ID, len(after))
+	// Its location free again: a create there is accepted.
+	if o, err := s.runFor(s.createOp(g.ns, "fjtaken"+fmt.Sprint(s.m.nextID), admin, loc, map[string]string{"format-version": "2"})); err != nil {
+		return err
+	} else if o.Status != 200 {
+		return s.violatef("a create at %s after job %s was abandoned: %s, want 200 (its claims went)", loc, j.ID, o)
+	}
+	return nil
 }
 
 // --- gc.enabled=false ---
@@ -405,6 +415,9 @@ func (s *Sim) keyedRetry() *barrier {
 			return err
 		}
 		again2 := keyedPurge()
+		if again2.Status != first2.Status || !bytes.Equal(again2.Body, first2.Body) {
+			return s.violatef("the keyed drop with purge of %s sent again: %s, want the first answer %s replayed", g3, again2, first2)
+		}
 		for _, h := range []string{"Icehold-Purge-Job", "Location"} {
 			if again2.Header.Get(h) != first2.Header.Get(h) {
 				return s.violatef("the keyed drop with purge of %s sent again: header %s %q, the first answer's %q", g3, h, again2.Header.Get(h), first2.Header.Get(h))

@@ -337,6 +337,15 @@ func (s *Sim) checkSoftDeletedDetails(evs []eventLine) error {
 		if err1 != nil || err2 != nil || !at.Equal(want) {
 			return s.violatef("soft-deleted %s.%s (%s): its TableSoftDeleted event says purge-at %q, the record %q", strings.Join(rs[0].Namespace, "."), rs[0].Name, short(uuid), got, rs[0].PurgeAt)
 		}
+		// The hold the drop applied (its table's, its namespace's, its
+		// catalog's or the default), as the record says (held-out 9: the
+		// table's own property announced, empty when inherited).
+		hold, _ := es[0].Detail.Detail["hold-period"].(string)
+		d1, ok1 := parseHold(hold)
+		d2, ok2 := parseHold(rs[0].Hold)
+		if !ok1 || !ok2 || d1 != d2 {
+			return s.violatef("soft-deleted %s.%s (%s): its TableSoftDeleted event says hold-period %q, the record %q", strings.Join(rs[0].Namespace, "."), rs[0].Name, short(uuid), hold, rs[0].Hold)
+		}
 	}
 	return nil
 }

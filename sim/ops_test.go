@@ -1544,7 +1544,7 @@ func (s *Sim) opCatalogHold() *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
 	}
-	op.after = func(o Outcome, _ bool) error {
+	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {
 			return nil
 		}
@@ -1553,7 +1553,10 @@ func (s *Sim) opCatalogHold() *Op {
 		} else {
 			s.m.catProps["soft-delete.hold-period"] = v
 		}
-		return nil
+		if contended {
+			return nil
+		}
+		return s.catalogAnswered(o, "soft-delete.hold-period", v, remove)
 	}
 	return op
 }

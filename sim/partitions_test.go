@@ -105,8 +105,14 @@ func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read 
 	// that removed data (a delete or an overwrite) makes the drop a 409.
 	removed := false
 	if r := s.readable(g); r != nil && r.current != 0 && (read != 0 || s.chance(0.3)) {
+		// The ancestors the metadata still holds: a parent an expiry
+		// removed is no snapshot a caller can have read on main (the
+		// catalog answers 409 "expired"; soak seed 1005 step 274).
 		var chain []int64
 		for id := r.current; id != 0 && !slices.Contains(chain, id); id = r.snapParent[id] {
+			if _, held := r.snapFiles[id]; !held {
+				break
+			}
 			chain = append(chain, id)
 		}
 		i := s.rng.IntN(len(chain))

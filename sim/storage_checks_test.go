@@ -499,11 +499,28 @@ func (s *Sim) scopeHoldOf(g *Gen, catalogWide, sweep bool) *barrier {
 				}
 			}
 		}
-		o := set(admin, pick(s, lifts))
+		lift := pick(s, lifts)
+		o := set(admin, lift)
 		if o.Status != 200 {
 			return s.violatef("admin lifts the legal hold of %s: %s", scope, o)
 		}
 		lifted = true
+		// The lift reads back: a removal or a false (a lift lost behind a
+		// 200 holds every table of the scope).
+		if catalogWide {
+			_, removal := lift["removals"]
+			if err := s.catalogAnswered(o, "icehold.legal-hold", "false", removal); err != nil {
+				return err
+			}
+		} else {
+			o := s.w.call(s.ctx, admin, "GET", "/v1/"+catalogName+"/namespaces/"+url.PathEscape(g.ns), nil)
+			var ns struct {
+				Properties map[string]string `json:"properties"`
+			}
+			if err := json.Unmarshal(o.Body, &ns); o.Status != 200 || err != nil || held(ns.Properties["icehold.legal-hold"]) {
+				return s.violatef("namespace %s read after its legal hold was lifted (%v): %s", g.ns, lift, o)
+			}
+		}
 		s.logf("   %s held and released", scope)
 		return nil
 	}}
@@ -558,11 +575,41 @@ func (s *Sim) catalogPropsOp(desc string, body any, key, v string) *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", body)
 	}
-	op.after = func(o Outcome, _ bool) error {
-		if o.Status == 200 {
-			s.m.catProps[key] = v
+	op.after = func(o Outcome, contended bool) error {
+		if o.Status != 200 {
+			return nil
 		}
-		return nil
+		s.m.catProps[key] = v
+		if contended {
+			return nil
+		}
+		return s.catalogAnswered(o, key, v, false)
 	}
 	return op
+}
+
+// catalogAnswered: a catalog properties answer shows what its request
+// wrote: key as v, or (gone) not at all (held-out 9: removals lost while
+// the answer said 200).
+func (s *Sim) catalogAnswered(o Outcome, key, v string, gone bool) error {
+	var c struct {
+		Properties map[string]string `json:"properties"`
+	}
+	if err := json.Unmarshal(o.Body, &c); err != nil {
+		return s.violatef("catalog properties answer: %v: %s", err, o)
+	}
+	got, has := c.Properties[key]
+	same := got == v
+	if want, ok := parseHold(v); ok {
+		// A duration is stored as the API answers durations (1d: P1D).
+		d, ok := parseHold(got)
+		same = ok && d == want
+	}
+	switch {
+	case gone && has:
+		return s.violatef("the catalog's %s was removed (200), and the answer still carries %q: %s", key, got, o)
+	case !gone && !same:
+		return s.violatef("the catalog's %s was set to %q (200), and the answer carries %q: %s", key, v, got, o)
+	}
+	return nil
 }

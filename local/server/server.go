@@ -426,6 +426,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			"client.region":               Region,
 		},
 		ClientKeys: s.engineKeys,
+		Now:        o.Now,
 	}
 	s.Handler = s.verifySigV4(router.New(s.RouterConfig))
 	served := s.localAPI(s.Handler)

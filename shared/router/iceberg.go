@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/icehold/icehold/shared/catalog"
 	"github.com/icehold/icehold/shared/credentials"
@@ -263,7 +262,7 @@ func (s *server) loadTable(w http.ResponseWriter, r *http.Request) {
 	// A revalidation is answered from the entry alone: no metadata read,
 	// no credentials vended.
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.vendsWrite(r, e) }, time.Now()); ok {
+		if tag, ok := revalidates(inm, tablePath(cat, id.Namespace, id.Name), e.MetadataLocation, mode, vend, func() bool { return s.vendsWrite(r, e) }, s.now()); ok {
 			notModified(w, tag)
 			return
 		}

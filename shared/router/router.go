@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/icehold/icehold/shared/authz"
 	"github.com/icehold/icehold/shared/catalog"
@@ -79,12 +80,24 @@ type Config struct {
 	ClientKeys func(context.Context) map[string]string
 	// DefaultCatalog answers /v1/config without a warehouse.
 	DefaultCatalog string
+	// Now is the clock a revalidation reads a vended tag's expiry by: the
+	// one the credentials were issued by (nil: real time; locally the
+	// server's, which its STS emulation issues sessions by).
+	Now func() time.Time
 }
 
 type server struct {
 	Config
 	store *store.Store
 	mux   *http.ServeMux
+}
+
+// now is the time by Config.Now.
+func (s *server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // New returns the HTTP handler of the whole API.
