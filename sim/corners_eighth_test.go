@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,8 +394,8 @@ func (s *Sim) versionWindow() *barrier {
 // soft-dropped again (admin turns the catalog's soft delete on first if a
 // setting turned it off). An undrop and a purge-now naming neither generation
 // are refused (409, both uuids named) and change nothing; an undrop naming
-// the older brings that one back with its rows; a purge-now naming the
-// newer purges it.
+// the older, renamed into another namespace, brings that one back there
+// with its rows; a purge-now naming the newer purges it.
 func (s *Sim) twoGenerations() *barrier {
 	return &barrier{kind: "two-generations", desc: "two soft-deleted generations of one name: requests naming neither are refused, naming one take that one", run: func() error {
 		s.acted = false
@@ -441,11 +443,17 @@ func (s *Sim) twoGenerations() *barrier {
 				return err
 			}
 		}
-		o := s.w.call(s.ctx, admin, "POST", path+"/undrop", map[string]any{"table-uuid": g1.uuid})
-		if o.Status != 200 {
-			return s.violatef("%s.%s: undrop of the older generation %s by its uuid: %s, want 200", ns, name, short(g1.uuid), o)
+		// The older one comes back by its uuid, renamed into another
+		// namespace (when the model holds one).
+		toNS, toName := ns, name+"r"
+		if others := slices.DeleteFunc(slices.Sorted(maps.Keys(s.m.namespaces)), func(n string) bool { return n == ns }); len(others) > 0 {
+			toNS = pick(s, others)
 		}
-		if err := s.opUndropAfter(ns, name)(o, false); err != nil {
+		o := s.w.call(s.ctx, admin, "POST", path+"/undrop", map[string]any{"table-uuid": g1.uuid, "rename-to": map[string]any{"namespace": []string{toNS}, "name": toName}})
+		if o.Status != 200 {
+			return s.violatef("%s.%s: undrop of the older generation %s by its uuid to %s.%s: %s, want 200", ns, name, short(g1.uuid), toNS, toName, o)
+		}
+		if err := s.undropTo(ns, name, toNS, toName)(o, false); err != nil {
 			return err
 		}
 		if g1.state != live || g2.state != soft {

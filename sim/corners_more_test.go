@@ -130,6 +130,14 @@ func (s *Sim) prefixNames() *barrier {
 			made = append(made, g)
 		}
 		inP, inPb := made[0], made[1]
+		// Locations in the warehouse's bucket outside its prefix, one
+		// whose key starts as the warehouse's does: refused (held-out 9:
+		// a check of the bucket alone placed tables anywhere in it).
+		for _, loc := range []string{"s3://" + bucket + "/" + catalogName + "-" + p + "/t", "s3://" + bucket + "/elsewhere/" + p} {
+			if _, err := s.runFor(s.createOpAt(p, "out", admin, loc, true, true, map[string]string{"format-version": "2"})); err != nil {
+				return err
+			}
+		}
 		if o, err := s.runFor(s.dropOp(pb, "t", inPb, admin, false)); err != nil || o.Status != 204 {
 			return err
 		}

@@ -233,6 +233,12 @@ func (s *Sim) failedJobAt(loc string, retry bool) error {
 		if err != nil {
 			return err
 		}
+		// The retry's own execution ran it: one attempt (a retry that
+		// started under a name Step Functions already knew ran nothing,
+		// and only a reconcile's restart did: held-out 9).
+		if n, _ := num(j.Raw, "attempts"); n != 1 {
+			return s.violatef("%s: job %s, retried and SUCCEEDED with nothing failing, took %v executions, want 1 (the retry's own)", g, j.ID, n)
+		}
 		s.logf("   %s: job %s retried to SUCCEEDED", g, j.ID)
 		return nil // the check holds it to a purge's promises
 	}

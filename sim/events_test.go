@@ -325,6 +325,14 @@ func (s *Sim) checkSoftDeletedDetails(evs []eventLine) error {
 		if e.Type == "TableSoftDeleted" {
 			drops[e.Detail.UUID] = append(drops[e.Detail.UUID], e)
 		}
+		// Every soft drop announces the hold it applied, its record gone
+		// since or not (held-out 9: an inherited hold announced empty).
+		if e.Type == "TableSoftDeleted" || e.Type == "ViewSoftDeleted" {
+			hold, _ := e.Detail.Detail["hold-period"].(string)
+			if _, ok := parseHold(hold); !ok {
+				return s.violatef("a %s event of %s.%s says hold-period %q, no hold a drop applies", e.Type, strings.Join(e.Detail.Namespace, "."), e.Detail.Table, hold)
+			}
+		}
 	}
 	for uuid, rs := range records {
 		es := drops[uuid]

@@ -163,12 +163,18 @@ func (s *Sim) opCatalogSetting() *Op {
 	if strings.HasPrefix(key, "storage") {
 		v = pick(s, slices.Sorted(maps.Keys(sweepWindows)))
 	}
-	body, bad := s.lifecycleBody(map[string]any{"updates": map[string]string{key: v}}, "")
+	fields := map[string]any{"updates": map[string]string{key: v}}
+	if key != "soft-delete.enabled" && s.chance(0.2) {
+		// Back to the default (soft delete itself stays: removed, it is
+		// off).
+		fields, v = map[string]any{"removals": []string{key}}, ""
+	}
+	body, bad := s.lifecycleBody(fields, "")
 	op := s.catalogPropsOp("admin sets the catalog's properties "+trunc(body, 100), body, key, v)
 	switch {
 	case bad != "":
 		op.invalid, op.why, op.want = true, bad, nil
-	case strings.HasPrefix(key, "storage") && sweepWindows[v] == 0:
+	case v != "" && strings.HasPrefix(key, "storage") && sweepWindows[v] == 0:
 		op.invalid, op.why, op.want = true, key+" "+v+" is shorter than an hour", nil
 	}
 	return op

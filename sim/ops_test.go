@@ -1219,8 +1219,28 @@ func (s *Sim) opUndrop() *Op {
 		}
 		return s.w.call(s.ctx, p, "POST", lifecyclePath(ns, name)+"/undrop", b)
 	}
-	op.after = s.opUndropAfter(ns, name)
+	op.after = s.undropTo(ns, name, toNS, toName)
 	return op
+}
+
+// undropTo: opUndropAfter, once the answer names where the undrop was
+// asked to land, toNS.toName (held-out 9: a rename-to's namespace
+// dropped, the table back in its old one under the new name, the
+// answer saying so and the model following it).
+func (s *Sim) undropTo(ns, name, toNS, toName string) func(Outcome, bool) error {
+	after := s.opUndropAfter(ns, name)
+	return func(o Outcome, contended bool) error {
+		if o.Status == 200 {
+			var res struct {
+				Namespace []string `json:"namespace"`
+				Name      string   `json:"name"`
+			}
+			if err := json.Unmarshal(o.Body, &res); err == nil && (strings.Join(res.Namespace, ".") != toNS || res.Name != toName) {
+				return s.violatef("an undrop of %s.%s asked to land at %s.%s answered %s.%s", ns, name, toNS, toName, strings.Join(res.Namespace, "."), res.Name)
+			}
+		}
+		return after(o, contended)
+	}
 }
 
 // opUndropAfter applies an accepted undrop of ns.name: the generation its

@@ -569,7 +569,7 @@ func (s *Sim) catalogSetOp(key, v string) *Op {
 }
 
 // catalogPropsOp: admin posts body to the catalog's properties; accepted,
-// the catalog's key is v.
+// the catalog's key is v ("": removed).
 func (s *Sim) catalogPropsOp(desc string, body any, key, v string) *Op {
 	op := &Op{desc: desc, keys: []string{"props"}, want: []int{200}}
 	op.run = func() Outcome {
@@ -579,11 +579,15 @@ func (s *Sim) catalogPropsOp(desc string, body any, key, v string) *Op {
 		if o.Status != 200 {
 			return nil
 		}
-		s.m.catProps[key] = v
+		if v == "" {
+			delete(s.m.catProps, key)
+		} else {
+			s.m.catProps[key] = v
+		}
 		if contended {
 			return nil
 		}
-		return s.catalogAnswered(o, key, v, false)
+		return s.catalogAnswered(o, key, v, v == "")
 	}
 	return op
 }
