@@ -295,22 +295,8 @@ func (s *Sim) requiredVending() *barrier {
 		if err != nil {
 			return err
 		}
-		rows := map[int64]string{1: s.day()}
-		t, err := cat.LoadTable(s.ctx, table.Identifier{ns, "t"})
-		if err != nil {
-			return s.violatef("required vending: load %s.t: %v", ns, err)
-		}
-		data, err := arrowRows(rows)
-		if err != nil {
+		if err := s.appendWith(cat, ns, "t", map[int64]string{1: s.day()}, "required vending (the vended session)"); err != nil {
 			return err
-		}
-		defer data.Release()
-		tx := t.NewTransaction()
-		if err := tx.AppendTable(s.ctx, data, 1000, nil); err != nil {
-			return s.violatef("required vending: append to %s.t with the vended session: %v", ns, err)
-		}
-		if _, err := tx.Commit(s.ctx); err != nil {
-			return s.violatef("required vending: commit to %s.t: %v", ns, err)
 		}
 		s.acted = true
 		if o, err = call(200, "GET", nsPath+"/tables/t", nil); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -369,21 +370,8 @@ func (s *Sim) warehouseScope() *barrier {
 			return err
 		}
 		rows := map[int64]string{1: s.day(), 2: s.day()}
-		u, err := cat.LoadTable(s.ctx, table.Identifier{ns, "u"})
-		if err != nil {
-			return s.violatef("warehouse scope: load %s.u: %v", ns, err)
-		}
-		data, err := arrowRows(rows)
-		if err != nil {
+		if err := s.appendWith(cat, ns, "u", rows, "warehouse scope"); err != nil {
 			return err
-		}
-		defer data.Release()
-		tx := u.NewTransaction()
-		if err := tx.AppendTable(s.ctx, data, 1000, nil); err != nil {
-			return s.violatef("warehouse scope: append to %s.u: %v", ns, err)
-		}
-		if _, err := tx.Commit(s.ctx); err != nil {
-			return s.violatef("warehouse scope: commit to %s.u: %v", ns, err)
 		}
 		uKeys, err := s.keysUnder(locs["u"])
 		if err != nil {
@@ -406,7 +394,7 @@ func (s *Sim) warehouseScope() *barrier {
 		if err != nil {
 			return s.violatef("warehouse scope: load %s.t: %v", ns, err)
 		}
-		tx = t.NewTransaction()
+		tx := t.NewTransaction()
 		if err := tx.AddFiles(s.ctx, []string{"s3://" + bucket + "/" + uData, "s3://" + bucket + "/" + free}, nil, false); err != nil {
 			return s.violatef("warehouse scope: add files to %s.t: %v", ns, err)
 		}
@@ -437,7 +425,7 @@ func (s *Sim) warehouseScope() *barrier {
 			return err
 		}
 		// u reads its rows, and then goes too: the catalog is left empty.
-		u, err = cat.LoadTable(s.ctx, table.Identifier{ns, "u"})
+		u, err := cat.LoadTable(s.ctx, table.Identifier{ns, "u"})
 		if err != nil {
 			return s.violatef("warehouse scope: load %s.u after t's purge: %v", ns, err)
 		}
@@ -462,6 +450,28 @@ func (s *Sim) warehouseScope() *barrier {
 		s.logf("   %s.%s.t purged: the unowned file it added went, u's stayed and u read its rows", scopeCatalog, ns)
 		return nil
 	}}
+}
+
+// appendWith: a client of a catalog apart from the model's appends rows
+// to ns.name (what: the corner, for a violation).
+func (s *Sim) appendWith(cat *rest.Catalog, ns, name string, rows map[int64]string, what string) error {
+	t, err := cat.LoadTable(s.ctx, table.Identifier{ns, name})
+	if err != nil {
+		return s.violatef("%s: load %s.%s: %v", what, ns, name, err)
+	}
+	data, err := arrowRows(rows)
+	if err != nil {
+		return err
+	}
+	defer data.Release()
+	tx := t.NewTransaction()
+	if err := tx.AppendTable(s.ctx, data, 1000, nil); err != nil {
+		return s.violatef("%s: append to %s.%s: %v", what, ns, name, err)
+	}
+	if _, err := tx.Commit(s.ctx); err != nil {
+		return s.violatef("%s: commit to %s.%s: %v", what, ns, name, err)
+	}
+	return nil
 }
 
 // lostUnder: the keys of before no longer under loc, sorted.
