@@ -181,6 +181,12 @@ func (s *Sim) opRegisterOverwrite() *Op {
 		src = pick(s, s.m.inState(live, soft, released, gone, unregistered))
 	}
 	meta := src.meta
+	if src.state != live && src.state != soft && !s.intact(meta) {
+		// A released table's files may have gone as orphans of the table
+		// that took its location since (soak seed 1071): as for an older
+		// metadata file, the generator leaves it.
+		src, meta = t, t.meta
+	}
 	if len(src.metas) > 1 && s.chance(0.6) {
 		if m := pick(s, src.metas); s.intact(m) {
 			meta = m
