@@ -98,6 +98,11 @@ type World struct {
 	sched *sched
 	gate  *pipeGate
 	hook  func(*pipeGate) func(string) error
+	// crossed: jobs active when the process was killed. A kill between
+	// the job's last write and its metric line loses the line, as a Lambda
+	// killed there would (the record and its event are one transaction;
+	// the metric is a signal): checkMetrics lets each of them be missing.
+	crossed map[string]bool
 }
 
 func (w *World) options() server.Options {
@@ -198,6 +203,16 @@ func (w *World) setup(ctx context.Context) error {
 // cancelled mid-way; every answered write is already in the journals), as
 // a kill would, and starts it again from the state folder.
 func (w *World) restart(ctx context.Context) error {
+	active, err := w.activeJobs(ctx)
+	if err != nil {
+		return err
+	}
+	if w.crossed == nil {
+		w.crossed = map[string]bool{}
+	}
+	for _, a := range active {
+		w.crossed[a.ID] = true
+	}
 	w.closeSecond()
 	w.gate.abort()
 	w.srv.Close()
