@@ -40,6 +40,8 @@ for ((i = 0; i < ${#pids[@]}; i++)); do
 	if [ "$(cat "$bin/shard$i.rc")" != 0 ]; then
 		rc=1
 		grep -A200 'seeds failed:' "$bin/shard$i.out" | grep -E 'seeds failed|^ *seed [0-9]+:' || tail -20 "$bin/shard$i.out"
+		# What each failed on: the shard's output goes with the script.
+		grep -A1 'lifecycle simulation: seed [0-9]* failed at step' "$bin/shard$i.out" | grep -v '^--$' | cut -c1-400
 	fi
 done
 [ $rc -eq 0 ] && echo "soak: $seeds x $steps steps: every seed passed"
