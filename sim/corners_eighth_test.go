@@ -353,7 +353,10 @@ func (s *Sim) versionWindow() *barrier {
 	return &barrier{kind: "version-window", desc: "an overwritten file's old version, older than the orphan window and younger than the version window, through a storage sweep and a repair", run: func() error {
 		s.acted = false
 		orphan := s.window("storage-sweep.orphan-window", defaultOrphanWindow)
-		if version := s.window("storage.version-window", defaultVersionWindow); version-orphan < 4*time.Hour {
+		version := s.window("storage.version-window", defaultVersionWindow)
+		// Two settings at most: a long orphan window shortened may still
+		// outlast a short version window (soak seed 1048: P3D over PT6H).
+		for i := 0; i < 2 && version-orphan < 4*time.Hour; i++ {
 			key, v := "storage.version-window", "P10D"
 			if orphan >= sweepWindows[v]-4*time.Hour {
 				key, v = "storage-sweep.orphan-window", "P3D"
@@ -363,8 +366,8 @@ func (s *Sim) versionWindow() *barrier {
 				return err
 			}
 			orphan = s.window("storage-sweep.orphan-window", defaultOrphanWindow)
+			version = s.window("storage.version-window", defaultVersionWindow)
 		}
-		version := s.window("storage.version-window", defaultVersionWindow)
 		g, err := s.freshTable("vw", "", nil)
 		if err != nil || g == nil {
 			return err
