@@ -634,7 +634,8 @@ func (s *Sim) overwriteRowsOf(g *Gen) *Op {
 	}
 	old, ns, name := s.rowsOf(g), g.ns, g.name
 	repl := map[int64]string{}
-	for _, d := range old {
+	for _, id := range sortedIDs(old) { // in order: each draws (exact replay, soak seed 1042)
+		d := old[id]
 		if s.chance(0.5) {
 			d = s.day()
 		}
