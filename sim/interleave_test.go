@@ -98,6 +98,7 @@ func (w *World) second() *second {
 	db := &pausingDB{DynamoDB: w.ddb}
 	st := store.New(db, server.TableName)
 	cat := catalog.New(st, objects.New(w.s3))
+	cat.SetClock(w.clock.Now)
 	soft := &softdelete.Service{Catalog: cat, Purge: w.srv.Purge, Now: w.clock.Now}
 	cfg := w.srv.RouterConfig
 	cfg.Catalog, cfg.SoftDelete, cfg.Partitions = cat, soft, nil

@@ -366,6 +366,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	st := store.New(ddb, s.names.table)
 	s.Catalog = catalog.New(st, objects.New(awsconfig.S3(cfg, ep)))
 	s.Catalog.SetWarehouseBuckets([]string{o.Bucket}) // the one bucket it serves
+	s.Catalog.SetClock(o.Now)                         // the orphan sweep's clock
 	warehouse := "s3://" + o.Bucket + "/" + o.Catalog
 	demoProps := o.DemoProperties
 	if demoProps == nil {

@@ -55,6 +55,9 @@ type Service struct {
 	authz   Authorizer
 	// buckets a new catalog's warehouse may lie in (none: any).
 	buckets []string
+	// clock stamps intents and records (nil: real time); the orphan sweep
+	// judges intents by the same clock.
+	clock func() time.Time
 }
 
 // New returns the catalog service.
@@ -69,6 +72,17 @@ func (s *Service) Store() *store.Store { return s.store }
 // the ones the deployment's roles may read, write and delete in (the
 // stack's icehold:warehouse-buckets, the local server's bucket). None: any.
 func (s *Service) SetWarehouseBuckets(buckets []string) { s.buckets = buckets }
+
+// SetClock sets the clock intents and records are stamped with (nil: real
+// time): the local server's, which its sweeps also read.
+func (s *Service) SetClock(now func() time.Time) { s.clock = now }
+
+func (s *Service) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
+}
 
 // checkCovered refuses a warehouse in a bucket no role could use.
 func (s *Service) checkCovered(warehouse string) error {
@@ -183,7 +197,7 @@ func (s *Service) CreateCatalog(ctx context.Context, name, warehouse string, pro
 	}
 	c := store.Catalog{
 		Name: name, Warehouse: claim.Hold.URI(), Properties: props,
-		CreatedAt: time.Now().UTC().Format(time.RFC3339), CreatedBy: authz.Principal(ctx),
+		CreatedAt: s.now().UTC().Format(time.RFC3339), CreatedBy: authz.Principal(ctx),
 	}
 	// Its creator manages it: the system scope's right to create catalogs
 	// reaches into none of them.

@@ -94,7 +94,7 @@ func (k kind) claim(c store.Catalog, id Ident, loc string) (store.Claim, error) 
 func (s *Service) newEntry(ctx context.Context, k kind, id Ident, metaLoc, uuid string, props map[string]string) store.TableEntry {
 	e := store.TableEntry{
 		Namespace: id.Namespace, Name: id.Name, MetadataLocation: metaLoc,
-		TableUUID: uuid, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		TableUUID: uuid, CreatedAt: s.now().UTC().Format(time.RFC3339Nano),
 		CreatedBy: authz.Principal(ctx),
 	}
 	if k.view {
@@ -181,7 +181,7 @@ func (s *Service) place(ctx context.Context, cat string, k kind, id Ident, locat
 // insert writes a created entry's first metadata file and then, in one
 // transaction, the entry, its claim and the intent's retirement.
 func (s *Service) insert(ctx context.Context, cat string, k kind, id Ident, p placement, raw []byte, props map[string]string) (TableResult, error) {
-	in := newIntent(cat)
+	in := s.newIntent(cat)
 	metaLoc, raw, err := s.writeMetadataFile(ctx, p.loc, raw, "", in)
 	if err != nil {
 		return TableResult{}, k.err("create", id, err)

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
@@ -167,8 +166,8 @@ func (s *Service) writeMetadataFile(ctx context.Context, location string, raw []
 }
 
 // newIntent starts the pending-write record of one request's metadata files.
-func newIntent(cat string) *store.Intent {
-	return &store.Intent{ID: uuid.NewString(), Catalog: cat, Created: time.Now().UnixNano()}
+func (s *Service) newIntent(cat string) *store.Intent {
+	return &store.Intent{ID: uuid.NewString(), Catalog: cat, Created: s.now().UnixNano()}
 }
 
 // nextVersion derives the next metadata version from the current file name

@@ -388,7 +388,7 @@ func applyUpdates(base table.Metadata, baseLoc string, updates table.Updates) (t
 // CommitTable applies one table's change: a compare-and-swap of its metadata
 // pointer, so a lost race is ErrCommitFailed and never a lost update.
 func (s *Service) CommitTable(ctx context.Context, cat string, id Ident, ch TableChange) (TableResult, error) {
-	st, err := s.stage(ctx, cat, id, ch, newIntent(cat))
+	st, err := s.stage(ctx, cat, id, ch, s.newIntent(cat))
 	if err != nil {
 		return TableResult{}, err
 	}
@@ -444,7 +444,7 @@ func (s *Service) CommitTransaction(ctx context.Context, cat string, changes []T
 	}
 	ctx = WithReadBudget(ctx, MaxRequestReadBytes)
 	seen := map[string]bool{}
-	in := newIntent(cat) // one for every file of the transaction
+	in := s.newIntent(cat) // one for every file of the transaction
 	writes := make([]store.TableWrite, 0, len(changes))
 	ids := make([]Ident, 0, len(changes))
 	for _, ch := range changes {

@@ -184,7 +184,7 @@ func (s *Service) ReplaceView(ctx context.Context, cat string, id Ident, ch View
 			return TableResult{}, fmt.Errorf("replace view %s: %w", id, err)
 		}
 	}
-	in := newIntent(cat)
+	in := s.newIntent(cat)
 	metaLoc, raw, err := s.writeView(ctx, meta, e.MetadataLocation, in)
 	if err != nil {
 		return TableResult{}, fmt.Errorf("replace view %s: %w", id, err)
