@@ -188,7 +188,7 @@ func (s *Service) Drop(ctx context.Context, cat string, id catalog.Ident) (store
 		}
 		j.Execution = j.ID
 		err = s.Store.DropForPurge(ctx, e, j, true, outbox.Records(
-			JobEvent(eventbus.TablePermanentlyDeleted, j, nil), JobEvent(eventbus.PurgeStarted, j, nil))...)
+			JobEvent(eventbus.TablePermanentlyDeleted, j, map[string]any{"purge": true}), JobEvent(eventbus.PurgeStarted, j, nil))...)
 		if errors.Is(err, store.ErrNotFound) && attempt < 5 {
 			continue // a commit moved the pointer (or the entry went): drop what is there now
 		}
