@@ -169,8 +169,14 @@ func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 		}
 		// STS's bounds: at least 15 minutes, at most the hour role
 		// chaining allows (SPEC §2).
-		if d := time.UnixMilli(ms).Sub(s.w.clock.Now()); d < 15*time.Minute-time.Second || d > time.Hour+time.Second {
+		d := time.UnixMilli(ms).Sub(s.w.clock.Now())
+		if d < 15*time.Minute-time.Second || d > time.Hour+time.Second {
 			return s.violatef("%s: a session that lasts %v (STS: 15 minutes to 1 hour under role chaining)", lg, d)
+		}
+		// And as long as the catalog says (held-out 10: the setting
+		// ignored), unless the round changed it.
+		if want := s.vendFor(); s.touched["props"] == 0 && (d < want-time.Minute || d > want+time.Second) {
+			return s.violatef("%s: a session that lasts %v, where the catalog's vended-credentials.duration promises %v", lg, d, want)
 		}
 		s.m.nextSession++
 		// A legal-held table's sessions are read-only, whoever asks (SPEC

@@ -79,6 +79,15 @@ func (s *Sim) checkEvents() error {
 		}
 		byType[e.Type][e.Detail.UUID] = true
 		switch e.Type {
+		case "TablePermanentlyDeleted", "ViewPermanentlyDeleted":
+			// Its purge flag says whether the files go: a job takes them
+			// exactly when it does (held-out 10: the flag read from the
+			// record's purge-on-expiry on a purge-now).
+			flag, ok := e.Detail.Detail["purge"].(bool)
+			job := e.Detail.JobID != "" || e.Detail.Detail["job-id"] != nil
+			if !ok || flag != job {
+				return s.violatef("%s of %s.%s (%s) says purge %v beside job %q %v: the flag must say whether a job takes the files", e.Type, strings.Join(e.Detail.Namespace, "."), e.Detail.Table, e.Detail.UUID, e.Detail.Detail["purge"], e.Detail.JobID, e.Detail.Detail["job-id"])
+			}
 		case "PurgeStarted":
 			started[e.Detail.JobID]++
 		case "PurgeCompleted":

@@ -153,8 +153,13 @@ func (s *Sim) grantTo(p string, privs []string) *Op {
 // (under an hour), refused.
 var sweepWindows = map[string]time.Duration{"P3D": 72 * time.Hour, "PT6H": 6 * time.Hour, "P10D": 240 * time.Hour, "PT30M": 0}
 
+// vendDurations: the vended-credentials.duration values the simulation
+// sets, each with the session length it promises; 0: outside STS's 15
+// minutes to 1 hour, refused.
+var vendDurations = map[string]time.Duration{"PT20M": 20 * time.Minute, "PT45M": 45 * time.Minute, "1h": time.Hour, "PT10M": 0, "PT2H": 0}
+
 func (s *Sim) opCatalogSetting() *Op {
-	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled", "storage-sweep.orphan-window", "storage.version-window"})
+	key := pick(s, []string{"soft-delete.purge-on-expiry", "soft-delete.enabled", "storage-sweep.orphan-window", "storage.version-window", "vended-credentials.duration"})
 	on := s.chance(0.5)
 	if key == "soft-delete.enabled" && !on && s.chance(0.5) {
 		on = true // mostly on: soft delete is what is under test
@@ -162,6 +167,9 @@ func (s *Sim) opCatalogSetting() *Op {
 	v := s.spelled(on) // as clients spell a boolean: the model reads it as the catalog does
 	if strings.HasPrefix(key, "storage") {
 		v = pick(s, slices.Sorted(maps.Keys(sweepWindows)))
+	}
+	if key == "vended-credentials.duration" {
+		v = pick(s, slices.Sorted(maps.Keys(vendDurations)))
 	}
 	fields := map[string]any{"updates": map[string]string{key: v}}
 	if key != "soft-delete.enabled" && s.chance(0.2) {
@@ -176,6 +184,8 @@ func (s *Sim) opCatalogSetting() *Op {
 		op.invalid, op.why, op.want = true, bad, nil
 	case v != "" && strings.HasPrefix(key, "storage") && sweepWindows[v] == 0:
 		op.invalid, op.why, op.want = true, key+" "+v+" is shorter than an hour", nil
+	case v != "" && key == "vended-credentials.duration" && vendDurations[v] == 0:
+		op.invalid, op.why, op.want = true, key+" "+v+" is outside 15 minutes to 1 hour", nil
 	}
 	return op
 }
@@ -187,6 +197,15 @@ func (s *Sim) window(key string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// vendFor: how long the catalog's vended sessions last (the model's view:
+// its vended-credentials.duration, an hour unset).
+func (s *Sim) vendFor() time.Duration {
+	if d := vendDurations[s.m.catProps["vended-credentials.duration"]]; d > 0 {
+		return d
+	}
+	return time.Hour
 }
 
 // softOn: the catalog soft-deletes (in the model's view).

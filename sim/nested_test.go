@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -63,8 +64,18 @@ func (s *Sim) nestedNamespaces() *barrier {
 		if _, err := call(409, "DELETE", path(child)+"/tables/t?purgeRequested=true", nil); err != nil {
 			return err
 		}
-		if _, err := call(200, "POST", path(parent)+"/properties", map[string]any{"removals": []string{"icehold.legal-hold"}}); err != nil {
+		o, err = call(200, "POST", path(parent)+"/properties", map[string]any{"removals": []string{"icehold.legal-hold", "sim.never-set"}})
+		if err != nil {
 			return err
+		}
+		// The answer sorts the keys asked for into removed and missing (the
+		// REST spec's UpdateNamespacePropertiesResponse).
+		var upd struct {
+			Removed []string `json:"removed"`
+			Missing []string `json:"missing"`
+		}
+		if err := json.Unmarshal(o.Body, &upd); err != nil || !slices.Equal(upd.Removed, []string{"icehold.legal-hold"}) || !slices.Equal(upd.Missing, []string{"sim.never-set"}) {
+			return s.violatef("nested namespaces: removing icehold.legal-hold (set) and sim.never-set (never set) answered removed %v, missing %v: %s", upd.Removed, upd.Missing, o)
 		}
 		if _, err := call(204, "DELETE", path(child)+"/tables/t?purgeRequested=true", nil); err != nil {
 			return err

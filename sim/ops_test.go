@@ -211,6 +211,9 @@ func (s *Sim) chance(p float64) bool { return s.rng.Float64() < p }
 // principal picks who sends a request; "unprivileged" off keeps the legal
 // hold's changes to those who may make them.
 func (s *Sim) principal() string {
+	if s.touring {
+		return admin // the tour is for a kind's accepted case
+	}
 	if !s.allow("unprivileged") {
 		if s.m.legalPriv && s.chance(0.3) {
 			return holder
@@ -527,7 +530,7 @@ func (s *Sim) createOpAt(ns, name, p, loc string, plain, outside bool, props map
 // holds none).
 func (s *Sim) target() (ns, name string, g *Gen) {
 	lives := s.m.inState(live)
-	if len(lives) > 0 && s.chance(0.85) {
+	if len(lives) > 0 && (s.touring || s.chance(0.85)) {
 		g = pick(s, lives)
 		return g.ns, g.name, g
 	}
@@ -1073,6 +1076,12 @@ func (s *Sim) expireJobRunning(uuid, except string) bool {
 
 func (s *Sim) softTarget() (ns, name string, gens []*Gen) {
 	softs := s.m.inState(soft)
+	// Mostly an unheld one: held records last (a seed's soft-deleted
+	// tables end up mostly held), and a held one only refuses.
+	unheld := slices.DeleteFunc(slices.Clone(softs), func(g *Gen) bool { return g.legalHold })
+	if len(unheld) > 0 && s.chance(0.6) {
+		softs = unheld
+	}
 	if len(softs) > 0 && s.chance(0.85) {
 		g := pick(s, softs)
 		return g.ns, g.name, s.m.softAt(g.ns, g.name)
@@ -1599,16 +1608,60 @@ func (s *Sim) nsHoldOf(ns, v string, ok bool) *Op {
 	default:
 		op.want = []int{200}
 	}
-	op.run = func() Outcome {
-		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/properties", map[string]any{"updates": map[string]string{"soft-delete.hold-period": v}})
+	body := map[string]any{"updates": map[string]string{"soft-delete.hold-period": v}}
+	remove := ok && s.chance(0.25)
+	if remove {
+		// Back to the catalog's period, and a key it never had.
+		op.desc = fmt.Sprintf("admin removes soft-delete.hold-period and sim.never-set from namespace %s", ns)
+		body = map[string]any{"removals": []string{"soft-delete.hold-period", "sim.never-set"}}
 	}
-	op.after = func(o Outcome, _ bool) error {
-		if o.Status == 200 && s.m.namespaces[ns] != nil {
-			s.m.namespaces[ns]["soft-delete.hold-period"] = v
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/properties", body)
+	}
+	op.after = func(o Outcome, contended bool) error {
+		props := s.m.namespaces[ns]
+		if o.Status != 200 || props == nil {
+			return nil
 		}
-		return nil
+		_, had := props["soft-delete.hold-period"]
+		if !remove {
+			props["soft-delete.hold-period"] = v
+			return nil
+		}
+		delete(props, "soft-delete.hold-period")
+		if contended {
+			return nil
+		}
+		return s.nsRemovalAnswered(o, had)
 	}
 	return op
+}
+
+// nsRemovalAnswered: the answer to removing soft-delete.hold-period (had:
+// the namespace had it) and sim.never-set names each key removed or
+// missing as the namespace had it (the REST spec's
+// UpdateNamespacePropertiesResponse; held-out 10: every key "removed").
+func (s *Sim) nsRemovalAnswered(o Outcome, had bool) error {
+	var res struct {
+		Removed []string `json:"removed"`
+		Missing []string `json:"missing"`
+	}
+	if err := json.Unmarshal(o.Body, &res); err != nil {
+		return s.violatef("namespace properties answer: %v: %s", err, o)
+	}
+	wantRemoved, wantMissing := []string{}, []string{"sim.never-set"}
+	if had {
+		wantRemoved = append(wantRemoved, "soft-delete.hold-period")
+	} else {
+		wantMissing = append(wantMissing, "soft-delete.hold-period")
+	}
+	slices.Sort(res.Removed)
+	slices.Sort(res.Missing)
+	slices.Sort(wantMissing)
+	if !slices.Equal(res.Removed, wantRemoved) || !slices.Equal(res.Missing, wantMissing) {
+		return s.violatef("removing soft-delete.hold-period (the namespace had it: %v) and sim.never-set answered removed %v, missing %v; want removed %v, missing %v", had, res.Removed, res.Missing, wantRemoved, wantMissing)
+	}
+	return nil
 }
 
 // opBadBody sends a malformed body to a lifecycle route that would

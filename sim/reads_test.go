@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 )
 
 // The lifecycle API's reads, so that every operation of it is in the
@@ -59,6 +60,14 @@ func (s *Sim) opRead(kind string) *Op {
 	}
 	op.desc = "admin reads " + path
 	op.run = func() Outcome { return s.w.call(s.ctx, admin, "GET", path, nil) }
+	if kind == "read-verify" {
+		op.after = func(o Outcome, contended bool) error {
+			if o.Status != 200 || contended {
+				return nil
+			}
+			return s.verifyAnswered(o)
+		}
+	}
 	if kind == "read-unregistered" {
 		op.after = func(o Outcome, contended bool) error {
 			if o.Status != 200 || contended {
@@ -139,4 +148,63 @@ func (s *Sim) opReadETag() *Op {
 		return nil
 	}
 	return op
+}
+
+// verifyAnswered: what a verify report calls missing is a file a retained
+// snapshot of the metadata it verified reads (its manifest list, a
+// manifest, a live data or delete file), not one a DELETED entry names
+// (held-out 10: every entry counted), and it is not in the bucket.
+func (s *Sim) verifyAnswered(o Outcome) error {
+	var rep struct {
+		Meta   string `json:"metadata-location"`
+		Checks []struct {
+			Name     string   `json:"name"`
+			OK       bool     `json:"ok"`
+			Examples []string `json:"examples"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(o.Body, &rep); err != nil {
+		return s.violatef("verify answer: %v: %s", err, o)
+	}
+	var named []string
+	for _, c := range rep.Checks {
+		if c.Name != "files-intact" || c.OK {
+			continue
+		}
+		for _, e := range c.Examples {
+			if p, ok := strings.CutSuffix(e, ": missing"); ok {
+				named = append(named, strings.SplitN(p, " (", 2)[0])
+			}
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, rep.Meta)
+	if err != nil {
+		return nil // unreadable: the metadata check says so
+	}
+	read := map[string]bool{}
+	for _, files := range r.snapFiles {
+		for k := range files {
+			read[k] = true
+		}
+	}
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range named {
+		k, ok := keyOf(f)
+		if !ok {
+			continue
+		}
+		if _, there := objs[k]; there {
+			return s.violatef("verify of %s calls %s missing, and it is in the bucket: %s", rep.Meta, f, o)
+		}
+		if !read[k] {
+			return s.violatef("verify of %s calls %s missing, which no retained snapshot reads (a DELETED entry, or no entry, names it): %s", rep.Meta, f, o)
+		}
+	}
+	return nil
 }

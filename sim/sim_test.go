@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -325,6 +326,23 @@ func (s *Sim) run(steps int) error {
 			return fmt.Errorf("create namespace %s: %s", ns, o)
 		}
 		s.m.namespaces[ns] = map[string]string{}
+	}
+	// The seed's catalog settings: in half the seeds expiry keeps the files
+	// (a purge-now still purges), in half sessions last other than the
+	// hour.
+	set := map[string]string{}
+	if s.chance(0.5) {
+		set["soft-delete.purge-on-expiry"] = "false"
+	}
+	if s.chance(0.5) {
+		set["vended-credentials.duration"] = pick(s, []string{"PT20M", "PT45M"})
+	}
+	if len(set) > 0 {
+		if o := s.w.call(s.ctx, admin, "POST", "/lifecycle/v1/catalogs/"+catalogName+"/properties", map[string]any{"updates": set}); o.Status != 200 {
+			return fmt.Errorf("catalog settings %v: %s", set, o)
+		}
+		maps.Copy(s.m.catProps, set)
+		s.logf("setup: catalog settings %v", set)
 	}
 	for s.step = 1; s.step <= steps; s.step++ {
 		start := time.Now()

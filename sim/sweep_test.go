@@ -355,6 +355,11 @@ func (s *Sim) strayWrite(g *Gen) *barrier {
 	if s.chance(1.0 / 3) {
 		back = 0
 	}
+	return s.strayWriteAt(g, back)
+}
+
+// strayWriteAt: the stray write, back ago.
+func (s *Sim) strayWriteAt(g *Gen, back time.Duration) *barrier {
 	return &barrier{kind: "stray-write", desc: fmt.Sprintf("an engine writes a file under %s %v ago and never commits it", g, back), run: func() error {
 		p, ok := keyOf(strings.TrimRight(g.location, "/"))
 		if !ok {

@@ -226,13 +226,21 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 	op.run = func() Outcome {
 		return s.w.call(s.ctx, p, "POST", "/v1/"+catalogName+"/namespaces/"+ns+"/register", map[string]any{"name": name, "metadata-location": meta, "overwrite": true})
 	}
-	op.after = func(o Outcome, _ bool) error {
+	op.after = func(o Outcome, contended bool) error {
 		if o.Status != 200 {
 			return nil
 		}
 		var res createResult
 		if err := json.Unmarshal(o.Body, &res); err != nil {
 			return s.violatef("register answer: %v", err)
+		}
+		if contended {
+			// A commit of the round may have landed first, and its
+			// metadata file (answered 204 in a transaction) is one the
+			// model never saw: the register left it too (soak seed 1046).
+			if err := s.abandonUnder(ns, name); err != nil {
+				return err
+			}
 		}
 		if pg := s.genByUUID(res.Metadata.UUID, ns, name, purging); pg != nil && res.MetadataLocation == pg.meta {
 			// Register as recovery: a drop with purge of the round landed
@@ -683,6 +691,30 @@ func (s *Sim) abandon(g *Gen) {
 			}
 		}
 	}
+}
+
+// abandonUnder: every metadata file now under the location of the table
+// the model holds live at ns.name (after a contended register with
+// overwrite replaced whatever was current).
+func (s *Sim) abandonUnder(ns, name string) error {
+	g := s.m.liveAt(ns, name)
+	if g == nil {
+		return nil
+	}
+	p, ok := keyOf(strings.TrimRight(g.location, "/"))
+	if !ok {
+		return nil
+	}
+	objs, err := s.w.objects(s.ctx)
+	if err != nil {
+		return err
+	}
+	for k := range objs {
+		if strings.HasPrefix(k, p+"/metadata/") && strings.HasSuffix(k, ".metadata.json") {
+			s.m.abandoned[k] = true
+		}
+	}
+	return nil
 }
 
 // txCreateAfterOf: p, short of TABLE_CREATE, commits a transaction whose
