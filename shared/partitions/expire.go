@@ -234,8 +234,13 @@ func (s *Service) unreferencedFiles(ctx context.Context, meta table.Metadata, ex
 		read(m, false)
 	}
 	if expiring {
-		for path, m := range retained {
+		// Every retained manifest is kept before its readers start: they
+		// write kept too (under mu), and a write of this loop beside
+		// theirs was a concurrent map write that crashed the process.
+		for path := range retained {
 			kept[path] = true
+		}
+		for _, m := range retained {
 			read(m, true)
 		}
 	}
