@@ -47,4 +47,3 @@ func TestExpiryReadsManifestsConcurrently(t *testing.T) {
 		t.Errorf("after the expiry the table reads %d rows, want the 20 appended", got)
 	}
 }
-
