@@ -30,11 +30,17 @@ func Record(e eventbus.Event) store.OutboxEvent {
 	return store.OutboxEvent{ID: e.ID, Type: e.Type, Payload: string(payload), Created: e.Time.UnixNano()}
 }
 
-// Records is Record of each event.
+// Records is Record of each event, keyed in the order given: the relay
+// publishes by key, and one change's events (a drop's
+// TablePermanentlyDeleted, then its job's PurgeStarted) must come out as
+// listed even when two share a nanosecond.
 func Records(events ...eventbus.Event) []store.OutboxEvent {
 	out := make([]store.OutboxEvent, len(events))
 	for i, e := range events {
 		out[i] = Record(e)
+		if i > 0 && out[i].Created <= out[i-1].Created {
+			out[i].Created = out[i-1].Created + 1
+		}
 	}
 	return out
 }
