@@ -190,6 +190,9 @@ func (s *Sim) checkEvents() error {
 	if err := s.checkViewEvents(evs); err != nil {
 		return err
 	}
+	if err := s.checkEventOrder(evs); err != nil {
+		return err
+	}
 	if err := s.checkSoftDeletedDetails(evs); err != nil {
 		return err
 	}
@@ -366,6 +369,55 @@ func (s *Sim) checkSoftDeletedDetails(evs []eventLine) error {
 		d2, ok2 := parseHold(rs[0].Hold)
 		if !ok1 || !ok2 || d1 != d2 {
 			return s.violatef("soft-deleted %s.%s (%s): its TableSoftDeleted event says hold-period %q, the record %q", strings.Join(rs[0].Namespace, "."), rs[0].Name, short(uuid), hold, rs[0].Hold)
+		}
+	}
+	return nil
+}
+
+// checkEventOrder: the bus gets a table's events in the order of the
+// changes they report (the outbox relays oldest first; docs/design/purge.md, The event
+// outbox).
+// Only pairs one change orders are held to it, by each event's first
+// delivery (a redelivery may come later): a job's TablePermanentlyDeleted
+// (one transaction with its PurgeStarted, recorded first) before any other
+// event of the job; a job's PurgeCompleted, PurgeFailed or
+// PurgeDeadLettered after a PurgeStarted of it; a uuid's undrops never
+// more than its soft deletes so far (held-out 11: outbox records keyed by
+// the second came out in the order of their random ids).
+func (s *Sim) checkEventOrder(evs []eventLine) error {
+	first := map[string]bool{}
+	byJob := map[string][]string{} // job → the types delivered so far
+	dropped := map[string]int{}    // uuid → soft deletes less undrops so far
+	for i, e := range evs {
+		if first[e.Detail.ID] {
+			continue
+		}
+		first[e.Detail.ID] = true
+		job := e.Detail.JobID
+		if job == "" {
+			job, _ = e.Detail.Detail["job-id"].(string)
+		}
+		if job != "" {
+			before := byJob[job]
+			switch e.Type {
+			case "TablePermanentlyDeleted", "ViewPermanentlyDeleted":
+				if len(before) > 0 {
+					return s.violatef("event %d: job %s's %s (recorded with its PurgeStarted, before it) reached the bus after its %v", i, job, e.Type, before)
+				}
+			case "PurgeCompleted", "PurgeFailed", "PurgeDeadLettered":
+				if !slices.Contains(before, "PurgeStarted") {
+					return s.violatef("event %d: job %s's %s reached the bus before any PurgeStarted of it (so far %v)", i, job, e.Type, before)
+				}
+			}
+			byJob[job] = append(before, e.Type)
+		}
+		switch e.Type {
+		case "TableSoftDeleted", "ViewSoftDeleted":
+			dropped[e.Detail.UUID]++
+		case "TableUndropped", "ViewUndropped":
+			if dropped[e.Detail.UUID]--; dropped[e.Detail.UUID] < 0 {
+				return s.violatef("event %d: %s of %s.%s (%s) reached the bus before the soft delete it undoes", i, e.Type, strings.Join(e.Detail.Namespace, "."), e.Detail.Table, e.Detail.UUID)
+			}
 		}
 	}
 	return nil
