@@ -689,6 +689,8 @@ func (s *Sim) makeBarrierOf(kind string) *barrier {
 		return s.versionWindow()
 	case "two-generations":
 		return s.twoGenerations()
+	case "plain-drop":
+		return s.plainDrop()
 	case "quiesce":
 		return &barrier{desc: "quiesce", run: func() error { return s.quiesce(false) }}
 	case "restart":

@@ -29,18 +29,19 @@ import (
 // corners are run on a schedule of their own, not drawn among the barriers:
 // each seed's barrier picks are fewer than the barrier kinds, and the
 // corners in the tour left a weighted kind unreached (make sim's coverage).
-var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope", "racing-commits", "required-vending", "version-window", "two-generations"}
+var corners = []string{"failed-job", "gc-off", "keyed-retry", "moved-session", "two-catalogs", "listings", "lost-delivery", "authz", "held-drop", "prefix-names", "gc-off-expiry", "recovered-purge", "warehouse-scope", "racing-commits", "required-vending", "version-window", "two-generations", "plain-drop"}
 
 // cornerEvery: one corner is due every so many steps (seven in make sim's
-// 150: over six seeds each of the seventeen corners is due twice or
-// more), in turn from a place the seed picks.
+// 150: over six seeds, each starting three places after the last, each of
+// the eighteen corners is due twice or more), in turn from a place the
+// seed picks.
 const cornerEvery = 20
 
 // corner: the corner barrier due now, if one is (due at steps 10, 30, …;
 // run at the first round from then that no template scripts).
 func (s *Sim) corner() *barrier {
 	for s.cornersRun < (s.step+cornerEvery/2)/cornerEvery {
-		k := corners[(int(s.seed)*5+s.cornersRun)%len(corners)]
+		k := corners[(int(s.seed)*3+s.cornersRun)%len(corners)]
 		s.cornersRun++
 		if !s.without[k] {
 			return s.makeBarrier(k)
@@ -790,8 +791,16 @@ func (s *Sim) lostDelivery() *barrier {
 		if !slices.ContainsFunc(evs, func(e eventLine) bool { return e.Type == "PurgeDeadLettered" && e.Detail.JobID == j.ID }) {
 			return s.violatef("%s: job %s is DEAD_LETTERED and no PurgeDeadLettered event says so", g, j.ID)
 		}
+		// Its deletion started: a register of its own metadata is no
+		// recovery now (the metadata is there: the batch died before
+		// deleting anything).
+		back := s.registerOf(g.ns, g.name, g, g.meta)
+		back.want, back.why = []int{409}, "its job is DEAD_LETTERED: deletion started, so registering it back is a 409 (docs/design/purge.md, Tombstones)"
+		if _, err := s.runFor(back); err != nil {
+			return err
+		}
 		s.acted = true
-		s.logf("   %s: job %s DEAD_LETTERED by reconcile, announced; healed and redriven", g, j.ID)
+		s.logf("   %s: job %s DEAD_LETTERED by reconcile, announced, not recoverable; healed and redriven", g, j.ID)
 		s.crash.Store(nil)
 		return s.drain()
 	}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/catalog"
+	"github.com/icehold/icehold/shared/store"
 )
 
 // Locations, registration, renames and the ownership backfill: the
@@ -50,6 +51,18 @@ func (s *Sim) readopt(res createResult) {
 			u.state = released
 		}
 	}
+}
+
+// deletionStarted: g's purge job has left PENDING (the pipeline is held
+// between settles, so a job read so now cannot go back): a register of
+// its metadata is no recovery any more (docs/design/purge.md, Tombstones;
+// held-out 11: recovery loosened to RUNNING and DEAD_LETTERED jobs).
+func (s *Sim) deletionStarted(g *Gen) bool {
+	if g.job == "" {
+		return false
+	}
+	j, err := s.w.srv.Catalog.Store().GetJob(s.ctx, catalogName, g.job)
+	return err == nil && j.State != store.JobPending
 }
 
 // overlaps: a and b are the same prefix or one holds the other.
@@ -236,7 +249,7 @@ func (s *Sim) registerOp(ns, name, meta string, from *Gen, forge bool) *Op {
 			}
 		case purging: // its files may be going; recovery while PENDING
 			op.want = append(op.want, 400, 409)
-			if !refused {
+			if !refused && !s.deletionStarted(from) {
 				op.want = append(op.want, 200)
 			}
 		case unregistered: // its claims come back to a register of its uuid at its location

@@ -198,7 +198,8 @@ func runSeed(t *testing.T, seed uint64, steps int) string {
 	dir := t.TempDir()
 	s := &Sim{
 		t: t, ctx: context.Background(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}},
+		// Even seeds run with the outbox relay lagging (World.relayLags).
+		w:      &World{dir: filepath.Join(dir, "state"), clock: &Clock{t: startOfClock()}, relayLags: seed%2 == 0},
 		reach:  &reacher{cache: map[string]*reach{}},
 		actors: max(*actorsFlag, 1), without: map[string]bool{}, skip: map[string]bool{}, accepted: map[string]int{}, tried: map[string]int{},
 		free: *freeFlag, sw: newSwarm(seed, !*swarmFlag), pageSize: int(seed % 4), steps: steps,
@@ -319,7 +320,7 @@ func (s *Sim) run(steps int) error {
 		return err
 	}
 	s.m = newModel(s.w.legalPriv)
-	s.logf("setup: catalog %s at %s, soft delete on; TABLE_LEGAL_HOLD known: %v; clock %s", catalogName, warehouse, s.w.legalPriv, s.w.clock.Now().Format(time.RFC3339))
+	s.logf("setup: catalog %s at %s, soft delete on; TABLE_LEGAL_HOLD known: %v; clock %s; outbox relay lagging: %v", catalogName, warehouse, s.w.legalPriv, s.w.clock.Now().Format(time.RFC3339), s.w.relayLags)
 	s.logf("swarm: %s", s.sw.desc)
 	for _, ns := range namespaces {
 		if o := s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}}); o.Status != 200 {

@@ -83,6 +83,10 @@ type World struct {
 	badErrors []string
 	dir       string
 	clock     *Clock
+	// relayLags: no background outbox relay (a stream that lags: the
+	// reconcile drains it later); events pile up and come out together
+	// when a check reads them, so their order is the outbox's own.
+	relayLags bool
 	srv       *server.Server
 	tokens    map[string]string // principal → bearer token
 	ddb       *dynamodb.Client
@@ -106,8 +110,12 @@ type World struct {
 }
 
 func (w *World) options() server.Options {
+	relay := time.Duration(0) // the local default
+	if w.relayLags {
+		relay = -1
+	}
 	return server.Options{
-		Dir: w.dir, Catalog: catalogName,
+		Dir: w.dir, Catalog: catalogName, RelayEvery: relay,
 		DemoProperties: map[string]string{"soft-delete.enabled": "true", "vended-credentials": "allowed"},
 		Now:            w.clock.Now,
 		// Fast pipeline clocks (the semantics are the same).
