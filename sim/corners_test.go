@@ -744,11 +744,14 @@ func (s *Sim) listings() *barrier {
 // delivery without answering (a Lambda timeout, an out-of-memory kill):
 // after its last receive SQS moves it to the DLQ, and the next reconcile,
 // once that receive's lease has run out, must show it: the job
-// DEAD_LETTERED with a dead batch and a PurgeDeadLettered event. Healed
-// and redriven, it ends SUCCEEDED (the check holds it to a purge's
-// promises).
+// DEAD_LETTERED with a dead batch and a PurgeDeadLettered event, and its
+// table no longer recoverable by a register. Healed and redriven, it ends
+// SUCCEEDED (the check holds it to a purge's promises). Then the same for
+// a job that names its files (a table's storage sweep): redriven, it ends
+// SUCCEEDED (held-out 11: such a job left DEAD_LETTERED once its redriven
+// batch was done, to end FAILED keeping its claims).
 func (s *Sim) lostDelivery() *barrier {
-	return &barrier{kind: "lost-delivery", desc: "a purge whose delete batch dies at every delivery without answering", run: func() error {
+	return &barrier{kind: "lost-delivery", desc: "a purge, then a storage sweep, whose delete batch dies at every delivery without answering", run: func() error {
 		s.acted = false
 		g, err := s.freshTable("ld", "", nil)
 		if err != nil || g == nil {
@@ -759,30 +762,9 @@ func (s *Sim) lostDelivery() *barrier {
 		if o, err := s.runFor(s.dropOp(g.ns, g.name, g, admin, true)); err != nil || o.Status != 204 {
 			return err
 		}
-		// The pipeline runs until the batch is in the DLQ.
-		s.w.gate.set(true)
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if n, err := s.w.srv.QueueDepth(s.ctx, true); err == nil && n > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				s.w.gate.set(false)
-				return s.violatef("%s: its delete batch, dying at every delivery, never reached the DLQ in a minute", g)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		s.w.gate.set(false)
-		s.w.clock.Advance(time.Minute) // past the last receive's lease
-		if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
-			return s.violatef("reconcile: %v", err)
-		}
-		j, err := s.job(g.job)
-		if err != nil {
+		j, ok, err := s.deadLettered(g.String(), g.job)
+		if err != nil || !ok {
 			return err
-		}
-		if dead, _ := num(j.Raw, "batches-dead"); j.State != "DEAD_LETTERED" || dead == 0 {
-			return s.violatef("%s: its batch died at its last receive and sits in the DLQ; after a reconcile its job %s is %s with %d dead batches, want DEAD_LETTERED (docs/operations.md)", g, j.ID, j.State, dead)
 		}
 		evs, err := s.events()
 		if err != nil {
@@ -802,8 +784,105 @@ func (s *Sim) lostDelivery() *barrier {
 		s.acted = true
 		s.logf("   %s: job %s DEAD_LETTERED by reconcile, announced, not recoverable; healed and redriven", g, j.ID)
 		s.crash.Store(nil)
-		return s.drain()
+		if err := s.drain(); err != nil {
+			return err
+		}
+		return s.deadSweepBatch()
 	}}
+}
+
+// deadLettered opens the pipeline until job id's batch, dying at every
+// delivery, is in the DLQ, lets that receive's lease run out and
+// reconciles: the job must be DEAD_LETTERED with a dead batch. ok false:
+// the job ended first (it had no batch to delete).
+func (s *Sim) deadLettered(what, id string) (jobView, bool, error) {
+	s.w.gate.set(true)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if n, err := s.w.srv.QueueDepth(s.ctx, true); err == nil && n > 0 {
+			break
+		}
+		if j, err := s.job(id); err == nil && j.State != "PENDING" && j.State != "RUNNING" {
+			s.w.gate.set(false)
+			s.logf("   %s: job %s ended %s before a batch died", what, id, j.State)
+			return j, false, nil
+		}
+		if time.Now().After(deadline) {
+			s.w.gate.set(false)
+			return jobView{}, false, s.violatef("%s: job %s's delete batch, dying at every delivery, never reached the DLQ in a minute", what, id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.w.gate.set(false)
+	s.w.clock.Advance(time.Minute) // past the last receive's lease
+	if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
+		return jobView{}, false, s.violatef("reconcile: %v", err)
+	}
+	j, err := s.job(id)
+	if err != nil {
+		return j, false, err
+	}
+	if dead, _ := num(j.Raw, "batches-dead"); j.State != "DEAD_LETTERED" || dead == 0 {
+		return j, false, s.violatef("%s: its batch died at its last receive and sits in the DLQ; after a reconcile its job %s is %s with %d dead batches, want DEAD_LETTERED (docs/operations.md)", what, j.ID, j.State, dead)
+	}
+	return j, true, nil
+}
+
+// deadSweepBatch: a table's storage sweep finds a stray file past the
+// orphan window; its delete batch dies at every delivery until the job is
+// DEAD_LETTERED; healed and redriven, the job ends SUCCEEDED and the
+// stray is gone.
+func (s *Sim) deadSweepBatch() error {
+	g, err := s.freshTable("lds", "", nil)
+	if err != nil || g == nil {
+		return err
+	}
+	before, err := s.keysUnder(g.location)
+	if err != nil {
+		return err
+	}
+	back := s.window("storage-sweep.orphan-window", defaultOrphanWindow) + 2*24*time.Hour
+	if err := s.strayWriteAt(g, back).run(); err != nil {
+		return err
+	}
+	if _, err := s.w.srv.WriteInventory(s.ctx); err != nil {
+		return s.violatef("inventory report: %v", err)
+	}
+	s.crash.Store(&crashFault{point: "delete.start", every: true})
+	defer s.crash.Store(nil)
+	path := lifecyclePath(g.ns, g.name) + "/storage-sweep"
+	o := s.w.call(s.ctx, admin, "POST", path, nil)
+	if o.Status != 202 {
+		return s.violatef("POST %s: %s, want 202", path, o)
+	}
+	loc := o.Header.Get("Location")
+	id := loc[strings.LastIndex(loc, "/")+1:]
+	what := g.String() + "'s storage sweep"
+	if _, ok, err := s.deadLettered(what, id); err != nil || !ok {
+		return err // no batch: a hold keeps its files
+	}
+	s.crash.Store(nil)
+	if err := s.drain(); err != nil {
+		return err
+	}
+	j, err := s.job(id)
+	if err != nil {
+		return err
+	}
+	if j.State != "SUCCEEDED" {
+		return s.violatef("%s: job %s, its dead batch redriven, ended %s, want SUCCEEDED: %v", what, id, j.State, j.Raw)
+	}
+	after, err := s.keysUnder(g.location)
+	if err != nil {
+		return err
+	}
+	for k := range after {
+		if _, was := before[k]; !was {
+			return s.violatef("%s: job %s SUCCEEDED and left the stray %s", what, id, k)
+		}
+	}
+	s.logf("   %s: job %s DEAD_LETTERED, redriven, SUCCEEDED; the stray went", what, id)
+	return nil
 }
 
 // --- teardown-check at rest ---
