@@ -105,37 +105,9 @@ func (s *Sim) observe() ([]liveObs, []softObs, error) {
 			token = *res.Next
 		}
 	}
-	var softs []softObs
-	token := ""
-	for {
-		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables?kind=table", token)
-		o := s.w.call(s.ctx, admin, "GET", path, nil)
-		if o.Status != 200 {
-			return nil, nil, s.violatef("list soft-deleted tables: %s", o)
-		}
-		var res struct {
-			Tables []struct {
-				softObs
-				ViewUUID string `json:"view-uuid"`
-				Kind     string `json:"kind"`
-			} `json:"tables"`
-			Next *string `json:"next-page-token"`
-		}
-		if err := json.Unmarshal(o.Body, &res); err != nil {
-			return nil, nil, err
-		}
-		for _, r := range res.Tables {
-			// A row names its uuid once, as its kind's (a client tells a
-			// table from a view by it).
-			if r.Kind != "table" || r.UUID == "" || r.ViewUUID != "" {
-				return nil, nil, s.violatef("the soft-deleted tables' listing holds a row of kind %q with table-uuid %q and view-uuid %q: %s", r.Kind, r.UUID, r.ViewUUID, r.ident())
-			}
-			softs = append(softs, r.softObs)
-		}
-		if res.Next == nil || *res.Next == "" {
-			break
-		}
-		token = *res.Next
+	softs, err := s.softListing("table")
+	if err != nil {
+		return nil, nil, err
 	}
 	return lives, softs, nil
 }

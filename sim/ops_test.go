@@ -1307,14 +1307,17 @@ func (s *Sim) opPurgeNow() *Op {
 			free = append(free, g)
 		}
 	}
-	if len(free) > 0 && s.chance(0.5) {
+	if len(free) > 0 && (s.touring || s.chance(0.5)) {
 		g := pick(s, free)
 		ns, name, gens = g.ns, g.name, s.m.softAt(g.ns, g.name)
 	}
 	p := pick(s, []string{admin, admin, writer, writer, holder})
+	if s.touring {
+		p = admin // the tour is for the accepted case
+	}
 	fields := map[string]any{}
 	var g *Gen
-	if len(gens) > 0 && s.chance(0.7) {
+	if len(gens) > 0 && (s.touring || s.chance(0.7)) {
 		g = pick(s, gens)
 		fields["table-uuid"] = g.uuid
 	} else if len(gens) == 1 {

@@ -322,37 +322,13 @@ func (s *Sim) observeViews() (map[string]viewObs, map[string]softObs, error) {
 			token = *res.Next
 		}
 	}
+	rows, err := s.softListing("view")
+	if err != nil {
+		return nil, nil, err
+	}
 	softs := map[string]softObs{}
-	token := ""
-	for {
-		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables?kind=view", token)
-		o := s.w.call(s.ctx, admin, "GET", path, nil)
-		if o.Status != 200 {
-			return nil, nil, s.violatef("list soft-deleted views: %s", o)
-		}
-		var res struct {
-			Tables []struct {
-				softObs
-				ViewUUID string `json:"view-uuid"`
-				Kind     string `json:"kind"`
-			} `json:"tables"`
-			Next *string `json:"next-page-token"`
-		}
-		if err := json.Unmarshal(o.Body, &res); err != nil {
-			return nil, nil, err
-		}
-		for _, r := range res.Tables {
-			if r.Kind != "view" || r.ViewUUID == "" || r.softObs.UUID != "" {
-				// (held-out 10: a view's row kept a table-uuid as well)
-				return nil, nil, s.violatef("the soft-deleted views' listing holds a row of kind %q with view-uuid %q and table-uuid %q: %+v", r.Kind, r.ViewUUID, r.softObs.UUID, r)
-			}
-			r.softObs.UUID = r.ViewUUID
-			softs[r.ViewUUID] = r.softObs
-		}
-		if res.Next == nil || *res.Next == "" {
-			break
-		}
-		token = *res.Next
+	for _, r := range rows {
+		softs[r.UUID] = r
 	}
 	return lives, softs, nil
 }
@@ -434,4 +410,46 @@ func (s *Sim) underView(key string) bool {
 		}
 	}
 	return false
+}
+
+// softListing pages through the soft-deleted listing of one kind ("table"
+// or "view"). Each row must name its uuid once, as its kind's: a client
+// tells a table from a view by it (held-out 10: a view's row kept a
+// table-uuid as well). A view's row comes back with its view-uuid as UUID.
+func (s *Sim) softListing(kind string) ([]softObs, error) {
+	var out []softObs
+	token := ""
+	for {
+		path := s.paged("/lifecycle/v1/catalogs/"+catalogName+"/soft-deleted-tables?kind="+kind, token)
+		o := s.w.call(s.ctx, admin, "GET", path, nil)
+		if o.Status != 200 {
+			return nil, s.violatef("list soft-deleted %ss: %s", kind, o)
+		}
+		var res struct {
+			Tables []struct {
+				softObs
+				ViewUUID string `json:"view-uuid"`
+				Kind     string `json:"kind"`
+			} `json:"tables"`
+			Next *string `json:"next-page-token"`
+		}
+		if err := json.Unmarshal(o.Body, &res); err != nil {
+			return nil, err
+		}
+		for _, r := range res.Tables {
+			own, other := r.UUID, r.ViewUUID
+			if kind == "view" {
+				own, other = r.ViewUUID, r.UUID
+			}
+			if r.Kind != kind || own == "" || other != "" {
+				return nil, s.violatef("the soft-deleted %ss' listing holds a row of kind %q with table-uuid %q and view-uuid %q: %s", kind, r.Kind, r.UUID, r.ViewUUID, r.ident())
+			}
+			r.softObs.UUID = own
+			out = append(out, r.softObs)
+		}
+		if res.Next == nil || *res.Next == "" {
+			return out, nil
+		}
+		token = *res.Next
+	}
 }
