@@ -1021,11 +1021,13 @@ func (s *Sim) checkPurges(atRest bool, objs map[string]int64) error {
 		}
 		if r, err := s.reach.of(s.ctx, s.w.srv.Purge.IOProps, meta); err == nil && gcDisabled(r.props) {
 			// gc.enabled=false in the metadata it was purged with: only
-			// the metadata layer goes (soak seed 1075 step 184: a register
-			// with overwrite went back to a file from before the corner
-			// set gc.enabled=true).
+			// the metadata layer that metadata names goes (its log,
+			// manifest lists and manifests; no final listing: files a
+			// register with overwrite left behind stay). Soak seed 1075
+			// step 184: a register with overwrite went back to a file from
+			// before the corner set gc.enabled=true.
 			gcOff = true
-			left = slices.DeleteFunc(left, func(k string) bool { return !strings.Contains(k, "/metadata/") })
+			left = slices.DeleteFunc(left, func(k string) bool { return !strings.Contains(k, "/metadata/") || !r.keys[k] })
 			s.logf("   %s: purged with gc.enabled=false: its data files stay", g)
 		}
 		if len(left) > 0 && !s.skip["leftovers"] {
