@@ -352,6 +352,9 @@ func (s *Sim) expiryPredictable(g *Gen) bool {
 	if err != nil || held(r.props["icehold.legal-hold"]) || gcDisabled(r.props) || len(r.refs) != len(g.h.refs) {
 		return false
 	}
+	if g.minKeep != 0 && r.props["history.expire.min-snapshots-to-keep"] != fmt.Sprint(g.minKeep) {
+		return false // the model's setting is not in the metadata (a register went back before it)
+	}
 	for k, v := range r.props {
 		if k == "history.expire.min-snapshots-to-keep" && v == fmt.Sprint(g.minKeep) {
 			continue // the model's own (minKeepOf)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -267,6 +268,9 @@ func (s *Sim) registerOverwriteOf(t, src *Gen, meta, p string) *Op {
 			}
 			old.legalHold, old.holdUnsure = held(res.Metadata.Props["icehold.legal-hold"]), false
 			old.holdProp = res.Metadata.Props["soft-delete.hold-period"]
+			// The registered file's own expiry setting (soak seed 1066
+			// step 233: back to a file from before minKeepOf set one).
+			old.minKeep, _ = strconv.Atoi(res.Metadata.Props["history.expire.min-snapshots-to-keep"])
 			for id, d := range old.rows {
 				old.maybe[id] = d
 			}
