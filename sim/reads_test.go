@@ -109,6 +109,17 @@ func (s *Sim) opReadETag() *Op {
 		return nil
 	}
 	g := pick(s, lives)
+	// Mostly a table with a ref besides main (a tag, a branch): a refs
+	// answer of main alone shows little.
+	var tagged []*Gen
+	for _, l := range lives {
+		if l.h != nil && len(l.h.refs) > 1 {
+			tagged = append(tagged, l)
+		}
+	}
+	if len(tagged) > 0 && s.chance(0.7) {
+		g = pick(s, tagged)
+	}
 	path := tablePath(g.ns, g.name)
 	var refs, full, again Outcome
 	op := &Op{desc: fmt.Sprintf("admin loads %s with snapshots=refs, then revalidates full loads", g),
@@ -139,6 +150,9 @@ func (s *Sim) opReadETag() *Op {
 		}
 		if full.Status != 200 {
 			return s.violatef("%s: a full load revalidated with the tag of a snapshots=refs answer: %s, want 200 (the tag covers the snapshots mode)", g, full)
+		}
+		if err := s.refsAnswered(g, refs, full); err != nil {
+			return err
 		}
 		var a, b struct {
 			Meta string `json:"metadata-location"`
@@ -211,6 +225,55 @@ func (s *Sim) verifyAnswered(o Outcome) error {
 		if !read[k] {
 			return s.violatef("verify of %s calls %s missing, which no retained snapshot reads (a DELETED entry, or no entry, names it): %s", rep.Meta, f, o)
 		}
+	}
+	return nil
+}
+
+// refsAnswered: a snapshots=refs answer is the full answer's metadata with
+// only the snapshots some ref points at (the REST spec's
+// snapshot-loading-mode): every ref of the full answer is in it, every
+// ref's snapshot is among its snapshots (a client refuses a ref to a
+// snapshot it does not have, and a tag is read by time travel), and
+// nothing else is. Judged only when both answers are of one metadata file.
+func (s *Sim) refsAnswered(g *Gen, refs, full Outcome) error {
+	type answer struct {
+		Meta     string `json:"metadata-location"`
+		Metadata struct {
+			Refs map[string]struct {
+				SnapshotID int64  `json:"snapshot-id"`
+				Type       string `json:"type"`
+			} `json:"refs"`
+			Snapshots []struct {
+				ID int64 `json:"snapshot-id"`
+			} `json:"snapshots"`
+		} `json:"metadata"`
+	}
+	var r, f answer
+	if json.Unmarshal(refs.Body, &r) != nil || json.Unmarshal(full.Body, &f) != nil || r.Meta != f.Meta {
+		return nil // moved in between (an expiry's commit)
+	}
+	have := map[int64]bool{}
+	for _, sn := range r.Metadata.Snapshots {
+		have[sn.ID] = true
+	}
+	pointed := map[int64]bool{}
+	for name, ref := range f.Metadata.Refs {
+		got, ok := r.Metadata.Refs[name]
+		switch {
+		case !ok || got != ref:
+			return s.violatef("%s: a snapshots=refs answer has ref %s as %+v, the full answer as %+v", g, name, got, ref)
+		case !have[ref.SnapshotID]:
+			return s.violatef("%s: a snapshots=refs answer lacks snapshot %d, which its %s %s points at", g, ref.SnapshotID, ref.Type, name)
+		}
+		pointed[ref.SnapshotID] = true
+	}
+	for id := range have {
+		if !pointed[id] {
+			return s.violatef("%s: a snapshots=refs answer has snapshot %d, which no ref points at", g, id)
+		}
+	}
+	if len(r.Metadata.Refs) != len(f.Metadata.Refs) {
+		return s.violatef("%s: a snapshots=refs answer has %d refs, the full answer %d", g, len(r.Metadata.Refs), len(f.Metadata.Refs))
 	}
 	return nil
 }

@@ -163,6 +163,9 @@ type Sim struct {
 	fresh map[string]int64
 	// sessions: the vended sessions engines hold (engines_test.go).
 	sessions []*session
+	// vendTags: an engine's last vended load of a table (principal and
+	// name), whose tag it revalidates with (If-None-Match).
+	vendTags map[string]vendTag
 	// afterHeal runs once in the next drain, after its heal (a fault the
 	// drain must meet: corners_test.go).
 	afterHeal func()

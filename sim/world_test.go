@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog/rest"
@@ -94,6 +95,9 @@ type World struct {
 	http      *http.Client
 	// legalPriv: this build knows TABLE_LEGAL_HOLD (the grant was accepted).
 	legalPriv bool
+	// env2 serves a share of the REST requests with its own grant cache
+	// (environments_test.go).
+	env2 atomic.Pointer[http.Handler]
 	// sec is the second instance (interleavings), built on demand.
 	sec *second
 	// sched passes the token among a round's actors (nil: -sim.free);
@@ -128,7 +132,7 @@ func (w *World) options() server.Options {
 		ReconcileEvery: -1, HoldExpiryEvery: -1, RetentionEvery: -1,
 		// An actor's request interleaves with the other's at its AWS
 		// calls (sched_test.go).
-		Wrap:       serveAs(w.curSched),
+		Wrap:       func(h http.Handler) http.Handler { return serveAs(w.curSched)(w.environments(h)) },
 		APIOptions: []func(*middleware.Stack) error{parkBeforeCalls(w.curSched)},
 	}
 }
@@ -151,6 +155,8 @@ func (w *World) start(ctx context.Context) error {
 	}
 	srv.Purge.Backoff = 2 * time.Millisecond
 	w.srv = srv
+	env2 := secondEnv(srv)
+	w.env2.Store(&env2)
 	w.gate = newPipeGate()
 	if w.hook != nil {
 		srv.Purge.SetCrash(w.hook(w.gate))
