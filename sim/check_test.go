@@ -987,10 +987,14 @@ func (s *Sim) checkPurges(atRest bool, objs map[string]int64) error {
 			s.logf("   %s: purge job %s FAILED: %v", g, j.ID, j.Raw["last-error"])
 			continue
 		}
-		if le, _ := j.Raw["last-error"].(string); j.State == "FAILED" && (strings.Contains(le, "injected fault") || strings.Contains(le, "s3 throttled")) {
-			// The S3 outage the generator injected outlasted the step's
+		le, _ := j.Raw["last-error"].(string)
+		dead, _ := num(j.Raw, "batches-dead")
+		if j.State == "FAILED" && dead == 0 && (strings.Contains(le, "injected fault") || strings.Contains(le, "s3 throttled")) {
+			// The S3 outage the generator injected outlasted a step's
 			// retries: FAILED, attempts exhausted (SPEC §3); what is left
-			// stays (nobody owns it any more).
+			// stays (nobody owns it any more). Not while a batch is dead:
+			// a dead batch waits for its redrive (DEAD_LETTERED), and the
+			// job must not go on to finalize without it.
 			g.state = released
 			s.logf("   %s: purge job %s FAILED under an injected S3 fault", g, j.ID)
 			continue

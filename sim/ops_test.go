@@ -1513,7 +1513,45 @@ func (s *Sim) propsCommittedRefs(o Outcome, ns, name string, refs bool, apply fu
 func (s *Sim) opHoldProp() *Op {
 	ns, name, g := s.target()
 	v, ok := s.duration()
+	if !ok && s.chance(0.6) {
+		if op := s.badChangeOp(); op != nil {
+			return op
+		}
+	}
 	return s.holdPropOf(ns, name, g, v, ok)
+}
+
+// badChangeOp commits a malformed value of a lifecycle property a live
+// table already sets (a change, not an add: a check of the properties a
+// commit adds alone lets it through), by admin; a 4xx that changes
+// nothing is the only answer.
+func (s *Sim) badChangeOp() *Op {
+	type bad struct {
+		g      *Gen
+		key, v string
+	}
+	var cands []bad
+	for _, g := range s.m.inState(live) {
+		if g.holdProp != "" {
+			cands = append(cands, bad{g, "soft-delete.hold-period", pick(s, invalidDurations)})
+		}
+		if g.legalHold && !g.holdUnsure {
+			cands = append(cands, bad{g, "icehold.legal-hold", pick(s, []string{"maybe", "yes", "on", ""})})
+		}
+		if g.minKeep > 0 {
+			cands = append(cands, bad{g, "history.expire.min-snapshots-to-keep", pick(s, []string{"-1", "0x10", "2147483648", "3 snapshots"})})
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	c := pick(s, cands)
+	op := &Op{desc: fmt.Sprintf("admin changes %s of %s to %q", c.key, c.g, c.v), keys: append(tableKeys(c.g.ns, c.g.name), "uuid:"+c.g.uuid),
+		invalid: true, why: c.key + " " + c.v + " is malformed or out of range"}
+	op.run = func() Outcome {
+		return s.commitProps(admin, c.g.ns, c.g.name, map[string]string{c.key: c.v}, nil)
+	}
+	return op
 }
 
 // holdPropOf: admin sets ns.name's own hold period to v (ok: v is valid).

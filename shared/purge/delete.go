@@ -55,6 +55,11 @@ func (s *Service) DeleteBatch(ctx context.Context, m BatchMessage, receiveCount,
 	if err := s.crash("delete.start"); err != nil {
 		return err
 	}
+	// And a point per batch: a fault can kill one batch of a job while
+	// the others go on.
+	if err := s.crash(fmt.Sprintf("delete.start/%d", b.Number)); err != nil {
+		return err
+	}
 	err = s.runBatch(ctx, j, b)
 	if err != nil && !errors.Is(err, errContinue) && (maxReceives == 0 || receiveCount < maxReceives) {
 		s.noteRetry(ctx, j, b, receiveCount, maxReceives, err)
