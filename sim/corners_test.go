@@ -837,6 +837,24 @@ func (s *Sim) deadLettered(what, id string) (jobView, bool, error) {
 	if dead, _ := num(j.Raw, "batches-dead"); j.State != "DEAD_LETTERED" || dead == 0 {
 		return j, false, s.violatef("%s: its batch died at its last receive and sits in the DLQ; after a reconcile its job %s is %s with %d dead batches, want DEAD_LETTERED (docs/operations.md)", what, j.ID, j.State, dead)
 	}
+	// Reconcile keeps running on its schedule while the job waits for
+	// its operator; the workflow's wait must outlast it (a dead batch is
+	// not a done one: the job may not go on to finalize without it).
+	for range 2 {
+		s.w.clock.Advance(time.Minute)
+		if _, err := s.w.srv.Purge.Reconcile(s.ctx); err != nil {
+			return j, false, s.violatef("reconcile: %v", err)
+		}
+	}
+	for range 40 {
+		if j, err = s.job(id); err != nil {
+			return j, false, err
+		}
+		if j.State != "DEAD_LETTERED" {
+			return j, false, s.violatef("%s: job %s, DEAD_LETTERED with a dead batch in the DLQ, became %s under the reconcile schedule before any redrive: %v", what, id, j.State, j.Raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return j, true, nil
 }
 
