@@ -102,6 +102,13 @@ func (s *Sim) opEngineLoad() *Op {
 }
 
 func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
+	return s.engineLoad(ns, name, g, p, s.chance(0.5))
+}
+
+// engineLoad: revalidate, an engine that loaded the table before sends the
+// tag it got (If-None-Match); a 304 keeps the credentials it holds, so a
+// fresh load follows it to see what they should be now.
+func (s *Sim) engineLoad(ns, name string, g *Gen, p string, revalidate bool) *Op {
 	op := &Op{desc: fmt.Sprintf("engine of %s loads %s.%s with vended credentials", p, ns, name), keys: tableKeys(ns, name)}
 	if g == nil {
 		op.want = []int{404}
@@ -114,12 +121,9 @@ func (s *Sim) engineLoadOf(ns, name string, g *Gen, p string) *Op {
 	// The header is a list of mechanisms (the REST spec): clients name
 	// more than one, in any order.
 	asks := pick(s, []string{"vended-credentials", "vended-credentials", "remote-signing,vended-credentials", "vended-credentials, remote-signing"})
-	// Half the time an engine that loaded the table before revalidates
-	// with the tag it got; a 304 keeps the credentials it holds, so a
-	// fresh load follows it to see what they should be now.
 	key := p + " " + ns + "." + name
 	prev, cond := s.vendTags[key]
-	cond = cond && g != nil && prev.se.g == g && s.chance(0.5)
+	cond = cond && g != nil && prev.se.g == g && revalidate
 	var first Outcome
 	op.run = func() Outcome {
 		if cond {

@@ -81,6 +81,7 @@ var opWeights = []struct {
 	{"bulk", 1},
 	{"read-catalog", 1}, {"read-grant", 2}, {"read-soft-deleted", 1}, {"read-purge-jobs", 1},
 	{"read-unregistered", 1}, {"read-verify", 1}, {"read-retention", 1}, {"read-etag", 1},
+	{"orphan-sweep", 1},
 }
 
 func (s *Sim) pickOp(actor int) *Op {
@@ -198,6 +199,8 @@ func (s *Sim) makeOp(kind string, actor int) *Op {
 		return s.opBulk()
 	case "read-etag":
 		return s.opReadETag()
+	case "orphan-sweep":
+		return s.opOrphanSweep()
 	case "read-catalog", "read-grant", "read-soft-deleted", "read-purge-jobs", "read-unregistered", "read-verify", "read-retention":
 		return s.opRead(kind)
 	}

@@ -277,3 +277,18 @@ func (s *Sim) refsAnswered(g *Gen, refs, full Outcome) error {
 	}
 	return nil
 }
+
+// opOrphanSweep: the orphan sweep's schedule fires while the actors'
+// requests are under way (EventBridge keeps its own time): it runs as an
+// actor of the round, its AWS calls interleaved with theirs, so it may
+// read the intents between a commit's metadata write and its transaction.
+// It may take only intents older than their lifetime; what it takes is
+// deleted at the settle, and the model's checks say whether a table lost
+// a file it reads.
+func (s *Sim) opOrphanSweep() *Op {
+	op := &Op{desc: "the orphan sweep's schedule runs", want: []int{200}}
+	op.run = func() Outcome {
+		return s.w.call(s.ctx, admin, "POST", "/local/v1/schedules/orphans/run", nil)
+	}
+	return op
+}

@@ -175,6 +175,7 @@ var templates = []template{
 	{"views-stale-records", tmplViewsStale},
 	{"one-privilege-short", tmplPrivilegeShort},
 	{"copy-on-write-rewrites", tmplCopyOnWrite},
+	{"revalidate-after-change", tmplRevalidate},
 }
 
 const holdTmpl = "legal-hold-transaction"
@@ -1442,5 +1443,52 @@ func tmplCopyOnWrite(s *Sim, t *tmplRun) []step {
 		func() *plan { return &plan{b: s.makeBarrier("clock-8d")} },
 		func() *plan { return &plan{b: s.makeBarrier("retention-sweep")} },
 		onLive(func(g *Gen) *Op { return s.dropOp(g.ns, g.name, g, admin, true) }),
+	}
+}
+
+// tmplRevalidate: an engine of the writer loads a table with vended
+// credentials, something the answer depends on changes (its legal hold
+// is set, a commit moves its metadata, or nothing), and the engine
+// revalidates with the tag it got: a 304 is right only when a load now
+// would answer the same, credentials included (engines_test.go,
+// revalidated).
+func tmplRevalidate(s *Sim, t *tmplRun) []step {
+	change := pick(s, []string{"legal hold", "legal hold", "commit", "nothing"})
+	return []step{
+		func() *plan {
+			ns, mk := s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""))
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.engineLoad(g.ns, g.name, g, writer, false))
+			}
+			return nil
+		},
+		func() *plan {
+			g := t.live("a")
+			switch {
+			case g == nil:
+				return nil
+			case change == "legal hold":
+				return ops(s.opSetLegalHoldProp(g, admin, true))
+			case change == "commit":
+				return ops(s.opAppendTo(g, admin))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				t.reached = true
+				return ops(s.engineLoad(g.ns, g.name, g, writer, true))
+			}
+			return nil
+		},
+		func() *plan {
+			if g := t.live("a"); g != nil && g.legalHold {
+				return ops(s.opSetLegalHoldProp(g, admin, false))
+			}
+			return nil
+		},
 	}
 }
