@@ -1447,13 +1447,15 @@ func tmplCopyOnWrite(s *Sim, t *tmplRun) []step {
 }
 
 // tmplRevalidate: an engine of the writer loads a table with vended
-// credentials, something the answer depends on changes (its legal hold
-// is set, a commit moves its metadata, or nothing), and the engine
+// credentials, something the answer depends on changes (the writer's
+// TABLE_WRITE is revoked, the table's legal hold is set, a commit moves
+// its metadata, or nothing), and the engine
 // revalidates with the tag it got: a 304 is right only when a load now
 // would answer the same, credentials included (engines_test.go,
 // revalidated).
 func tmplRevalidate(s *Sim, t *tmplRun) []step {
-	change := pick(s, []string{"legal hold", "legal hold", "commit", "nothing"})
+	change := pick(s, []string{"revoke", "revoke", "legal hold", "commit", "nothing"})
+	var saved []string
 	return []step{
 		func() *plan {
 			ns, mk := s.ensureNS()
@@ -1470,6 +1472,11 @@ func tmplRevalidate(s *Sim, t *tmplRun) []step {
 			switch {
 			case g == nil:
 				return nil
+			case change == "revoke":
+				// The writer's TABLE_WRITE goes (a grant change moves no
+				// metadata: only the credentials tell).
+				saved = slices.Clone(s.m.grants[writer])
+				return ops(s.grantTo(writer, slices.DeleteFunc(slices.Clone(saved), func(p string) bool { return p == "TABLE_WRITE" })))
 			case change == "legal hold":
 				return ops(s.opSetLegalHoldProp(g, admin, true))
 			case change == "commit":
@@ -1485,10 +1492,14 @@ func tmplRevalidate(s *Sim, t *tmplRun) []step {
 			return nil
 		},
 		func() *plan {
+			var o []*Op
 			if g := t.live("a"); g != nil && g.legalHold {
-				return ops(s.opSetLegalHoldProp(g, admin, false))
+				o = append(o, s.opSetLegalHoldProp(g, admin, false))
 			}
-			return nil
+			if saved != nil {
+				o = append(o, s.grantTo(writer, saved))
+			}
+			return ops(o...)
 		},
 	}
 }
