@@ -120,6 +120,11 @@ func (s *Sim) opReadETag() *Op {
 	if len(tagged) > 0 && s.chance(0.7) {
 		g = pick(s, tagged)
 	}
+	return s.readETagOf(g)
+}
+
+// readETagOf: opReadETag of g.
+func (s *Sim) readETagOf(g *Gen) *Op {
 	path := tablePath(g.ns, g.name)
 	var refs, full, again Outcome
 	op := &Op{desc: fmt.Sprintf("admin loads %s with snapshots=refs, then revalidates full loads", g),

@@ -452,6 +452,14 @@ func tmplRefs(s *Sim, t *tmplRun) []step {
 		},
 		appendOld(11, 10, 5),
 		ref("t1", "tag", 0, 0), ref("b1", "branch", 1, 0), ref("tmp", "tag", 2, int64(time.Hour/time.Millisecond)),
+		// A client loading it as engines do (snapshots=refs) gets every
+		// ref's snapshot, tags' too.
+		func() *plan {
+			if g := t.live("a"); g != nil {
+				return ops(s.readETagOf(g))
+			}
+			return nil
+		},
 		func() *plan {
 			g := t.live("a")
 			if g == nil {
