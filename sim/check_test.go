@@ -790,7 +790,7 @@ func (s *Sim) quiesce(final bool) error {
 		// Its verify report calls missing only what is (verifyAnswered).
 		if o := s.w.call(s.ctx, admin, "GET", lifecyclePath(g.ns, g.name)+"/verify", nil); o.Status != 200 {
 			return s.violatef("%s: verify at rest: %s", g, o)
-		} else if err := s.verifyAnswered(o); err != nil {
+		} else if err := s.verifyAnswered(g, o); err != nil {
 			return err
 		}
 	}

@@ -457,6 +457,11 @@ func (s *Sim) movedSession() *barrier {
 		if o, err := s.runFor(s.setLocationOf(g, to, true, false)); err != nil || o.Status != 200 {
 			return err
 		}
+		// Verified now, the files its snapshots keep under the old
+		// location are inside what it owns.
+		if err := s.verifyAnswered(g, s.w.call(s.ctx, admin, "GET", lifecyclePath(g.ns, g.name)+"/verify", nil)); err != nil {
+			return err
+		}
 		n := len(s.sessions)
 		if o, err := s.runFor(s.engineLoadOf(g.ns, g.name, g, admin)); err != nil || o.Status != 200 {
 			return err

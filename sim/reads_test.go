@@ -18,6 +18,7 @@ func (s *Sim) opRead(kind string) *Op {
 	base := "/lifecycle/v1/catalogs/" + catalogName
 	op := &Op{want: []int{200}}
 	var path string
+	var vg *Gen // the table read-verify verifies
 	switch kind {
 	case "read-catalog":
 		path = base
@@ -36,6 +37,7 @@ func (s *Sim) opRead(kind string) *Op {
 			return nil
 		}
 		g := pick(s, lives)
+		vg = g
 		if kind == "read-retention" {
 			// Mostly a table with a policy: a 404 reads nothing (and
 			// a read never answered 200 is a kind never covered).
@@ -65,7 +67,7 @@ func (s *Sim) opRead(kind string) *Op {
 			if o.Status != 200 || contended {
 				return nil
 			}
-			return s.verifyAnswered(o)
+			return s.verifyAnswered(vg, o)
 		}
 	}
 	if kind == "read-unregistered" {
@@ -178,8 +180,9 @@ func (s *Sim) readETagOf(g *Gen) *Op {
 // verifyAnswered: what a verify report calls missing is a file a retained
 // snapshot of the metadata it verified reads (its manifest list, a
 // manifest, a live data or delete file), not one a DELETED entry names
-// (held-out 10: every entry counted), and it is not in the bucket.
-func (s *Sim) verifyAnswered(o Outcome) error {
+// (held-out 10: every entry counted), and it is not in the bucket. And what
+// it calls outside the table's location is (g: the table verified).
+func (s *Sim) verifyAnswered(g *Gen, o Outcome) error {
 	var rep struct {
 		Meta   string `json:"metadata-location"`
 		Checks []struct {
@@ -193,6 +196,24 @@ func (s *Sim) verifyAnswered(o Outcome) error {
 	}
 	var named []string
 	for _, c := range rep.Checks {
+		if c.Name == "files-inside-location" && !c.OK && g != nil && !g.forged {
+			// A file it calls outside is under no location the table
+			// ever took (its own, or one a set-location left behind
+			// while retained snapshots reach it). Not the metadata log:
+			// a moved table's earlier metadata files hold no prefix
+			// (docs/design/store.md, Old locations), and verify names
+			// them.
+			for _, e := range c.Examples {
+				if strings.HasSuffix(e, ".metadata.json") {
+					continue
+				}
+				for _, t := range g.takes {
+					if under(e, t.loc) {
+						return s.violatef("verify of %s calls %s outside the table's locations, and %s took %s: %s", g, e, g, t.loc, o)
+					}
+				}
+			}
+		}
 		if c.Name != "files-intact" || c.OK {
 			continue
 		}
@@ -296,4 +317,12 @@ func (s *Sim) opOrphanSweep() *Op {
 		return s.w.call(s.ctx, admin, "POST", "/local/v1/schedules/orphans/run", nil)
 	}
 	return op
+}
+
+// under: path lies under location loc (as keys: schemes and trailing
+// slashes spelled either way).
+func under(path, loc string) bool {
+	k, ok := keyOf(normLoc(path))
+	l, ok2 := keyOf(normLoc(loc))
+	return ok && ok2 && strings.HasPrefix(k, l+"/")
 }
