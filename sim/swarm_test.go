@@ -176,6 +176,7 @@ var templates = []template{
 	{"one-privilege-short", tmplPrivilegeShort},
 	{"copy-on-write-rewrites", tmplCopyOnWrite},
 	{"revalidate-after-change", tmplRevalidate},
+	{"sweep-beside-commits", tmplSweepBeside},
 }
 
 const holdTmpl = "legal-hold-transaction"
@@ -1509,5 +1510,35 @@ func tmplRevalidate(s *Sim, t *tmplRun) []step {
 			}
 			return ops(o...)
 		},
+	}
+}
+
+// tmplSweepBeside: the orphan sweep's schedule fires in rounds where
+// commits and a create are under way (EventBridge keeps its own time),
+// its calls interleaved with theirs: whatever it reads between a
+// request's metadata write and its transaction is young, and the tables
+// must read every row after the settle deletes what it took.
+func tmplSweepBeside(s *Sim, t *tmplRun) []step {
+	var ns string
+	round := func(i int) step {
+		return func() *plan {
+			var o []*Op
+			for _, k := range []string{"a", "b"} {
+				if g := t.live(k); g != nil {
+					o = append(o, s.opAppendTo(g, admin))
+				}
+			}
+			o = append(o, s.createAt(t, fmt.Sprintf("c%d", i), ns, t.tbl(2+i), ""), s.orphanSweeps(6, true))
+			t.reached = t.reached || len(o) > 2
+			return ops(o...)
+		}
+	}
+	return []step{
+		func() *plan {
+			var mk *Op
+			ns, mk = s.ensureNS()
+			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
+		},
+		round(0), round(1), round(2),
 	}
 }
