@@ -200,14 +200,8 @@ func (s *Sim) verifyAnswered(g *Gen, o Outcome) error {
 		if c.Name == "files-inside-location" && !c.OK && g != nil && !g.forged {
 			// A file it calls outside is under no location the table
 			// ever took (its own, or one a set-location left behind
-			// while retained snapshots reach it). Not the metadata log:
-			// a moved table's earlier metadata files hold no prefix
-			// (docs/design/store.md, Old locations), and verify names
-			// them.
+			// while retained snapshots reach it).
 			for _, e := range c.Examples {
-				if strings.HasSuffix(e, ".metadata.json") {
-					continue
-				}
 				for _, t := range g.takes {
 					if under(e, t.loc) {
 						return s.violatef("verify of %s calls %s outside the table's locations, and %s took %s: %s", g, e, g, t.loc, o)
