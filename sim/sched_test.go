@@ -69,6 +69,7 @@ type sched struct {
 	// last (one preemption a round, see dispatch).
 	prio     []int
 	switchAt int
+	switchOn string // the AWS call the first actor is preempted before (beginAt)
 }
 
 func newSched(seed uint64) *sched {
@@ -79,22 +80,26 @@ func newSched(seed uint64) *sched {
 
 // begin starts a round of n actors.
 func (s *sched) begin(n int) {
-	s.beginAt(n, 0)
+	s.beginAt(n, 0, "")
 }
 
 // beginAt starts a round of n actors; at > 0 places its preemption: actor
 // 0 first, preempted at grant at (a template's race, swept over the
-// windows of its first request), else both drawn from the seed.
-func (s *sched) beginAt(n, at int) {
+// windows of its first request); on != "": actor 0 first, preempted
+// before its first AWS call named on; else both drawn from the seed.
+func (s *sched) beginAt(n, at int, on string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live, s.parked, s.running, s.pending, s.grants = map[int]bool{}, map[int]bool{}, -1, n, nil
 	s.prio = s.rng.Perm(n)
-	s.switchAt = s.rng.IntN(switchSpan)
-	if at > 0 {
-		s.prio, s.switchAt = make([]int, n), at
+	s.switchAt, s.switchOn = s.rng.IntN(switchSpan), ""
+	if at > 0 || on != "" {
+		s.prio, s.switchAt, s.switchOn = make([]int, n), at, on
 		for i := range n {
 			s.prio[i] = i
+		}
+		if on != "" {
+			s.switchAt = -1
 		}
 	}
 	for i := range n {
@@ -137,6 +142,17 @@ func (s *sched) park(a int) {
 	for s.running != a {
 		s.cond.Wait()
 	}
+}
+
+// parkBefore: park before an AWS call named op; the round's preemption
+// falls here when it is named by this call (beginAt's on).
+func (s *sched) parkBefore(a int, op string) {
+	s.mu.Lock()
+	if s.switchOn != "" && op == s.switchOn && len(s.prio) > 0 && a == s.prio[0] {
+		s.switchAt, s.switchOn = len(s.grants), ""
+	}
+	s.mu.Unlock()
+	s.park(a)
 }
 
 // switchSpan: the grants a round's preemption point falls among.
@@ -299,7 +315,7 @@ func parkBeforeCalls(sched func() *sched) func(*middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("SimPark", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			if s := sched(); s != nil && !cached(middleware.GetOperationName(ctx), in.Parameters) {
 				if a := s.actor(); a >= 0 {
-					s.park(a)
+					s.parkBefore(a, middleware.GetOperationName(ctx))
 				}
 			}
 			return next.HandleInitialize(ctx, in)

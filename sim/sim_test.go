@@ -458,11 +458,11 @@ func (s *Sim) round() error {
 	outs := make([]Outcome, len(ops))
 	var wg sync.WaitGroup
 	if s.w.sched != nil {
-		at := 0
+		at, on := 0, ""
 		if scripted != nil {
-			at = scripted.preempt
+			at, on = scripted.preempt, scripted.preemptOn
 		}
-		s.w.sched.beginAt(len(ops), at)
+		s.w.sched.beginAt(len(ops), at, on)
 	}
 	for i, op := range ops {
 		wg.Add(1)

@@ -135,6 +135,9 @@ type plan struct {
 	// preempt > 0: the first op runs first and is preempted at the
 	// round's preempt-th AWS call (a race placed in one window).
 	preempt int
+	// preemptOn: the first op runs first and is preempted before its
+	// first AWS call of this name (a window named by the call closing it).
+	preemptOn string
 }
 
 // step builds a scripted round from the model when it runs (nil: skip).
@@ -907,6 +910,16 @@ func preempted(at int, a, b *Op) *plan {
 	return p
 }
 
+// preemptedOn: a and b in one round, a first and preempted before its
+// first AWS call named op (both present; else an ordinary round).
+func preemptedOn(op string, a, b *Op) *plan {
+	p := ops(a, b)
+	if p != nil && len(p.ops) == 2 {
+		p.preemptOn = op
+	}
+	return p
+}
+
 // tmplBigPurge: a table past a listing page (committed files and strays)
 // purged: every page of its final listing.
 func tmplBigPurge(s *Sim, t *tmplRun) []step {
@@ -1545,12 +1558,24 @@ func tmplSweepBeside(s *Sim, t *tmplRun) []step {
 			return ops(o...)
 		}
 	}
+	// placed: a create, or an append to a, preempted between its metadata
+	// write and the transaction that makes it current, the sweeps run
+	// there.
+	placed := func(i int) step {
+		return func() *plan {
+			first := s.createAt(t, fmt.Sprintf("p%d", i), ns, t.tbl(5+i), "")
+			if g := t.live("a"); i%2 == 1 && g != nil {
+				first = s.opAppendTo(g, admin)
+			}
+			return preemptedOn("TransactWriteItems", first, s.orphanSweeps(2, true))
+		}
+	}
 	return []step{
 		func() *plan {
 			var mk *Op
 			ns, mk = s.ensureNS()
 			return ops(mk, s.createAt(t, "a", ns, t.tbl(0), ""), s.createAt(t, "b", ns, t.tbl(1), ""))
 		},
-		round(0), round(1), round(2),
+		round(0), placed(0), round(1), placed(1), round(2),
 	}
 }
