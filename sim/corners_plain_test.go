@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/icehold/icehold/shared/purge"
@@ -23,6 +25,10 @@ func (s *Sim) plainDrop() *barrier {
 		s.m.nextID++
 		g, err := s.freshTable("pd", warehouse+fmt.Sprintf("/L/pd%d", s.m.nextID), nil)
 		if err != nil || g == nil {
+			return err
+		}
+		left, err := s.refusedCommit(g)
+		if err != nil {
 			return err
 		}
 		was := s.m.catProps["soft-delete.enabled"]
@@ -51,6 +57,11 @@ func (s *Sim) plainDrop() *barrier {
 		if err != nil {
 			return err
 		}
+		for _, k := range left {
+			if _, ok := objs[k]; ok {
+				return s.violatef("%s: a commit whose intent write was refused left %s, and the orphan sweep past the intent lifetime did not take it (no intent names it: it stays as long as the bucket)", g, k)
+			}
+		}
 		if _, ok := objs[metaKey(g.meta)]; !ok {
 			return s.violatef("%s dropped without purge: its metadata file %s is gone after the orphan sweep (%d files left under its location); a drop that keeps the files keeps what registers them again", g, g.meta, len(objs))
 		}
@@ -70,6 +81,52 @@ func (s *Sim) plainDrop() *barrier {
 		}
 		s.acted = true
 		s.logf("   %s dropped keeping its files, swept, registered again as %s", g, r)
+		// The event bus refuses its next two calls, whenever they come
+		// (an outage): the outbox must keep what they carried until a
+		// relay publishes it (checkEvents at rest; held-out 13: a relay
+		// that deleted an event before publishing it lost it).
+		s.w.busRefusals.Store(2)
 		return nil
 	}}
+}
+
+// refusedCommit: a commit of g whose intent write is refused (an outage
+// past the SDK's retries) must fail and change nothing; what it wrote
+// (the new keys under g's location) must be named by an intent, which the
+// caller checks by the orphan sweep past the intent lifetime taking it
+// (held-out 13: a metadata file written before its intent is named by
+// none, and no sweep ever takes it).
+func (s *Sim) refusedCommit(g *Gen) ([]string, error) {
+	before, err := s.keysUnder(g.location)
+	if err != nil {
+		return nil, err
+	}
+	r := &refusal{prefix: "INTENT#"}
+	s.w.refuse.Store(r)
+	body := map[string]any{"requirements": []any{}, "updates": []any{map[string]any{"action": "set-properties", "updates": map[string]string{"sim.refused": "1"}}}}
+	o := s.w.call(s.ctx, admin, "POST", tablePath(g.ns, g.name), body)
+	s.w.refuse.Store(nil)
+	if !r.hit.Load() {
+		s.logf("   a commit of %s made no intent write: %s", g, o)
+		return nil, nil
+	}
+	if o.Status < 500 {
+		return nil, s.violatef("%s: a commit whose intent write was refused answered %s, want a 5xx and no change", g, o)
+	}
+	if lo := s.w.call(s.ctx, admin, "GET", tablePath(g.ns, g.name), nil); lo.Status != 200 || !strings.Contains(string(lo.Body), g.meta) {
+		return nil, s.violatef("%s: after a commit whose intent write was refused, the load answers %s, want the table at %s", g, lo, g.meta)
+	}
+	after, err := s.keysUnder(g.location)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			left = append(left, k)
+		}
+	}
+	slices.Sort(left)
+	s.logf("   a commit of %s with its intent write refused: %d, %d new files", g, o.Status, len(left))
+	return left, nil
 }

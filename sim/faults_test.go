@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,7 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/icehold/icehold/local/emulators"
+	"github.com/icehold/icehold/shared/eventbus"
 )
 
 // Faults the generator turns on and off (barriers): delete calls that fail
@@ -253,4 +261,64 @@ func (s *Sim) patternGrant() *barrier {
 		s.logf("   granted, used and revoked")
 		return nil
 	}}
+}
+
+// --- a write refused mid-request ---
+
+// refusal: the server's next PutItem of an item whose key starts with
+// prefix fails, once, past the SDK's retries (an outage, a throttle that
+// outlasts them); reads: its GetItems of such items fail instead, every
+// one while armed.
+type refusal struct {
+	prefix string
+	reads  bool
+	hit    atomic.Bool
+}
+
+// refuseWrites is a middleware of the server's AWS clients
+// (server.Options.APIOptions) that plays the armed refusal.
+func refuseWrites(cur func() *refusal) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("SimRefuse", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if r := cur(); r != nil {
+				var item map[string]ddbtypes.AttributeValue
+				switch p := in.Parameters.(type) {
+				case *dynamodb.PutItemInput:
+					if !r.reads {
+						item = p.Item
+					}
+				case *dynamodb.GetItemInput:
+					if r.reads {
+						item = p.Key
+					}
+				}
+				pk, _ := item["pk"].(*ddbtypes.AttributeValueMemberS)
+				if pk != nil && strings.HasPrefix(pk.Value, r.prefix) && (r.reads || r.hit.CompareAndSwap(false, true)) {
+					r.hit.Store(true)
+					return middleware.InitializeOutput{}, middleware.Metadata{}, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "simulated: the call was refused past the retries"}
+				}
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+	}
+}
+
+// refusingBus: the event bus refuses the next *n PutEvents calls (an
+// EventBridge outage): the outbox keeps each event until a relay
+// publishes it.
+type refusingBus struct {
+	next eventbus.PutEvents
+	n    *atomic.Int32
+}
+
+func (b refusingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	for {
+		n := b.n.Load()
+		if n <= 0 {
+			return b.next.PutEvents(ctx, in, optFns...)
+		}
+		if b.n.CompareAndSwap(n, n-1) {
+			return nil, &smithy.GenericAPIError{Code: "InternalException", Message: "simulated: the event bus refused the call"}
+		}
+	}
 }

@@ -310,16 +310,40 @@ func (s *Sim) opNSCreateAt(ns string) *Op {
 	if exists {
 		op.want = []int{409}
 	}
+	// First the same create with a malformed lifecycle property (picked
+	// by step: the seed's draws stay as they were), which must be a 400
+	// that creates nothing (held-out 13: a create that checks none of
+	// them stored "yes" as a legal hold that holds nothing).
+	var bad map[string]string
+	var badOut Outcome
+	if !exists {
+		bad = badNSProps[s.step%len(badNSProps)]
+	}
 	op.run = func() Outcome {
+		if bad != nil {
+			badOut = s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}, "properties": bad})
+		}
 		return s.w.call(s.ctx, admin, "POST", "/v1/"+catalogName+"/namespaces", map[string]any{"namespace": []string{ns}})
 	}
 	op.after = func(o Outcome, _ bool) error {
+		if bad != nil && badOut.Status != 400 {
+			return s.violatef("create namespace %s with properties %v: %s, want 400 (malformed or out of range) and nothing created", ns, bad, badOut)
+		}
 		if o.Status == 200 {
 			s.m.namespaces[ns] = map[string]string{}
 		}
 		return nil
 	}
 	return op
+}
+
+// badNSProps: lifecycle properties a namespace create must refuse.
+var badNSProps = []map[string]string{
+	{"soft-delete.hold-period": "1 week"},
+	{"icehold.legal-hold": "yes"},
+	{"soft-delete.hold-period": "P99999D"},
+	{"icehold.legal-hold": "on", "soft-delete.hold-period": "P1D"},
+	{"soft-delete.hold-period": "-P1D"},
 }
 
 func (s *Sim) opNSDrop() *Op {

@@ -160,7 +160,15 @@ func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read 
 	// snapshot, no commit), another payload (a guard added or left out)
 	// is a 422 (SPEC §5).
 	var key, other string
-	var replay, changed Outcome
+	var replay, changed, cross Outcome
+	// q: another principal, whose own request under the same key must
+	// run as its own (receipts are per principal): a drop of a table that
+	// does not exist, a 404 (not a 422 for a key "used for another
+	// request", held-out 13).
+	q := admin
+	if p == admin {
+		q = writer
+	}
 	if bad == "" && g != nil && s.chance(0.25) {
 		key = uuid.NewString()
 		alt := map[string]any{"partitions": tuples}
@@ -185,6 +193,7 @@ func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read 
 		if o.Status == 200 {
 			replay = s.w.call(s.ctx, p, "POST", path, body, "Idempotency-Key", key)
 			changed = s.w.call(s.ctx, p, "POST", path, other, "Idempotency-Key", key)
+			cross = s.w.call(s.ctx, q, "POST", lifecyclePath(ns, "nosuchtable0")+"/partitions/drop", body, "Idempotency-Key", key)
 		}
 		return o
 	}
@@ -198,6 +207,9 @@ func (s *Sim) partitionDropRead(ns, name string, g *Gen, dropped []string, read 
 			}
 			if changed.Status != 422 {
 				return s.violatef("a partition drop sent under a used Idempotency-Key with another payload %s: %s, want 422", other, changed)
+			}
+			if cross.Status == 422 || cross.Status == 409 {
+				return s.violatef("%s's partition drop of %s.nosuchtable0 under the Idempotency-Key %s had used: %s, want its own answer (receipts are per principal)", q, ns, p, cross)
 			}
 		}
 		if g := s.m.liveAt(ns, name); g != nil {

@@ -550,12 +550,28 @@ func (s *Sim) heldSessionReadOnly(g *Gen, scope string) error {
 		return nil
 	}
 	// Both ways an engine gets keys: the load, and the refresh endpoint
-	// (client.refresh-credentials-endpoint) a long job calls later.
-	for _, via := range []struct{ what, path string }{
-		{"loads " + g.String() + " with vended credentials", tablePath(g.ns, g.name)},
-		{"refreshes the credentials of " + g.String(), tablePath(g.ns, g.name) + "/credentials"},
+	// (client.refresh-credentials-endpoint) a long job calls later; and
+	// the load again with the namespace's reads refused (a throttle past
+	// the retries): an unread hold counts as held (held-out 13: one that
+	// counted as none vended write credentials).
+	for _, via := range []struct {
+		what, path string
+		refused    bool
+	}{
+		{"loads " + g.String() + " with vended credentials", tablePath(g.ns, g.name), false},
+		{"refreshes the credentials of " + g.String(), tablePath(g.ns, g.name) + "/credentials", false},
+		{"loads " + g.String() + " with vended credentials, its namespace's reads refused,", tablePath(g.ns, g.name), true},
 	} {
+		if via.refused {
+			s.w.refuse.Store(&refusal{prefix: "NS#", reads: true})
+		}
 		o := s.w.call(s.ctx, p, "GET", via.path, nil, delegation, "vended-credentials")
+		if via.refused {
+			s.w.refuse.Store(nil)
+			if o.Status >= 500 {
+				continue // it could not tell, and said so
+			}
+		}
 		if o.Status != 200 {
 			return s.violatef("%s %s under the legal hold of %s: %s", p, via.what, scope, o)
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/icehold/icehold/local/server"
 	"github.com/icehold/icehold/shared/awsconfig"
+	"github.com/icehold/icehold/shared/eventbus"
 	"github.com/icehold/icehold/shared/store"
 )
 
@@ -88,11 +89,16 @@ type World struct {
 	// reconcile drains it later); events pile up and come out together
 	// when a check reads them, so their order is the outbox's own.
 	relayLags bool
-	srv       *server.Server
-	tokens    map[string]string // principal → bearer token
-	ddb       *dynamodb.Client
-	s3        *s3.Client
-	http      *http.Client
+	// refuse: the server's next write of an item under this key prefix
+	// fails (refuseWrites).
+	refuse atomic.Pointer[refusal]
+	// busRefusals: the event bus refuses this many more PutEvents calls.
+	busRefusals atomic.Int32
+	srv         *server.Server
+	tokens      map[string]string // principal → bearer token
+	ddb         *dynamodb.Client
+	s3          *s3.Client
+	http        *http.Client
 	// legalPriv: this build knows TABLE_LEGAL_HOLD (the grant was accepted).
 	legalPriv bool
 	// env2 serves a share of the REST requests with its own grant cache
@@ -133,7 +139,8 @@ func (w *World) options() server.Options {
 		// An actor's request interleaves with the other's at its AWS
 		// calls (sched_test.go).
 		Wrap:       func(h http.Handler) http.Handler { return serveAs(w.curSched)(w.environments(h)) },
-		APIOptions: []func(*middleware.Stack) error{parkBeforeCalls(w.curSched)},
+		APIOptions: []func(*middleware.Stack) error{parkBeforeCalls(w.curSched), refuseWrites(w.refuse.Load)},
+		WrapEvents: func(next eventbus.PutEvents) eventbus.PutEvents { return refusingBus{next, &w.busRefusals} },
 	}
 }
 
@@ -342,6 +349,9 @@ var errorTypes = map[string][]int{
 	"UnrepairableException": {409}, "StorageSweepRunningException": {409}, "IdempotencyKeyInFlightException": {409},
 	"RequestEntityTooLargeException": {413}, "UnprocessableEntityException": {422}, "InventoryReportRefusedException": {422},
 	"IdempotencyKeyReusedException": {422}, "NotImplementedException": {501},
+	// The REST spec's server error: an AWS call that failed past the SDK's
+	// retries (refusedCommit injects one).
+	"InternalServerError": {500},
 }
 
 // errorModelWrong says how an error answer breaks the error format
